@@ -1,0 +1,2 @@
+//! Hashing benches (filled in by the hashing issue).
+fn main() {}

@@ -1,0 +1,1 @@
+//! memgroup-client: filled in by a later issue.

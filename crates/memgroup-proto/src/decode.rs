@@ -1,0 +1,636 @@
+//! The incremental reply decoder.
+//!
+//! # Design: the caller says what it expects
+//!
+//! Text-protocol replies carry no request id, and one of them is ambiguous on
+//! its own: a bare `END` ends both an empty retrieval and an empty `stats`
+//! group. So the caller, which sent the requests and keeps them in a FIFO
+//! queue, passes the [`Expect`] of the oldest unanswered request to every
+//! [`Decoder::decode`] call (a [`Request`](crate::Request) tells it with
+//! [`Request::expect`](crate::Request::expect)). A reply that cannot answer that
+//! request — `STORED` where `VALUE`/`END` was due — is a desynchronised stream
+//! and comes back as [`ProtoError::Unexpected`].
+//!
+//! # Buffer contract
+//!
+//! The caller appends bytes read from the socket to one `BytesMut` and calls
+//! `decode` until it returns `Ok(None)` (more bytes needed). `decode` only ever
+//! removes complete frames from the front of the buffer: a line with its
+//! `\r\n`, or a `VALUE`/`VA` line together with its whole data block. The
+//! items of a multi-item reply (`VALUE`s, `STAT`s) are taken off the buffer one
+//! complete item at a time and held in the decoder until `END` arrives, so the
+//! same `Expect` must be passed until that reply is returned. The decoder
+//! remembers how far it has searched for a line end and the parsed header of a
+//! data block it is waiting for, so no byte is searched twice however the
+//! input is split. Any `Err` means the stream is corrupt: close the connection.
+
+use std::fmt;
+use std::ops::Range;
+
+use bytes::{Buf, Bytes, BytesMut};
+use nom::bytes::complete::tag;
+use nom::combinator::{all_consuming, opt, rest};
+use nom::sequence::preceded;
+use nom::{IResult, Parser};
+
+use crate::response::{MetaResponse, MetaStatus, Response, Stat, Value};
+
+/// Peer-controlled sizes the decoder accepts; beyond them it fails instead of
+/// allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest reply line, without its `\r\n` (default 8 KiB).
+    pub max_line: usize,
+    /// The largest value (data block) in bytes (default 1 MiB, memcached's `-I` default).
+    pub max_value: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_line: 8 * 1024,
+            max_value: 1024 * 1024,
+        }
+    }
+}
+
+/// What kind of reply the oldest outstanding request gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Expect {
+    /// `VALUE` items up to `END` (`get`, `gets`, `gat`, `gats`).
+    Values,
+    /// `STAT` lines up to `END` (`stats`).
+    Stats,
+    /// One reply line, or a meta reply with its value (everything else).
+    Single,
+}
+
+/// The stream is corrupt or exceeded a limit; the connection must be closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProtoError {
+    /// A line went past [`Limits::max_line`] without ending.
+    LineTooLong {
+        /// The limit.
+        limit: usize,
+    },
+    /// A `VALUE`/`VA` header announced a data block beyond [`Limits::max_value`].
+    ValueTooLarge {
+        /// The announced length.
+        len: u64,
+        /// The limit.
+        limit: usize,
+    },
+    /// A line that is not a memcached reply, or a reply with bad fields.
+    Malformed {
+        /// What is wrong.
+        reason: &'static str,
+        /// The start of the offending line (lossy UTF-8, at most 80 bytes).
+        line: String,
+    },
+    /// A valid reply that cannot answer the request at the head of the queue.
+    Unexpected {
+        /// What the request expected.
+        expected: Expect,
+        /// The start of the offending line (lossy UTF-8, at most 80 bytes).
+        line: String,
+    },
+    /// A data block was not followed by `\r\n`: its announced length lied.
+    BadDataTerminator,
+}
+
+impl fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtoError::LineTooLong { limit } => {
+                write!(f, "reply line longer than {limit} bytes")
+            }
+            ProtoError::ValueTooLarge { len, limit } => {
+                write!(
+                    f,
+                    "reply value of {len} bytes exceeds the {limit}-byte limit"
+                )
+            }
+            ProtoError::Malformed { reason, line } => {
+                write!(f, "malformed reply ({reason}): {line:?}")
+            }
+            ProtoError::Unexpected { expected, line } => {
+                write!(f, "unexpected reply while expecting {expected:?}: {line:?}")
+            }
+            ProtoError::BadDataTerminator => {
+                f.write_str("data block not terminated by \\r\\n (length mismatch)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ProtoError {}
+
+fn excerpt(line: &[u8]) -> String {
+    String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned()
+}
+
+fn malformed(reason: &'static str, line: &[u8]) -> ProtoError {
+    ProtoError::Malformed {
+        reason,
+        line: excerpt(line),
+    }
+}
+
+/// The incremental decoder of one connection's reply stream. See the module
+/// docs for the contract.
+///
+/// ```
+/// use bytes::BytesMut;
+/// use memgroup_proto::{Decoder, Expect, Response};
+///
+/// let mut dec = Decoder::default();
+/// let mut buf = BytesMut::from(&b"VALUE k 5 2\r\nhi\r\nEN"[..]);
+/// // The reply is not complete yet.
+/// assert_eq!(dec.decode(&mut buf, Expect::Values).unwrap(), None);
+/// buf.extend_from_slice(b"D\r\nSTORED\r\n");
+/// let Some(Response::Values(values)) = dec.decode(&mut buf, Expect::Values).unwrap() else {
+///     panic!("expected values")
+/// };
+/// assert_eq!((&values[0].key[..], values[0].flags, &values[0].data[..]), (&b"k"[..], 5, &b"hi"[..]));
+/// assert_eq!(dec.decode(&mut buf, Expect::Single).unwrap(), Some(Response::Stored));
+/// ```
+#[derive(Debug, Default)]
+pub struct Decoder {
+    limits: Limits,
+    /// Bytes at the front of the buffer already searched for `\n` in vain.
+    scanned: usize,
+    /// A parsed `VALUE`/`VA` header whose data block has not fully arrived.
+    pending: Option<Pending>,
+    values: Vec<Value>,
+    stats: Vec<Stat>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    /// Length of the header line without `\r\n`.
+    line_len: usize,
+    data_len: usize,
+    head: Head,
+}
+
+#[derive(Debug)]
+enum Head {
+    Value {
+        key: Range<usize>,
+        flags: u32,
+        cas: Option<u64>,
+    },
+    Meta {
+        flags: Range<usize>,
+    },
+}
+
+/// A classified reply line; ranges index into the line.
+enum Line {
+    Value {
+        key: Range<usize>,
+        flags: u32,
+        len: u64,
+        cas: Option<u64>,
+    },
+    End,
+    Stat {
+        name: Range<usize>,
+        value: Range<usize>,
+    },
+    /// A reply without payload.
+    Plain(Response),
+    Version(Range<usize>),
+    ClientError(Range<usize>),
+    ServerError(Range<usize>),
+    Meta {
+        status: MetaStatus,
+        flags: Range<usize>,
+    },
+    MetaValue {
+        len: u64,
+        flags: Range<usize>,
+    },
+}
+
+impl Decoder {
+    /// A decoder with the given limits.
+    pub fn new(limits: Limits) -> Self {
+        Decoder {
+            limits,
+            ..Decoder::default()
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Whether the decoder holds part of a reply (items of an unfinished
+    /// retrieval or stats reply, or a header waiting for its data).
+    pub fn is_mid_reply(&self) -> bool {
+        self.pending.is_some() || !self.values.is_empty() || !self.stats.is_empty()
+    }
+
+    /// Decodes the next complete reply from the front of `buf`.
+    ///
+    /// `Ok(None)` means more bytes are needed; nothing returned so far is lost.
+    /// `Err` means the stream is corrupt and the connection must be closed.
+    pub fn decode(
+        &mut self,
+        buf: &mut BytesMut,
+        expect: Expect,
+    ) -> Result<Option<Response>, ProtoError> {
+        loop {
+            if let Some(p) = &self.pending {
+                let total = p.line_len + 2 + p.data_len + 2;
+                if buf.len() < total {
+                    // Room for the whole frame, so the value lands contiguous
+                    // and can be handed out without a copy.
+                    buf.reserve(total - buf.len());
+                    return Ok(None);
+                }
+                let Some(p) = self.pending.take() else {
+                    unreachable!("checked above")
+                };
+                // One split for header, data and terminator. The frame
+                // itself becomes the value and the key is a slice of it:
+                // each refcount operation is an atomic, so keep them few.
+                let data_start = p.line_len + 2;
+                let data_end = data_start + p.data_len;
+                if &buf[data_end..total] != b"\r\n" {
+                    return Err(ProtoError::BadDataTerminator);
+                }
+                let mut data = buf.split_to(total).freeze();
+                let head = match &p.head {
+                    Head::Value { key, .. } => data.slice(key.clone()),
+                    Head::Meta { flags } => data.slice(flags.clone()),
+                };
+                data.advance(data_start);
+                data.truncate(p.data_len);
+                match p.head {
+                    Head::Value { flags, cas, .. } => {
+                        if self.values.capacity() == 0 {
+                            // Most retrievals are for one key: don't let the
+                            // first push over-allocate.
+                            self.values.reserve_exact(1);
+                        }
+                        self.values.push(Value {
+                            key: head,
+                            flags,
+                            cas,
+                            data,
+                        });
+                        continue;
+                    }
+                    Head::Meta { .. } => {
+                        return Ok(Some(Response::Meta(MetaResponse {
+                            status: MetaStatus::Va,
+                            flags: head,
+                            value: Some(data),
+                        })));
+                    }
+                }
+            }
+
+            if expect == Expect::Values && buf.starts_with(b"END\r\n") {
+                // The common end of a retrieval, recognised without a search.
+                buf.advance(5);
+                self.scanned = 0;
+                return Ok(Some(Response::Values(std::mem::take(&mut self.values))));
+            }
+            let Some(line_len) = self.find_line(buf)? else {
+                return Ok(None);
+            };
+            let parsed = classify(&buf[..line_len])?;
+            let unexpected = |buf: &BytesMut| ProtoError::Unexpected {
+                expected: expect,
+                line: excerpt(&buf[..line_len]),
+            };
+            match (parsed, expect) {
+                (
+                    Line::Value {
+                        key,
+                        flags,
+                        len,
+                        cas,
+                    },
+                    Expect::Values,
+                ) => {
+                    let data_len = self.check_len(len)?;
+                    let head = Head::Value { key, flags, cas };
+                    self.pending = Some(Pending {
+                        line_len,
+                        data_len,
+                        head,
+                    });
+                }
+                (Line::MetaValue { len, flags }, Expect::Single) => {
+                    let data_len = self.check_len(len)?;
+                    self.pending = Some(Pending {
+                        line_len,
+                        data_len,
+                        head: Head::Meta { flags },
+                    });
+                }
+                (Line::End, Expect::Values) => {
+                    buf.advance(line_len + 2);
+                    return Ok(Some(Response::Values(std::mem::take(&mut self.values))));
+                }
+                (Line::End, Expect::Stats) => {
+                    buf.advance(line_len + 2);
+                    return Ok(Some(Response::Stats(std::mem::take(&mut self.stats))));
+                }
+                (Line::Stat { name, value }, Expect::Stats) => {
+                    let line = split_line(buf, line_len);
+                    self.stats.push(Stat {
+                        name: line.slice(name),
+                        value: line.slice(value),
+                    });
+                }
+                (Line::Plain(response), _) if response.is_error() || expect == Expect::Single => {
+                    buf.advance(line_len + 2);
+                    return Ok(Some(self.finish(response)));
+                }
+                (Line::ClientError(r), _) => {
+                    let text = split_line(buf, line_len).slice(r);
+                    return Ok(Some(self.finish(Response::ClientError(text))));
+                }
+                (Line::ServerError(r), _) => {
+                    let text = split_line(buf, line_len).slice(r);
+                    return Ok(Some(self.finish(Response::ServerError(text))));
+                }
+                (Line::Version(r), Expect::Single) => {
+                    let text = split_line(buf, line_len).slice(r);
+                    return Ok(Some(Response::Version(text)));
+                }
+                (Line::Meta { status, flags }, Expect::Single) => {
+                    let flags = split_line(buf, line_len).slice(flags);
+                    return Ok(Some(Response::Meta(MetaResponse {
+                        status,
+                        flags,
+                        value: None,
+                    })));
+                }
+                _ => return Err(unexpected(buf)),
+            }
+        }
+    }
+
+    /// An error reply ends whatever multi-item reply was in progress.
+    fn finish(&mut self, response: Response) -> Response {
+        self.values.clear();
+        self.stats.clear();
+        response
+    }
+
+    fn check_len(&self, len: u64) -> Result<usize, ProtoError> {
+        match usize::try_from(len) {
+            Ok(n) if n <= self.limits.max_value => Ok(n),
+            _ => Err(ProtoError::ValueTooLarge {
+                len,
+                limit: self.limits.max_value,
+            }),
+        }
+    }
+
+    /// Finds the end of the line at the front of `buf`, searching only bytes
+    /// not searched before. Returns the line's length without `\r\n`.
+    fn find_line(&mut self, buf: &BytesMut) -> Result<Option<usize>, ProtoError> {
+        let start = self.scanned.min(buf.len());
+        let Some(i) = find_newline(&buf[start..]) else {
+            self.scanned = buf.len();
+            if buf.len() > self.limits.max_line + 1 {
+                return Err(ProtoError::LineTooLong {
+                    limit: self.limits.max_line,
+                });
+            }
+            return Ok(None);
+        };
+        let newline = start + i;
+        // The line is consumed (now or, for a data block, once it is complete)
+        // before the next search, which therefore starts at the front again.
+        self.scanned = 0;
+        if newline > self.limits.max_line + 1 {
+            return Err(ProtoError::LineTooLong {
+                limit: self.limits.max_line,
+            });
+        }
+        if newline == 0 || buf[newline - 1] != b'\r' {
+            return Err(malformed("line ends in a bare \\n", &buf[..newline]));
+        }
+        Ok(Some(newline - 1))
+    }
+}
+
+/// The offset of the first `\n`, eight bytes at a time: this search runs
+/// over every reply byte that is not value data.
+fn find_newline(hay: &[u8]) -> Option<usize> {
+    find_byte(hay, b'\n')
+}
+
+/// The offset of the first `needle` in `hay`, eight bytes at a time.
+fn find_byte(hay: &[u8], needle: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pattern: u64 = LO * u64::from(needle);
+    let mut chunks = hay.chunks_exact(8);
+    let mut base = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
+        let x = word ^ pattern;
+        // The classic "has zero byte" test; its lowest set bit marks the
+        // first match exactly (false positives only occur above a real one).
+        let found = x.wrapping_sub(LO) & !x & HI;
+        if found != 0 {
+            return Some(base + (found.trailing_zeros() / 8) as usize);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == needle)
+        .map(|i| base + i)
+}
+
+/// Takes the line and its `\r\n` off the buffer; returns the line without them.
+fn split_line(buf: &mut BytesMut, line_len: usize) -> Bytes {
+    let mut line = buf.split_to(line_len + 2).freeze();
+    line.truncate(line_len);
+    line
+}
+
+fn offset(line: &[u8], part: &[u8]) -> Range<usize> {
+    let start = part.as_ptr() as usize - line.as_ptr() as usize;
+    start..start + part.len()
+}
+
+type In<'a> = &'a [u8];
+
+/// A space-delimited field. Reply lines never hold CR or LF, so the field
+/// simply runs to the next space (searched a word at a time: keys are the
+/// longest fields of the hottest line).
+fn token(i: In<'_>) -> IResult<In<'_>, In<'_>> {
+    let end = find_byte(i, b' ').unwrap_or(i.len());
+    if end == 0 {
+        return Err(nom::Err::Error(nom::error::Error::new(
+            i,
+            nom::error::ErrorKind::TakeWhile1,
+        )));
+    }
+    Ok((&i[end..], &i[..end]))
+}
+
+fn sp(i: &[u8]) -> IResult<&[u8], &[u8]> {
+    tag(&b" "[..]).parse(i)
+}
+
+/// A decimal `u64`, rejecting overflow. Hand-rolled rather than nom's
+/// generic number parser because header numbers are on the hottest path.
+fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
+    let digits = i.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 20 {
+        return Err(nom::Err::Error(nom::error::Error::new(
+            i,
+            nom::error::ErrorKind::Digit,
+        )));
+    }
+    let mut n: u64 = 0;
+    for &d in &i[..digits] {
+        n = n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(d - b'0')))
+            .ok_or_else(|| {
+                nom::Err::Error(nom::error::Error::new(i, nom::error::ErrorKind::TooLarge))
+            })?;
+    }
+    Ok((&i[digits..], n))
+}
+
+fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
+    let (rest, n) = dec_u64(i)?;
+    match u32::try_from(n) {
+        Ok(n) => Ok((rest, n)),
+        Err(_) => Err(nom::Err::Error(nom::error::Error::new(
+            i,
+            nom::error::ErrorKind::TooLarge,
+        ))),
+    }
+}
+
+/// `VALUE <key> <flags> <bytes> [<cas>]`, after the `VALUE ` prefix.
+fn value_fields(i: In<'_>) -> IResult<In<'_>, (In<'_>, u32, u64, Option<u64>)> {
+    all_consuming((
+        token,
+        preceded(sp, dec_u32),
+        preceded(sp, dec_u64),
+        opt(preceded(sp, dec_u64)),
+    ))
+    .parse(i)
+}
+
+/// `STAT <name> <value>`, after the `STAT ` prefix; the value may hold spaces.
+fn stat_fields(i: In<'_>) -> IResult<In<'_>, (In<'_>, Option<In<'_>>)> {
+    (token, opt(preceded(sp, rest))).parse(i)
+}
+
+/// `VA <size> <flags>*`, after the `VA ` prefix.
+fn va_fields(i: &[u8]) -> IResult<&[u8], (u64, Option<&[u8]>)> {
+    all_consuming((dec_u64, opt(preceded(sp, rest)))).parse(i)
+}
+
+fn classify(line: &[u8]) -> Result<Line, ProtoError> {
+    // The common fixed replies first: one comparison each.
+    let plain = match line {
+        b"END" => return Ok(Line::End),
+        b"STORED" => Response::Stored,
+        b"NOT_STORED" => Response::NotStored,
+        b"EXISTS" => Response::Exists,
+        b"NOT_FOUND" => Response::NotFound,
+        b"DELETED" => Response::Deleted,
+        b"TOUCHED" => Response::Touched,
+        b"OK" => Response::Ok,
+        b"ERROR" => Response::Error,
+        _ => return classify_fields(line),
+    };
+    Ok(Line::Plain(plain))
+}
+
+fn classify_fields(line: &[u8]) -> Result<Line, ProtoError> {
+    if let Some(fields) = line.strip_prefix(b"VALUE ") {
+        let (_, (key, flags, len, cas)) =
+            value_fields(fields).map_err(|_| malformed("bad VALUE header", line))?;
+        return Ok(Line::Value {
+            key: offset(line, key),
+            flags,
+            len,
+            cas,
+        });
+    }
+    if let Some(fields) = line.strip_prefix(b"STAT ") {
+        let (_, (name, value)) =
+            stat_fields(fields).map_err(|_| malformed("bad STAT line", line))?;
+        let value = value.unwrap_or(&fields[fields.len()..]);
+        return Ok(Line::Stat {
+            name: offset(line, name),
+            value: offset(line, value),
+        });
+    }
+    if let Some(text) = line.strip_prefix(b"VERSION ") {
+        return Ok(Line::Version(offset(line, text)));
+    }
+    for (prefix, server) in [(&b"CLIENT_ERROR"[..], false), (&b"SERVER_ERROR"[..], true)] {
+        if let Some(tail) = line.strip_prefix(prefix) {
+            let text = match tail {
+                [] => tail,
+                [b' ', text @ ..] => text,
+                _ => continue,
+            };
+            let r = offset(line, text);
+            return Ok(if server {
+                Line::ServerError(r)
+            } else {
+                Line::ClientError(r)
+            });
+        }
+    }
+    if line.first().is_some_and(u8::is_ascii_digit) {
+        // incr/decr reply. Old servers padded it with spaces; accept that.
+        let digits = line.trim_ascii_end();
+        let n = std::str::from_utf8(digits)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| malformed("bad number", line))?;
+        return Ok(Line::Plain(Response::Number(n)));
+    }
+    if line.len() >= 2 && (line.len() == 2 || line[2] == b' ') {
+        let flags = &line[line.len().min(3)..];
+        let status = match &line[..2] {
+            b"VA" => {
+                let (_, (len, flags)) =
+                    va_fields(flags).map_err(|_| malformed("bad VA header", line))?;
+                let flags = flags.unwrap_or(&line[line.len()..]);
+                return Ok(Line::MetaValue {
+                    len,
+                    flags: offset(line, flags),
+                });
+            }
+            b"HD" => MetaStatus::Hd,
+            b"EN" => MetaStatus::En,
+            b"NF" => MetaStatus::Nf,
+            b"NS" => MetaStatus::Ns,
+            b"EX" => MetaStatus::Ex,
+            b"MN" => MetaStatus::Mn,
+            b"ME" => MetaStatus::Me,
+            _ => return Err(malformed("unknown reply", line)),
+        };
+        return Ok(Line::Meta {
+            status,
+            flags: offset(line, flags),
+        });
+    }
+    Err(malformed("unknown reply", line))
+}

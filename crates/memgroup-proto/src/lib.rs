@@ -1,0 +1,48 @@
+//! # memgroup-proto: the memcached text protocol, sans-IO
+//!
+//! This crate turns memcached commands into bytes and bytes into replies, and
+//! does nothing else: no sockets, no runtime, no clock. It follows memcached's
+//! `doc/protocol.txt` for the classic text commands and the meta commands
+//! (`mg`, `ms`, `md`, `ma`, `mn`, `me`).
+//!
+//! A short tour:
+//! - [`Key`] validates a key (1–250 bytes, no space, no control character, no
+//!   DEL). It is the injection guard: nothing can be encoded with a key that
+//!   would end the command line early.
+//! - [`Request`] is one command; [`Request::encode`] appends it to a `BytesMut`
+//!   and [`Request::expect`] tells what reply it gets.
+//! - [`Decoder`] reads replies incrementally from a `BytesMut`, handing out keys
+//!   and values as `Bytes` split off the read buffer (zero copy). Peer-controlled
+//!   sizes are capped by [`Limits`].
+//!
+//! ```
+//! use bytes::BytesMut;
+//! use memgroup_proto::{Decoder, Key, Request, Response};
+//!
+//! // What a client writes…
+//! let keys = [Key::new(b"a").unwrap(), Key::new(b"b").unwrap()];
+//! let request = Request::Get { keys: &keys };
+//! let mut out = BytesMut::new();
+//! request.encode(&mut out);
+//! assert_eq!(&out[..], b"get a b\r\n");
+//!
+//! // …and what it reads back (here, as memcached would answer).
+//! let mut input = BytesMut::from(&b"VALUE b 0 3\r\nbee\r\nEND\r\n"[..]);
+//! let mut decoder = Decoder::default();
+//! let reply = decoder.decode(&mut input, request.expect().unwrap()).unwrap();
+//! let Some(Response::Values(values)) = reply else { panic!() };
+//! assert_eq!(&values[0].data[..], b"bee");
+//! ```
+
+mod decode;
+mod key;
+mod request;
+mod response;
+
+#[cfg(test)]
+mod tests;
+
+pub use decode::{Decoder, Expect, Limits, ProtoError};
+pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};
+pub use request::{ArithMode, MetaFlag, Request, SetMode, StoreCommand};
+pub use response::{MetaResponse, MetaStatus, Response, Stat, Value};

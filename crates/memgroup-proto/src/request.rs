@@ -1,0 +1,558 @@
+//! Requests: every command encodes itself into a caller-owned `BytesMut`.
+
+use bytes::{BufMut, BytesMut};
+
+use crate::decode::Expect;
+use crate::key::Key;
+
+/// The storage commands that share the `<cmd> <key> <flags> <exptime> <bytes>` form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreCommand {
+    /// `set`: store unconditionally.
+    Set,
+    /// `add`: store only if the key is absent.
+    Add,
+    /// `replace`: store only if the key is present.
+    Replace,
+    /// `append`: add the data after the existing value (flags and exptime ignored).
+    Append,
+    /// `prepend`: add the data before the existing value (flags and exptime ignored).
+    Prepend,
+    /// `cas`: store only if the item's CAS value is still this one.
+    Cas(u64),
+}
+
+impl StoreCommand {
+    fn name(self) -> &'static [u8] {
+        match self {
+            StoreCommand::Set => b"set ",
+            StoreCommand::Add => b"add ",
+            StoreCommand::Replace => b"replace ",
+            StoreCommand::Append => b"append ",
+            StoreCommand::Prepend => b"prepend ",
+            StoreCommand::Cas(_) => b"cas ",
+        }
+    }
+}
+
+/// The mode switch of `ms` (`M<token>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SetMode {
+    /// `ME`: like `add`.
+    Add,
+    /// `MA`: like `append`.
+    Append,
+    /// `MP`: like `prepend`.
+    Prepend,
+    /// `MR`: like `replace`.
+    Replace,
+    /// `MS`: like `set` (the default).
+    Set,
+}
+
+/// The mode switch of `ma` (`M<token>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArithMode {
+    /// `MI`: increment (the default).
+    Increment,
+    /// `MD`: decrement, stopping at zero.
+    Decrement,
+}
+
+/// A flag of a meta command (`mg`, `ms`, `md`, `ma`).
+///
+/// Flags are written in the order given, separated by spaces; return flags come
+/// back in the same order. Flags meaningless for a command are ignored by the
+/// server, as `protocol.txt` specifies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetaFlag {
+    /// `b`: the key is base64 encoded (see [`base64_encode`](crate::base64_encode)).
+    Base64Key,
+    /// `c`: return the item's CAS value.
+    ReturnCas,
+    /// `f`: return the client flags.
+    ReturnFlags,
+    /// `h`: return whether the item was hit before (0 or 1).
+    ReturnHit,
+    /// `k`: return the key.
+    ReturnKey,
+    /// `l`: return seconds since last access.
+    ReturnLastAccess,
+    /// `O<opaque>`: an opaque number echoed back, to pair replies.
+    Opaque(u32),
+    /// `q`: quiet mode — suppress the common replies: `EN` of `mg`, `HD` of
+    /// `ms`/`md`/`ma` (memcached 1.6 still sends `NF`, `NS`, `EX` and errors).
+    Quiet,
+    /// `s`: return the item size.
+    ReturnSize,
+    /// `t`: return the remaining TTL in seconds (-1 for none).
+    ReturnTtl,
+    /// `u`: do not bump the item in the LRU.
+    NoLruBump,
+    /// `v`: return the value.
+    ReturnValue,
+    /// `N<ttl>`: vivify on miss, creating a stub item with this TTL.
+    Vivify(u32),
+    /// `R<ttl>`: win a recache if the remaining TTL is below this.
+    Recache(u32),
+    /// `T<ttl>`: set the TTL (also "touch" on `mg`).
+    Ttl(u32),
+    /// `C<cas>`: compare this CAS value before acting.
+    CompareCas(u64),
+    /// `E<cas>`: use this value as the item's new CAS.
+    ExplicitCas(u64),
+    /// `F<flags>`: set the client flags (`ms`).
+    SetFlags(u32),
+    /// `I`: invalidate — mark stale instead of deleting (`md`), or store only if stale (`ms`).
+    Invalidate,
+    /// `M<mode>` for `ms`.
+    SetMode(SetMode),
+    /// `M<mode>` for `ma`.
+    ArithMode(ArithMode),
+    /// `D<delta>`: the delta of `ma` (default 1).
+    Delta(u64),
+    /// `J<initial>`: the initial value when `ma` auto-creates (with `N`).
+    Initial(u64),
+}
+
+impl MetaFlag {
+    fn encode(self, buf: &mut BytesMut) {
+        buf.put_u8(b' ');
+        let (letter, number): (u8, Option<u64>) = match self {
+            MetaFlag::Base64Key => (b'b', None),
+            MetaFlag::ReturnCas => (b'c', None),
+            MetaFlag::ReturnFlags => (b'f', None),
+            MetaFlag::ReturnHit => (b'h', None),
+            MetaFlag::ReturnKey => (b'k', None),
+            MetaFlag::ReturnLastAccess => (b'l', None),
+            MetaFlag::Opaque(o) => (b'O', Some(u64::from(o))),
+            MetaFlag::Quiet => (b'q', None),
+            MetaFlag::ReturnSize => (b's', None),
+            MetaFlag::ReturnTtl => (b't', None),
+            MetaFlag::NoLruBump => (b'u', None),
+            MetaFlag::ReturnValue => (b'v', None),
+            MetaFlag::Vivify(t) => (b'N', Some(u64::from(t))),
+            MetaFlag::Recache(t) => (b'R', Some(u64::from(t))),
+            MetaFlag::Ttl(t) => (b'T', Some(u64::from(t))),
+            MetaFlag::CompareCas(c) => (b'C', Some(c)),
+            MetaFlag::ExplicitCas(c) => (b'E', Some(c)),
+            MetaFlag::SetFlags(f) => (b'F', Some(u64::from(f))),
+            MetaFlag::Invalidate => (b'I', None),
+            MetaFlag::SetMode(m) => {
+                let c = match m {
+                    SetMode::Add => b'E',
+                    SetMode::Append => b'A',
+                    SetMode::Prepend => b'P',
+                    SetMode::Replace => b'R',
+                    SetMode::Set => b'S',
+                };
+                buf.put_slice(&[b'M', c]);
+                return;
+            }
+            MetaFlag::ArithMode(m) => {
+                let c = match m {
+                    ArithMode::Increment => b'I',
+                    ArithMode::Decrement => b'D',
+                };
+                buf.put_slice(&[b'M', c]);
+                return;
+            }
+            MetaFlag::Delta(d) => (b'D', Some(d)),
+            MetaFlag::Initial(j) => (b'J', Some(j)),
+        };
+        buf.put_u8(letter);
+        if let Some(n) = number {
+            put_u64(buf, n);
+        }
+    }
+
+    /// Whether this flag is `q`, which makes the server skip some replies.
+    pub fn is_quiet(self) -> bool {
+        self == MetaFlag::Quiet
+    }
+}
+
+/// One memcached command, ready to encode.
+///
+/// Keys are [`Key`]s, so they were validated when they were made; data blocks
+/// are raw bytes whose length goes on the command line. Encoding never fails
+/// and allocates nothing beyond growing the caller's buffer. Check a value's
+/// size against the server's limit before encoding a storage command: memcached
+/// answers an oversized value with `SERVER_ERROR object too large for cache`.
+///
+/// ```
+/// use bytes::BytesMut;
+/// use memgroup_proto::{Key, Request, StoreCommand};
+///
+/// let key = Key::new(b"greeting").unwrap();
+/// let mut buf = BytesMut::new();
+/// Request::Store {
+///     command: StoreCommand::Set,
+///     key,
+///     flags: 0,
+///     exptime: 60,
+///     data: b"hello",
+///     noreply: false,
+/// }
+/// .encode(&mut buf);
+/// assert_eq!(&buf[..], b"set greeting 0 60 5\r\nhello\r\n");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub enum Request<'a> {
+    /// ```text
+    /// get <key>*\r\n
+    /// ```
+    Get {
+        /// The keys to fetch (at least one).
+        keys: &'a [Key<'a>],
+    },
+    /// ```text
+    /// gets <key>*\r\n
+    /// ```
+    Gets {
+        /// The keys to fetch, with their CAS values.
+        keys: &'a [Key<'a>],
+    },
+    /// ```text
+    /// gat <exptime> <key>*\r\n
+    /// ```
+    Gat {
+        /// The new expiration time.
+        exptime: u32,
+        /// The keys to fetch and touch.
+        keys: &'a [Key<'a>],
+    },
+    /// ```text
+    /// gats <exptime> <key>*\r\n
+    /// ```
+    Gats {
+        /// The new expiration time.
+        exptime: u32,
+        /// The keys to fetch (with CAS) and touch.
+        keys: &'a [Key<'a>],
+    },
+    /// ```text
+    /// <cmd> <key> <flags> <exptime> <bytes> [<cas>] [noreply]\r\n<data>\r\n
+    /// ```
+    Store {
+        /// Which storage command.
+        command: StoreCommand,
+        /// The key.
+        key: Key<'a>,
+        /// The 32-bit client flags stored with the value.
+        flags: u32,
+        /// Expiration: 0 never, up to 30 days relative seconds, else a Unix time.
+        exptime: u32,
+        /// The value.
+        data: &'a [u8],
+        /// Ask the server not to reply.
+        noreply: bool,
+    },
+    /// ```text
+    /// delete <key> [noreply]\r\n
+    /// ```
+    Delete {
+        /// The key.
+        key: Key<'a>,
+        /// Ask the server not to reply.
+        noreply: bool,
+    },
+    /// ```text
+    /// incr|decr <key> <value> [noreply]\r\n
+    /// ```
+    Arith {
+        /// Increment (`true`) or decrement (`false`).
+        increment: bool,
+        /// The key.
+        key: Key<'a>,
+        /// The amount.
+        delta: u64,
+        /// Ask the server not to reply.
+        noreply: bool,
+    },
+    /// ```text
+    /// touch <key> <exptime> [noreply]\r\n
+    /// ```
+    Touch {
+        /// The key.
+        key: Key<'a>,
+        /// The new expiration time.
+        exptime: u32,
+        /// Ask the server not to reply.
+        noreply: bool,
+    },
+    /// ```text
+    /// flush_all [delay] [noreply]\r\n
+    /// ```
+    FlushAll {
+        /// Invalidate after this many seconds instead of now.
+        delay: Option<u32>,
+        /// Ask the server not to reply.
+        noreply: bool,
+    },
+    /// ```text
+    /// version\r\n
+    /// ```
+    Version,
+    /// ```text
+    /// stats [<arg>]\r\n
+    /// ```
+    Stats {
+        /// A statistics group (`items`, `slabs`, `settings`, `conns`, …),
+        /// validated like a key so it cannot inject anything.
+        arg: Option<Key<'a>>,
+    },
+    /// ```text
+    /// verbosity <level> [noreply]\r\n
+    /// ```
+    Verbosity {
+        /// The logging level.
+        level: u32,
+        /// Ask the server not to reply.
+        noreply: bool,
+    },
+    /// ```text
+    /// quit\r\n
+    /// ```
+    /// The server closes the connection; there is no reply.
+    Quit,
+    /// ```text
+    /// mg <key> <flag>*\r\n
+    /// ```
+    MetaGet {
+        /// The key.
+        key: Key<'a>,
+        /// Flags (`v`, `f`, `c`, `t`, `k`, `q`, `T…`, `N…`, …).
+        flags: &'a [MetaFlag],
+    },
+    /// ```text
+    /// ms <key> <datalen> <flag>*\r\n<data>\r\n
+    /// ```
+    MetaSet {
+        /// The key.
+        key: Key<'a>,
+        /// The value.
+        data: &'a [u8],
+        /// Flags (`F…`, `T…`, `C…`, `I`, `q`, mode switch, …).
+        flags: &'a [MetaFlag],
+    },
+    /// ```text
+    /// md <key> <flag>*\r\n
+    /// ```
+    MetaDelete {
+        /// The key.
+        key: Key<'a>,
+        /// Flags (`q`, `C…`, `I`, `T…`, …).
+        flags: &'a [MetaFlag],
+    },
+    /// ```text
+    /// ma <key> <flag>*\r\n
+    /// ```
+    MetaArith {
+        /// The key.
+        key: Key<'a>,
+        /// Flags (`D…`, `J…`, `N…`, mode switch, `v`, `q`, …).
+        flags: &'a [MetaFlag],
+    },
+    /// ```text
+    /// mn\r\n
+    /// ```
+    MetaNoop,
+    /// ```text
+    /// me <key>\r\n
+    /// ```
+    MetaDebug {
+        /// The key.
+        key: Key<'a>,
+    },
+}
+
+impl Request<'_> {
+    /// Appends the command's wire form to `buf`.
+    pub fn encode(&self, buf: &mut BytesMut) {
+        match *self {
+            Request::Get { keys } => encode_retrieval(buf, b"get", None, keys),
+            Request::Gets { keys } => encode_retrieval(buf, b"gets", None, keys),
+            Request::Gat { exptime, keys } => encode_retrieval(buf, b"gat", Some(exptime), keys),
+            Request::Gats { exptime, keys } => {
+                encode_retrieval(buf, b"gats", Some(exptime), keys);
+            }
+            Request::Store {
+                command,
+                key,
+                flags,
+                exptime,
+                data,
+                noreply,
+            } => {
+                buf.reserve(command.name().len() + key.len() + 48 + data.len());
+                buf.put_slice(command.name());
+                buf.put_slice(key.as_bytes());
+                buf.put_u8(b' ');
+                put_u64(buf, u64::from(flags));
+                buf.put_u8(b' ');
+                put_u64(buf, u64::from(exptime));
+                buf.put_u8(b' ');
+                put_u64(buf, data.len() as u64);
+                if let StoreCommand::Cas(cas) = command {
+                    buf.put_u8(b' ');
+                    put_u64(buf, cas);
+                }
+                end_line(buf, noreply);
+                buf.put_slice(data);
+                buf.put_slice(b"\r\n");
+            }
+            Request::Delete { key, noreply } => {
+                buf.put_slice(b"delete ");
+                buf.put_slice(key.as_bytes());
+                end_line(buf, noreply);
+            }
+            Request::Arith {
+                increment,
+                key,
+                delta,
+                noreply,
+            } => {
+                buf.put_slice(if increment { b"incr " } else { b"decr " });
+                buf.put_slice(key.as_bytes());
+                buf.put_u8(b' ');
+                put_u64(buf, delta);
+                end_line(buf, noreply);
+            }
+            Request::Touch {
+                key,
+                exptime,
+                noreply,
+            } => {
+                buf.put_slice(b"touch ");
+                buf.put_slice(key.as_bytes());
+                buf.put_u8(b' ');
+                put_u64(buf, u64::from(exptime));
+                end_line(buf, noreply);
+            }
+            Request::FlushAll { delay, noreply } => {
+                buf.put_slice(b"flush_all");
+                if let Some(delay) = delay {
+                    buf.put_u8(b' ');
+                    put_u64(buf, u64::from(delay));
+                }
+                end_line(buf, noreply);
+            }
+            Request::Version => buf.put_slice(b"version\r\n"),
+            Request::Stats { arg } => {
+                buf.put_slice(b"stats");
+                if let Some(arg) = arg {
+                    buf.put_u8(b' ');
+                    buf.put_slice(arg.as_bytes());
+                }
+                buf.put_slice(b"\r\n");
+            }
+            Request::Verbosity { level, noreply } => {
+                buf.put_slice(b"verbosity ");
+                put_u64(buf, u64::from(level));
+                end_line(buf, noreply);
+            }
+            Request::Quit => buf.put_slice(b"quit\r\n"),
+            Request::MetaGet { key, flags } => encode_meta(buf, b"mg ", key, None, flags),
+            Request::MetaSet { key, data, flags } => {
+                buf.reserve(key.len() + 24 + flags.len() * 8 + data.len());
+                encode_meta(buf, b"ms ", key, Some(data.len()), flags);
+                buf.put_slice(data);
+                buf.put_slice(b"\r\n");
+            }
+            Request::MetaDelete { key, flags } => encode_meta(buf, b"md ", key, None, flags),
+            Request::MetaArith { key, flags } => encode_meta(buf, b"ma ", key, None, flags),
+            Request::MetaNoop => buf.put_slice(b"mn\r\n"),
+            Request::MetaDebug { key } => encode_meta(buf, b"me ", key, None, &[]),
+        }
+    }
+
+    /// What reply the server sends to this request, or `None` when it sends
+    /// none at all (`noreply`, `quit`).
+    ///
+    /// A meta command with the `q` flag may or may not be answered (a miss is
+    /// silent, a hit or an error is not); it reports [`Expect::Single`] and the
+    /// caller pairs replies by following it with [`Request::MetaNoop`], whose
+    /// `MN` marks the end of the quiet batch.
+    pub fn expect(&self) -> Option<Expect> {
+        match *self {
+            Request::Get { .. }
+            | Request::Gets { .. }
+            | Request::Gat { .. }
+            | Request::Gats { .. } => Some(Expect::Values),
+            Request::Stats { .. } => Some(Expect::Stats),
+            Request::Quit => None,
+            Request::Store { noreply, .. }
+            | Request::Delete { noreply, .. }
+            | Request::Arith { noreply, .. }
+            | Request::Touch { noreply, .. }
+            | Request::FlushAll { noreply, .. }
+            | Request::Verbosity { noreply, .. } => (!noreply).then_some(Expect::Single),
+            Request::Version
+            | Request::MetaGet { .. }
+            | Request::MetaSet { .. }
+            | Request::MetaDelete { .. }
+            | Request::MetaArith { .. }
+            | Request::MetaNoop
+            | Request::MetaDebug { .. } => Some(Expect::Single),
+        }
+    }
+}
+
+fn encode_retrieval(buf: &mut BytesMut, name: &[u8], exptime: Option<u32>, keys: &[Key<'_>]) {
+    let len: usize = keys.iter().map(|k| k.len() + 1).sum();
+    buf.reserve(name.len() + 12 + len + 2);
+    buf.put_slice(name);
+    if let Some(exptime) = exptime {
+        buf.put_u8(b' ');
+        put_u64(buf, u64::from(exptime));
+    }
+    for key in keys {
+        buf.put_u8(b' ');
+        buf.put_slice(key.as_bytes());
+    }
+    buf.put_slice(b"\r\n");
+}
+
+fn encode_meta(
+    buf: &mut BytesMut,
+    name: &[u8],
+    key: Key<'_>,
+    datalen: Option<usize>,
+    flags: &[MetaFlag],
+) {
+    buf.put_slice(name);
+    buf.put_slice(key.as_bytes());
+    if let Some(len) = datalen {
+        buf.put_u8(b' ');
+        put_u64(buf, len as u64);
+    }
+    for flag in flags {
+        flag.encode(buf);
+    }
+    buf.put_slice(b"\r\n");
+}
+
+fn end_line(buf: &mut BytesMut, noreply: bool) {
+    if noreply {
+        buf.put_slice(b" noreply\r\n");
+    } else {
+        buf.put_slice(b"\r\n");
+    }
+}
+
+/// Writes `n` in decimal without going through `fmt` (which is several times
+/// slower and this sits on the hot path of every request).
+pub(crate) fn put_u64(buf: &mut BytesMut, mut n: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.put_slice(&tmp[i..]);
+}

@@ -1,0 +1,163 @@
+//! Decoded replies. Every byte payload is a `Bytes` sliced out of the read
+//! buffer, so decoding copies no key and no value.
+
+use bytes::Bytes;
+
+/// One item of a `get`/`gets`/`gat`/`gats` reply.
+///
+/// ```text
+/// VALUE <key> <flags> <bytes> [<cas unique>]\r\n
+/// <data block>\r\n
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Value {
+    /// The key, as the server echoed it.
+    pub key: Bytes,
+    /// The 32-bit client flags stored with the value.
+    pub flags: u32,
+    /// The CAS unique, present for `gets`/`gats`.
+    pub cas: Option<u64>,
+    /// The value.
+    pub data: Bytes,
+}
+
+/// One `STAT <name> <value>` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// The statistic's name.
+    pub name: Bytes,
+    /// Its value (everything after the name, which may contain spaces).
+    pub value: Bytes,
+}
+
+impl Stat {
+    /// The name as text (memcached's names are ASCII).
+    pub fn name_str(&self) -> &str {
+        std::str::from_utf8(&self.name).unwrap_or("")
+    }
+
+    /// The value as text, or `""` if it is not UTF-8.
+    pub fn value_str(&self) -> &str {
+        std::str::from_utf8(&self.value).unwrap_or("")
+    }
+}
+
+/// The two-letter status of a meta reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetaStatus {
+    /// `HD`: success, no value.
+    Hd,
+    /// `VA <size>`: success, a value follows.
+    Va,
+    /// `EN`: miss.
+    En,
+    /// `NF`: not found.
+    Nf,
+    /// `NS`: not stored.
+    Ns,
+    /// `EX`: exists (CAS mismatch).
+    Ex,
+    /// `MN`: the reply to `mn`, ending a pipeline of quiet commands.
+    Mn,
+    /// `ME <key> <k>=<v>*`: the reply to `me`.
+    Me,
+}
+
+impl MetaStatus {
+    /// The status as it appears on the wire.
+    pub fn code(self) -> &'static str {
+        match self {
+            MetaStatus::Hd => "HD",
+            MetaStatus::Va => "VA",
+            MetaStatus::En => "EN",
+            MetaStatus::Nf => "NF",
+            MetaStatus::Ns => "NS",
+            MetaStatus::Ex => "EX",
+            MetaStatus::Mn => "MN",
+            MetaStatus::Me => "ME",
+        }
+    }
+}
+
+/// A reply to a meta command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaResponse {
+    /// The status code.
+    pub status: MetaStatus,
+    /// The return flags, raw: space-separated tokens, each a letter and its
+    /// value (`f30 c12 t-1`). For `ME` this is the key followed by `k=v` pairs.
+    /// Read individual flags with [`MetaResponse::flag`].
+    pub flags: Bytes,
+    /// The value, for `VA`.
+    pub value: Option<Bytes>,
+}
+
+impl MetaResponse {
+    /// Iterates the return flags as `(letter, token)` pairs.
+    pub fn flags(&self) -> impl Iterator<Item = (u8, &[u8])> {
+        self.flags
+            .split(|&b| b == b' ')
+            .filter(|t| !t.is_empty())
+            .map(|t| (t[0], &t[1..]))
+    }
+
+    /// The token of return flag `letter` (`b'f'` → `b"30"`), if present.
+    pub fn flag(&self, letter: u8) -> Option<&[u8]> {
+        self.flags().find(|(l, _)| *l == letter).map(|(_, t)| t)
+    }
+
+    /// A numeric return flag (`c`, `f`, `s`, `O`, …) parsed as `u64`.
+    pub fn flag_u64(&self, letter: u8) -> Option<u64> {
+        std::str::from_utf8(self.flag(letter)?).ok()?.parse().ok()
+    }
+
+    /// The `t` flag (remaining TTL; `-1` means no expiry).
+    pub fn ttl(&self) -> Option<i64> {
+        std::str::from_utf8(self.flag(b't')?).ok()?.parse().ok()
+    }
+}
+
+/// One complete reply from the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// The items of a retrieval (`VALUE …` blocks up to `END`); empty when every key missed.
+    Values(Vec<Value>),
+    /// The `STAT` lines of a `stats` reply, up to `END`.
+    Stats(Vec<Stat>),
+    /// `STORED`
+    Stored,
+    /// `NOT_STORED`: the condition of `add`/`replace`/`append`/`prepend` failed.
+    NotStored,
+    /// `EXISTS`: the CAS value did not match.
+    Exists,
+    /// `NOT_FOUND`
+    NotFound,
+    /// `DELETED`
+    Deleted,
+    /// `TOUCHED`
+    Touched,
+    /// `OK` (`flush_all`, `verbosity`).
+    Ok,
+    /// The new value after `incr`/`decr`.
+    Number(u64),
+    /// `VERSION <version>`
+    Version(Bytes),
+    /// `ERROR`: the server did not know the command.
+    Error,
+    /// `CLIENT_ERROR <message>`: the request was malformed.
+    ClientError(Bytes),
+    /// `SERVER_ERROR <message>`: the server failed (out of memory, value too large, …).
+    ServerError(Bytes),
+    /// A meta command's reply.
+    Meta(MetaResponse),
+}
+
+impl Response {
+    /// Whether this is `ERROR`, `CLIENT_ERROR` or `SERVER_ERROR`.
+    pub fn is_error(&self) -> bool {
+        matches!(
+            self,
+            Response::Error | Response::ClientError(_) | Response::ServerError(_)
+        )
+    }
+}

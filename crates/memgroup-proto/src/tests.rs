@@ -1,0 +1,663 @@
+//! Fixtures captured from memcached 1.6.18, and property tests of the decoder.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use proptest::prelude::*;
+
+use crate::*;
+
+fn b(s: &'static [u8]) -> Bytes {
+    Bytes::from_static(s)
+}
+
+fn meta(status: MetaStatus, flags: &'static [u8], value: Option<&'static [u8]>) -> Response {
+    Response::Meta(MetaResponse {
+        status,
+        flags: b(flags),
+        value: value.map(b),
+    })
+}
+
+fn value(key: &'static [u8], flags: u32, cas: Option<u64>, data: &'static [u8]) -> Value {
+    Value {
+        key: b(key),
+        flags,
+        cas,
+        data: b(data),
+    }
+}
+
+/// Decodes `wire` completely with one expectation per reply.
+fn decode_all(wire: &[u8], expects: &[Expect]) -> Result<Vec<Response>, ProtoError> {
+    let mut dec = Decoder::default();
+    let mut buf = BytesMut::from(wire);
+    let mut out = Vec::new();
+    for &e in expects {
+        match dec.decode(&mut buf, e)? {
+            Some(r) => out.push(r),
+            None => panic!("incomplete input after {} replies", out.len()),
+        }
+    }
+    assert!(buf.is_empty(), "bytes left over: {buf:?}");
+    Ok(out)
+}
+
+/// The one data-driven check: `wire` (as memcached sent it) decodes to `expected`.
+fn check(wire: &[u8], expect: Expect, expected: Response) {
+    assert_eq!(
+        decode_all(wire, &[expect]).unwrap(),
+        vec![expected],
+        "{wire:?}"
+    );
+}
+
+#[test]
+fn fixtures_from_memcached_1_6() {
+    use Expect::*;
+    check(b"STORED\r\n", Single, Response::Stored);
+    check(b"NOT_STORED\r\n", Single, Response::NotStored);
+    check(b"EXISTS\r\n", Single, Response::Exists);
+    check(b"NOT_FOUND\r\n", Single, Response::NotFound);
+    check(b"DELETED\r\n", Single, Response::Deleted);
+    check(b"TOUCHED\r\n", Single, Response::Touched);
+    check(b"OK\r\n", Single, Response::Ok);
+    check(b"15\r\n", Single, Response::Number(15));
+    check(b"0\r\n", Single, Response::Number(0));
+    check(
+        b"18446744073709551615\r\n",
+        Single,
+        Response::Number(u64::MAX),
+    );
+    check(
+        b"VERSION 1.6.18\r\n",
+        Single,
+        Response::Version(b(b"1.6.18")),
+    );
+    check(b"ERROR\r\n", Single, Response::Error);
+    check(
+        b"CLIENT_ERROR bad command line format\r\n",
+        Single,
+        Response::ClientError(b(b"bad command line format")),
+    );
+    check(
+        b"SERVER_ERROR object too large for cache\r\n",
+        Single,
+        Response::ServerError(b(b"object too large for cache")),
+    );
+    check(
+        b"VALUE foo 5 3\r\nbar\r\nEND\r\n",
+        Values,
+        Response::Values(vec![value(b"foo", 5, None, b"bar")]),
+    );
+    check(
+        b"VALUE foo 5 3 1\r\nbar\r\nEND\r\n",
+        Values,
+        Response::Values(vec![value(b"foo", 5, Some(1), b"bar")]),
+    );
+    // decr keeps the item's length, so the value has a trailing space.
+    check(
+        b"VALUE n 0 2 4\r\n0 \r\nEND\r\n",
+        Values,
+        Response::Values(vec![value(b"n", 0, Some(4), b"0 ")]),
+    );
+    check(b"END\r\n", Values, Response::Values(vec![]));
+    check(
+        b"VALUE a 0 1\r\n1\r\nVALUE b 4294967295 0\r\n\r\nEND\r\n",
+        Values,
+        Response::Values(vec![
+            value(b"a", 0, None, b"1"),
+            value(b"b", u32::MAX, None, b""),
+        ]),
+    );
+    check(
+        b"STAT maxbytes 67108864\r\nSTAT inter 127.0.0.1\r\nSTAT evictions on\r\nEND\r\n",
+        Stats,
+        Response::Stats(vec![
+            Stat {
+                name: b(b"maxbytes"),
+                value: b(b"67108864"),
+            },
+            Stat {
+                name: b(b"inter"),
+                value: b(b"127.0.0.1"),
+            },
+            Stat {
+                name: b(b"evictions"),
+                value: b(b"on"),
+            },
+        ]),
+    );
+    check(b"END\r\n", Stats, Response::Stats(vec![]));
+    check(
+        b"VA 2 f7 t60 c6 kmk s2\r\nhi\r\n",
+        Single,
+        meta(MetaStatus::Va, b"f7 t60 c6 kmk s2", Some(b"hi")),
+    );
+    check(
+        b"VA 1\r\n5\r\n",
+        Single,
+        meta(MetaStatus::Va, b"", Some(b"5")),
+    );
+    check(b"HD\r\n", Single, meta(MetaStatus::Hd, b"", None));
+    check(
+        b"HD O123 kmk\r\n",
+        Single,
+        meta(MetaStatus::Hd, b"O123 kmk", None),
+    );
+    check(b"EN\r\n", Single, meta(MetaStatus::En, b"", None));
+    check(b"NF\r\n", Single, meta(MetaStatus::Nf, b"", None));
+    check(b"NS\r\n", Single, meta(MetaStatus::Ns, b"", None));
+    check(b"EX\r\n", Single, meta(MetaStatus::Ex, b"", None));
+    check(b"MN\r\n", Single, meta(MetaStatus::Mn, b"", None));
+    check(
+        b"ME mk exp=-1 la=0 cas=10 fetch=no cls=1 size=63\r\n",
+        Single,
+        meta(
+            MetaStatus::Me,
+            b"mk exp=-1 la=0 cas=10 fetch=no cls=1 size=63",
+            None,
+        ),
+    );
+    // An error ends a retrieval or a stats reply.
+    check(
+        b"SERVER_ERROR out of memory\r\n",
+        Values,
+        Response::ServerError(b(b"out of memory")),
+    );
+    check(b"ERROR\r\n", Stats, Response::Error);
+}
+
+#[test]
+fn meta_flag_accessors() {
+    let Response::Meta(m) = meta(MetaStatus::Va, b"f7 t-1 c6 kmk s2", Some(b"hi")) else {
+        unreachable!()
+    };
+    assert_eq!(m.flag_u64(b'f'), Some(7));
+    assert_eq!(m.ttl(), Some(-1));
+    assert_eq!(m.flag(b'k'), Some(&b"mk"[..]));
+    assert_eq!(m.flag(b'O'), None);
+}
+
+#[test]
+fn encodes_every_command() {
+    let k = Key::new(b"k").unwrap();
+    let k2 = Key::new(b"k2").unwrap();
+    let keys = [k, k2];
+    let store = |command, noreply| Request::Store {
+        command,
+        key: k,
+        flags: 7,
+        exptime: 60,
+        data: b"v",
+        noreply,
+    };
+    let cases: Vec<(Request<'_>, &[u8])> = vec![
+        (Request::Get { keys: &keys }, b"get k k2\r\n"),
+        (Request::Gets { keys: &keys }, b"gets k k2\r\n"),
+        (
+            Request::Gat {
+                exptime: 9,
+                keys: &keys,
+            },
+            b"gat 9 k k2\r\n",
+        ),
+        (
+            Request::Gats {
+                exptime: 9,
+                keys: &keys[..1],
+            },
+            b"gats 9 k\r\n",
+        ),
+        (store(StoreCommand::Set, false), b"set k 7 60 1\r\nv\r\n"),
+        (
+            store(StoreCommand::Add, true),
+            b"add k 7 60 1 noreply\r\nv\r\n",
+        ),
+        (
+            store(StoreCommand::Replace, false),
+            b"replace k 7 60 1\r\nv\r\n",
+        ),
+        (
+            store(StoreCommand::Append, false),
+            b"append k 7 60 1\r\nv\r\n",
+        ),
+        (
+            store(StoreCommand::Prepend, false),
+            b"prepend k 7 60 1\r\nv\r\n",
+        ),
+        (
+            store(StoreCommand::Cas(42), true),
+            b"cas k 7 60 1 42 noreply\r\nv\r\n",
+        ),
+        (
+            Request::Delete {
+                key: k,
+                noreply: false,
+            },
+            b"delete k\r\n",
+        ),
+        (
+            Request::Arith {
+                increment: true,
+                key: k,
+                delta: u64::MAX,
+                noreply: false,
+            },
+            b"incr k 18446744073709551615\r\n",
+        ),
+        (
+            Request::Arith {
+                increment: false,
+                key: k,
+                delta: 3,
+                noreply: true,
+            },
+            b"decr k 3 noreply\r\n",
+        ),
+        (
+            Request::Touch {
+                key: k,
+                exptime: 5,
+                noreply: false,
+            },
+            b"touch k 5\r\n",
+        ),
+        (
+            Request::FlushAll {
+                delay: None,
+                noreply: false,
+            },
+            b"flush_all\r\n",
+        ),
+        (
+            Request::FlushAll {
+                delay: Some(10),
+                noreply: true,
+            },
+            b"flush_all 10 noreply\r\n",
+        ),
+        (Request::Version, b"version\r\n"),
+        (Request::Stats { arg: None }, b"stats\r\n"),
+        (
+            Request::Stats {
+                arg: Some(Key::new(b"slabs").unwrap()),
+            },
+            b"stats slabs\r\n",
+        ),
+        (
+            Request::Verbosity {
+                level: 1,
+                noreply: false,
+            },
+            b"verbosity 1\r\n",
+        ),
+        (Request::Quit, b"quit\r\n"),
+        (
+            Request::MetaGet {
+                key: k,
+                flags: &[
+                    MetaFlag::ReturnValue,
+                    MetaFlag::ReturnFlags,
+                    MetaFlag::ReturnTtl,
+                    MetaFlag::ReturnCas,
+                    MetaFlag::ReturnKey,
+                    MetaFlag::Opaque(77),
+                    MetaFlag::Quiet,
+                    MetaFlag::Ttl(30),
+                    MetaFlag::Vivify(15),
+                ],
+            },
+            b"mg k v f t c k O77 q T30 N15\r\n",
+        ),
+        (
+            Request::MetaSet {
+                key: k,
+                data: b"hi",
+                flags: &[
+                    MetaFlag::SetFlags(7),
+                    MetaFlag::Ttl(60),
+                    MetaFlag::SetMode(SetMode::Add),
+                    MetaFlag::CompareCas(9),
+                    MetaFlag::Invalidate,
+                ],
+            },
+            b"ms k 2 F7 T60 ME C9 I\r\nhi\r\n",
+        ),
+        (
+            Request::MetaDelete {
+                key: k,
+                flags: &[MetaFlag::Quiet, MetaFlag::ExplicitCas(5)],
+            },
+            b"md k q E5\r\n",
+        ),
+        (
+            Request::MetaArith {
+                key: k,
+                flags: &[
+                    MetaFlag::ArithMode(ArithMode::Decrement),
+                    MetaFlag::Delta(100),
+                    MetaFlag::Initial(5),
+                    MetaFlag::ReturnValue,
+                ],
+            },
+            b"ma k MD D100 J5 v\r\n",
+        ),
+        (Request::MetaNoop, b"mn\r\n"),
+        (Request::MetaDebug { key: k }, b"me k\r\n"),
+    ];
+    for (request, wire) in cases {
+        let mut buf = BytesMut::new();
+        request.encode(&mut buf);
+        assert_eq!(&buf[..], wire, "{request:?}");
+    }
+}
+
+#[test]
+fn malformed_replies_are_errors() {
+    use Expect::*;
+    let bad: &[(&[u8], Expect)] = &[
+        (b"STORED\n", Single),
+        (b"WHAT\r\n", Single),
+        (b"VALUE k x 1\r\na\r\nEND\r\n", Values),
+        (b"VALUE k 0 1\r\nabc\r\nEND\r\n", Values),
+        (b"VALUE k 0 99999999999999999999\r\n", Values),
+        (b"VALUE k 0 2000000\r\n", Values),
+        (b"VA x\r\n", Single),
+        (b"12ab\r\n", Single),
+        (b"99999999999999999999\r\n", Single),
+        (b"STORED\r\n", Values),
+        (b"VALUE k 0 1\r\na\r\nEND\r\n", Single),
+        (b"END\r\n", Single),
+        (b"STAT a b\r\n", Values),
+        (b"5\r\n", Values),
+        (b"VERSION 1\r\n", Stats),
+        (b"HD\r\n", Values),
+        (b"XY\r\n", Single),
+    ];
+    for &(wire, expect) in bad {
+        let mut buf = BytesMut::from(wire);
+        let got = Decoder::default().decode(&mut buf, expect);
+        assert!(
+            got.is_err(),
+            "{:?} -> {got:?}",
+            String::from_utf8_lossy(wire)
+        );
+    }
+}
+
+#[test]
+fn limits_are_enforced_without_allocating() {
+    let mut dec = Decoder::new(Limits {
+        max_line: 16,
+        max_value: 8,
+    });
+    let mut buf = BytesMut::from(&b"VALUE k 0 9\r\n"[..]);
+    assert_eq!(
+        dec.decode(&mut buf, Expect::Values),
+        Err(ProtoError::ValueTooLarge { len: 9, limit: 8 })
+    );
+    let mut dec = Decoder::new(Limits {
+        max_line: 16,
+        max_value: 8,
+    });
+    let mut buf = BytesMut::from(&[b'A'; 17][..]);
+    assert_eq!(dec.decode(&mut buf, Expect::Single), Ok(None));
+    buf.put_slice(b"AA");
+    assert_eq!(
+        dec.decode(&mut buf, Expect::Single),
+        Err(ProtoError::LineTooLong { limit: 16 })
+    );
+}
+
+#[test]
+fn values_are_zero_copy() {
+    let mut buf = BytesMut::with_capacity(64);
+    buf.put_slice(b"VALUE key 0 5\r\nhello\r\nEND\r\n");
+    let base = buf.as_ptr() as usize;
+    let Some(Response::Values(v)) = Decoder::default().decode(&mut buf, Expect::Values).unwrap()
+    else {
+        panic!()
+    };
+    // The value points into the buffer the bytes were read into.
+    assert_eq!(v[0].data.as_ptr() as usize, base + 15);
+    assert_eq!(v[0].key.as_ptr() as usize, base + 6);
+}
+
+// ---- server-side encoding and property tests ------------------------------
+
+/// Writes `response` exactly as memcached would.
+fn server_encode(response: &Response, out: &mut Vec<u8>) {
+    let mut line = |parts: &[&[u8]]| {
+        for p in parts {
+            out.extend_from_slice(p);
+        }
+        out.extend_from_slice(b"\r\n");
+    };
+    match response {
+        Response::Values(values) => {
+            for v in values {
+                let mut head = format!(
+                    "VALUE {} {} {}",
+                    String::from_utf8_lossy(&v.key),
+                    v.flags,
+                    v.data.len()
+                );
+                if let Some(cas) = v.cas {
+                    head += &format!(" {cas}");
+                }
+                line(&[head.as_bytes()]);
+                line(&[&v.data]);
+            }
+            line(&[b"END"]);
+        }
+        Response::Stats(stats) => {
+            for s in stats {
+                line(&[b"STAT ", &s.name, b" ", &s.value]);
+            }
+            line(&[b"END"]);
+        }
+        Response::Stored => line(&[b"STORED"]),
+        Response::NotStored => line(&[b"NOT_STORED"]),
+        Response::Exists => line(&[b"EXISTS"]),
+        Response::NotFound => line(&[b"NOT_FOUND"]),
+        Response::Deleted => line(&[b"DELETED"]),
+        Response::Touched => line(&[b"TOUCHED"]),
+        Response::Ok => line(&[b"OK"]),
+        Response::Number(n) => line(&[n.to_string().as_bytes()]),
+        Response::Version(v) => line(&[b"VERSION ", v]),
+        Response::Error => line(&[b"ERROR"]),
+        Response::ClientError(m) => line(&[b"CLIENT_ERROR ", m]),
+        Response::ServerError(m) => line(&[b"SERVER_ERROR ", m]),
+        Response::Meta(m) => {
+            let sep: &[u8] = if m.flags.is_empty() { b"" } else { b" " };
+            match &m.value {
+                Some(v) => {
+                    line(&[b"VA ", v.len().to_string().as_bytes(), sep, &m.flags]);
+                    line(&[v]);
+                }
+                None => line(&[m.status.code().as_bytes(), sep, &m.flags]),
+            }
+        }
+    }
+}
+
+fn expect_of(r: &Response) -> Expect {
+    match r {
+        Response::Values(_) => Expect::Values,
+        Response::Stats(_) => Expect::Stats,
+        _ => Expect::Single,
+    }
+}
+
+fn token() -> impl Strategy<Value = Bytes> {
+    proptest::collection::vec(0x21u8..0x7f, 1..20).prop_map(Bytes::from)
+}
+
+fn text() -> impl Strategy<Value = Bytes> {
+    // Free text after a status word: anything but CR/LF, not starting with a space.
+    (token(), proptest::collection::vec(0x20u8..0x7f, 0..20))
+        .prop_map(|(t, rest)| Bytes::from([&t[..], &rest[..]].concat()))
+}
+
+fn data() -> impl Strategy<Value = Bytes> {
+    // Data blocks are arbitrary bytes, CR and LF included.
+    proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from)
+}
+
+fn meta_flags() -> impl Strategy<Value = Bytes> {
+    proptest::collection::vec(token(), 0..4).prop_map(|ts| Bytes::from(ts.join(&b' ')))
+}
+
+fn response() -> impl Strategy<Value = Response> {
+    let status = prop_oneof![
+        Just(MetaStatus::Hd),
+        Just(MetaStatus::En),
+        Just(MetaStatus::Nf),
+        Just(MetaStatus::Ns),
+        Just(MetaStatus::Ex),
+        Just(MetaStatus::Mn),
+        Just(MetaStatus::Me),
+    ];
+    prop_oneof![
+        proptest::collection::vec(
+            (
+                token(),
+                any::<u32>(),
+                proptest::option::of(any::<u64>()),
+                data()
+            )
+                .prop_map(|(key, flags, cas, data)| Value {
+                    key,
+                    flags,
+                    cas,
+                    data
+                }),
+            0..4
+        )
+        .prop_map(Response::Values),
+        proptest::collection::vec(
+            (token(), text()).prop_map(|(name, value)| Stat { name, value }),
+            0..4
+        )
+        .prop_map(Response::Stats),
+        Just(Response::Stored),
+        Just(Response::NotStored),
+        Just(Response::Exists),
+        Just(Response::NotFound),
+        Just(Response::Deleted),
+        Just(Response::Touched),
+        Just(Response::Ok),
+        Just(Response::Error),
+        any::<u64>().prop_map(Response::Number),
+        text().prop_map(Response::Version),
+        text().prop_map(Response::ClientError),
+        text().prop_map(Response::ServerError),
+        (status, meta_flags()).prop_map(|(status, flags)| Response::Meta(MetaResponse {
+            status,
+            flags,
+            value: None
+        })),
+        (meta_flags(), data()).prop_map(|(flags, v)| Response::Meta(MetaResponse {
+            status: MetaStatus::Va,
+            flags,
+            value: Some(v)
+        })),
+    ]
+}
+
+/// Feeds `wire` to a decoder in the given chunk sizes, collecting replies.
+fn decode_chunked(
+    wire: &[u8],
+    expects: &[Expect],
+    chunks: &mut dyn Iterator<Item = usize>,
+) -> Result<Vec<Response>, ProtoError> {
+    let mut dec = Decoder::default();
+    let mut buf = BytesMut::new();
+    let mut out = Vec::new();
+    let mut fed = 0;
+    while out.len() < expects.len() {
+        match dec.decode(&mut buf, expects[out.len()])? {
+            Some(r) => out.push(r),
+            None => {
+                assert!(fed < wire.len(), "decoder wants more than the whole input");
+                let n = chunks
+                    .next()
+                    .unwrap_or(usize::MAX)
+                    .max(1)
+                    .min(wire.len() - fed);
+                buf.extend_from_slice(&wire[fed..fed + n]);
+                fed += n;
+            }
+        }
+    }
+    assert_eq!(fed, wire.len());
+    assert!(buf.is_empty() && !dec.is_mid_reply());
+    Ok(out)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn decodes_any_split(
+        responses in proptest::collection::vec(response(), 1..8),
+        chunk_sizes in proptest::collection::vec(1usize..40, 0..400),
+    ) {
+        let mut wire = Vec::new();
+        for r in &responses {
+            server_encode(r, &mut wire);
+        }
+        let expects: Vec<Expect> = responses.iter().map(expect_of).collect();
+        let got = decode_chunked(&wire, &expects, &mut chunk_sizes.into_iter())?;
+        prop_assert_eq!(&got, &responses);
+        // And split at every single boundary, one reply stream in two parts.
+        for cut in 0..=wire.len() {
+            let mut parts = [cut, usize::MAX].into_iter();
+            let got = decode_chunked(&wire, &expects, &mut parts)?;
+            prop_assert_eq!(&got, &responses);
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics(
+        bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        expect in prop_oneof![Just(Expect::Values), Just(Expect::Stats), Just(Expect::Single)],
+    ) {
+        let mut dec = Decoder::new(Limits { max_line: 64, max_value: 128 });
+        let mut buf = BytesMut::from(&bytes[..]);
+        // Every call either consumes bytes, waits, or fails: it cannot spin.
+        for _ in 0..=bytes.len() {
+            match dec.decode(&mut buf, expect) {
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => break,
+            }
+        }
+        // The decoder never reserves beyond one bounded frame.
+        prop_assert!(buf.capacity() <= bytes.len().max(64 + 128 + 8) + 64);
+    }
+
+    #[test]
+    fn truncated_or_lying_frames_fail_or_wait(
+        r in response(),
+        cut in any::<prop::sample::Index>(),
+        lie in 1usize..5,
+    ) {
+        let mut wire = Vec::new();
+        server_encode(&r, &mut wire);
+        // A truncated reply is never returned: the decoder waits for more.
+        let cut = cut.index(wire.len());
+        let mut buf = BytesMut::from(&wire[..cut]);
+        let mut dec = Decoder::default();
+        prop_assert_eq!(dec.decode(&mut buf, expect_of(&r)), Ok(None));
+        // A data block whose announced length is shorter than the data is an error.
+        if let Response::Values(values) = &r {
+            if let Some(v) = values.first().filter(|v| v.data.len() >= lie) {
+                let head = format!("VALUE {} {} {}\r\n", String::from_utf8_lossy(&v.key), v.flags, v.data.len() - lie);
+                let mut wire = head.into_bytes();
+                wire.extend_from_slice(&v.data);
+                wire.extend_from_slice(b"\r\nEND\r\n");
+                let got = Decoder::default().decode(&mut BytesMut::from(&wire[..]), Expect::Values);
+                prop_assert!(got.is_err() || !matches!(got, Ok(Some(Response::Values(ref vs))) if vs.len() == 1 && vs[0].data == v.data));
+            }
+        }
+    }
+}

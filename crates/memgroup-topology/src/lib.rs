@@ -1,0 +1,1 @@
+//! memgroup-topology: filled in by a later issue.

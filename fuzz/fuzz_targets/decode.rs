@@ -1,0 +1,33 @@
+//! Feeds arbitrary bytes, split into arbitrary chunks, to the reply decoder:
+//! it must never panic, never loop and never reserve beyond its limits.
+#![no_main]
+
+use bytes::BytesMut;
+use libfuzzer_sys::fuzz_target;
+use memgroup_proto::{Decoder, Expect, Limits};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&control, input)) = data.split_first() else {
+        return;
+    };
+    let expect = match control % 3 {
+        0 => Expect::Values,
+        1 => Expect::Stats,
+        _ => Expect::Single,
+    };
+    let chunk = usize::from(control / 3).max(1);
+    let limits = Limits { max_line: 256, max_value: 4096 };
+    let mut decoder = Decoder::new(limits);
+    let mut buf = BytesMut::new();
+    for piece in input.chunks(chunk) {
+        buf.extend_from_slice(piece);
+        loop {
+            match decoder.decode(&mut buf, expect) {
+                Ok(Some(_)) => continue,
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+        assert!(buf.capacity() <= input.len() + 256 + 4096 + 64);
+    }
+});

@@ -1,0 +1,14 @@
+//! # memgroup
+//!
+//! A memcached cluster client: routes keys like the Java, C and Python
+//! clients, replicates across server groups like EVCache. This crate
+//! re-exports the workspace's crates under short names; depend on a single
+//! one of them if that is all you need.
+//!
+//! - [`proto`]: the text protocol codec (sans-IO).
+//! - [`hash`]: hashing strategies and key→server locators.
+#![doc = ""]
+#![doc = include_str!("../README.md")]
+
+pub use memgroup_hash as hash;
+pub use memgroup_proto as proto;

@@ -1,0 +1,146 @@
+//! Test support: real memcached processes on free loopback ports.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// One `memcached` process, killed (SIGKILL) when dropped.
+#[derive(Debug)]
+pub struct Memcached {
+    child: Option<Child>,
+    port: u16,
+    extra: Vec<String>,
+}
+
+impl Memcached {
+    /// Spawns `memcached -l 127.0.0.1 -p <free port> -U 0` and waits until it accepts.
+    pub fn spawn() -> Memcached {
+        Memcached::spawn_with(&[])
+    }
+
+    /// As [`Memcached::spawn`], with extra command-line arguments.
+    pub fn spawn_with(extra: &[&str]) -> Memcached {
+        // The port is free when we look and memcached binds it a moment later;
+        // another process could take it in between, so retry with a new one.
+        let mut last_error = None;
+        for _ in 0..20 {
+            let port = free_port();
+            let mut server = Memcached {
+                child: None,
+                port,
+                extra: extra.iter().map(|s| (*s).to_string()).collect(),
+            };
+            match server.start() {
+                Ok(()) => return server,
+                Err(e) => last_error = Some(e),
+            }
+        }
+        panic!("could not start memcached: {last_error:?}");
+    }
+
+    fn start(&mut self) -> io::Result<()> {
+        let mut child = Command::new("memcached")
+            .args(["-l", "127.0.0.1", "-p", &self.port.to_string(), "-U", "0"])
+            // memcached refuses to run as root without -u; as another user the flag is ignored.
+            .args(["-u", "root"])
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "spawning memcached (is it installed? `cargo xtask test` installs it): {e}"
+                    ),
+                )
+            })?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Err(io::Error::other(format!("memcached exited: {status}")));
+            }
+            if TcpStream::connect(self.addr()).is_ok() {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::other("memcached did not accept within 5 s"));
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn addr_string(&self) -> String {
+        self.addr().to_string()
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP: the process keeps its sockets but stops answering.
+    pub fn stop(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`Memcached::stop`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.pid().expect("memcached is not running").to_string();
+        let status = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(status.success(), "kill {sig} {pid} failed");
+    }
+
+    /// Starts the server again on the same port (after [`Memcached::kill`]).
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Err(e) = self.start() {
+            assert!(Instant::now() < deadline, "restart failed: {e}");
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A stopped process must be continued for SIGKILL to be reaped promptly.
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+        }
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}

@@ -1,0 +1,160 @@
+//! `cargo xtask`: the project's automation, in Rust so it runs wherever cargo does.
+//!
+//! - `cargo xtask test`  — memcached check/install, fmt, clippy, tests, docs.
+//! - `cargo xtask bench [criterion args]` — the criterion benches.
+//! - `cargo xtask fuzz [seconds]` — the decoder fuzz target (needs cargo-fuzz and nightly).
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+type Result<T> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(),
+        Some("bench") => bench(&args[1..]),
+        Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
+        Some("ensure-memcached") => ensure_memcached(),
+        _ => Err(
+            "usage: cargo xtask <test | bench [criterion args] | fuzz [seconds] | ensure-memcached>"
+                .to_string(),
+        ),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root")
+        .to_path_buf()
+}
+
+fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
+    eprintln!("$ {program} {}", args.join(" "));
+    let status = Command::new(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{program} {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn on_path(program: &str) -> bool {
+    env::var_os("PATH")
+        .is_some_and(|paths| env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+fn is_root() -> bool {
+    // /proc/self/status: "Uid:\t<real>\t<effective>\t…"
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
+            .unwrap_or(false)
+    })
+}
+
+/// The tests and the demo spawn real memcached processes: make sure there is one.
+fn ensure_memcached() -> Result<()> {
+    if on_path("memcached") {
+        return Ok(());
+    }
+    if is_root() && on_path("apt-get") {
+        eprintln!("memcached is not installed; installing the Debian package");
+        // A fresh machine has no package lists until `apt-get update`.
+        run("apt-get", &["update"], &[])?;
+        run(
+            "apt-get",
+            &["install", "-y", "memcached"],
+            &[("DEBIAN_FRONTEND", "noninteractive")],
+        )?;
+        if on_path("memcached") {
+            return Ok(());
+        }
+    }
+    Err(
+        "memcached is not on PATH. Install it (Debian/Ubuntu: `sudo apt-get install memcached`, \
+         macOS: `brew install memcached`) and run again."
+            .to_string(),
+    )
+}
+
+fn test() -> Result<()> {
+    ensure_memcached()?;
+    run("cargo", &["fmt", "--all", "--", "--check"], &[])?;
+    run(
+        "cargo",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    run("cargo", &["test", "--workspace"], &[])?;
+    run(
+        "cargo",
+        &["doc", "--no-deps", "--workspace"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    eprintln!("xtask test: all green");
+    Ok(())
+}
+
+fn bench(extra: &[String]) -> Result<()> {
+    ensure_memcached()?;
+    let mut args = vec!["bench", "--workspace"];
+    if !extra.is_empty() {
+        args.push("--");
+        args.extend(extra.iter().map(String::as_str));
+    }
+    run("cargo", &args, &[])
+}
+
+fn fuzz(seconds: Option<&str>) -> Result<()> {
+    let seconds = seconds.unwrap_or("60");
+    seconds
+        .parse::<u64>()
+        .map_err(|_| format!("fuzz: seconds must be a number, got {seconds:?}"))?;
+    if Command::new("cargo")
+        .args(["fuzz", "--version"])
+        .output()
+        .is_err()
+    {
+        return Err(
+            "cargo-fuzz is missing: `cargo install cargo-fuzz` (it needs a nightly toolchain)"
+                .into(),
+        );
+    }
+    let max_time = format!("-max_total_time={seconds}");
+    run(
+        "cargo",
+        &[
+            "fuzz",
+            "run",
+            "--fuzz-dir",
+            "fuzz",
+            "decode",
+            "--",
+            &max_time,
+        ],
+        &[],
+    )
+}
