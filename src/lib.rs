@@ -7,8 +7,12 @@
 //!
 //! - [`proto`]: the text protocol codec (sans-IO).
 //! - [`hash`]: hashing strategies and key→server locators.
+//! - [`topology`]: server groups, slots, read/write selection, dead hosts.
+//! - [`client`]: the async client.
 #![doc = ""]
 #![doc = include_str!("../README.md")]
 
+pub use memgroup_client as client;
 pub use memgroup_hash as hash;
 pub use memgroup_proto as proto;
+pub use memgroup_topology as topology;

@@ -4,7 +4,6 @@
 // Items of test modules are `pub` for each other, not for users.
 #![allow(unreachable_pub)]
 
+mod client;
 mod proto;
-// The fault-injection half of the harness (stop/resume/restart) serves the client tests.
-#[allow(dead_code)]
 mod support;

@@ -144,3 +144,56 @@ fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("no free loopback port")
 }
+
+/// Blocking one-shot access to a server, bypassing the client: used to check
+/// where keys really are and what the server's counters say.
+pub mod raw {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpStream};
+    use std::time::Duration;
+
+    use bytes::BytesMut;
+    use memgroup::proto::{Decoder, Key, Request, Response};
+
+    fn call(addr: SocketAddr, request: Request<'_>) -> Response {
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut out = BytesMut::new();
+        request.encode(&mut out);
+        stream.write_all(&out).unwrap();
+        let mut decoder = Decoder::default();
+        let mut buf = BytesMut::new();
+        loop {
+            if let Some(r) = decoder.decode(&mut buf, request.expect().unwrap()).unwrap() {
+                return r;
+            }
+            let mut chunk = [0u8; 65536];
+            let n = stream.read(&mut chunk).unwrap();
+            assert!(n > 0, "server closed");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The value stored under `key`, if any.
+    pub fn get(addr: SocketAddr, key: &[u8]) -> Option<Vec<u8>> {
+        let keys = [Key::new(key).unwrap()];
+        match call(addr, Request::Get { keys: &keys }) {
+            Response::Values(mut v) => v.pop().map(|v| v.data.to_vec()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// One numeric `stats` counter (`cmd_set`, `cmd_get`, `curr_items`, …).
+    pub fn stat(addr: SocketAddr, name: &str) -> u64 {
+        match call(addr, Request::Stats { arg: None }) {
+            Response::Stats(stats) => stats
+                .iter()
+                .find(|s| s.name_str() == name)
+                .and_then(|s| s.value_str().parse().ok())
+                .unwrap_or_else(|| panic!("no stat {name}")),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! Runs a handful of futures concurrently on the current task (one per
+//! server group or per server), without spawning and without extra crates.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+/// A boxed future borrowing from the caller.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Polls every future until all are done; results come back in input order.
+pub(crate) async fn join_all<T>(mut futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
+    let mut results: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, slot) in futures.iter_mut().zip(results.iter_mut()) {
+            if slot.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *slot = Some(value),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    results
+        .into_iter()
+        .map(|r| r.expect("every future completed"))
+        .collect()
+}

@@ -1,0 +1,439 @@
+//! The validated, immutable topology.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use memgroup_hash::{HashFunction, Locator};
+
+use crate::{ClusterSpec, GroupSpec, ServerAddr, Settings, TopologyError};
+
+/// A group's position in [`Topology::groups`] (the order of [`ClusterSpec::groups`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub struct GroupId(pub usize);
+
+/// A server's position in [`Topology::servers`]: the distinct addresses of all groups, in
+/// order of first appearance. A server listed in two groups has one id, and one dead-host
+/// state.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub struct ServerId(pub usize);
+
+/// Where one request goes: a group's copy, on one server, over one of its connection slots.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Target {
+    /// The group whose copy this is.
+    pub group: GroupId,
+    /// The server (the key's server, or its failover replacement).
+    pub server: ServerId,
+    /// The connection slot, in `0..pool_size` of the group.
+    pub slot: usize,
+}
+
+/// A group passed over because its server for the key is dead (after failover, when on):
+/// the typed "server dead" answer.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Skipped {
+    /// The group.
+    pub group: GroupId,
+    /// The key's server in that group (the primary, before any failover).
+    pub server: ServerId,
+}
+
+/// One server group of a [`Topology`].
+#[derive(Debug)]
+pub struct Group {
+    id: GroupId,
+    spec: GroupSpec,
+    /// Node index (the locator's) → server id.
+    servers: Box<[ServerId]>,
+    locator: Locator,
+    /// Groups with the same key hash function share one key hash per selection.
+    pub(crate) hash_function: HashFunction,
+}
+
+impl Group {
+    /// The group's id.
+    #[must_use]
+    pub fn id(&self) -> GroupId {
+        self.id
+    }
+
+    /// The group's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The group's zone.
+    #[must_use]
+    pub fn zone(&self) -> Option<&str> {
+        self.spec.zone.as_deref()
+    }
+
+    /// Whether the group only takes writes.
+    #[must_use]
+    pub fn is_write_only(&self) -> bool {
+        self.spec.write_only
+    }
+
+    /// The group's servers, in configured order: `servers()[i]` is the locator's node `i`.
+    #[must_use]
+    pub fn servers(&self) -> &[ServerId] {
+        &self.servers
+    }
+
+    /// Connection slots per server.
+    #[must_use]
+    pub fn pool_size(&self) -> usize {
+        self.spec.pool_size
+    }
+
+    /// The group's locator.
+    #[must_use]
+    pub fn locator(&self) -> &Locator {
+        &self.locator
+    }
+
+    /// The description the group was built from.
+    #[must_use]
+    pub fn spec(&self) -> &GroupSpec {
+        &self.spec
+    }
+
+    /// The key's server in this group, ignoring dead hosts. `key` is the wire key (see
+    /// [`Topology::wire_key`]).
+    #[must_use]
+    pub fn server_for(&self, key: &[u8]) -> ServerId {
+        self.servers[self.locator.locate(key)]
+    }
+
+    /// The server owning an already computed key hash (of this group's hash function).
+    #[inline]
+    pub(crate) fn server_for_hash(&self, hash: i64) -> ServerId {
+        self.servers[self.locator.locate_hash(hash)]
+    }
+}
+
+/// A validated cluster: groups with their locators, the distinct servers, the settings.
+///
+/// Immutable and `Send + Sync`: a topology change builds a new value ([`Topology::new`],
+/// [`Topology::change`]) while readers keep using the one they hold (typically an
+/// `Arc<Topology>` swapped as a whole), so no half-built state is ever visible. Dead-host
+/// state lives outside, in [`DeadHosts`](crate::DeadHosts), and is carried over with
+/// [`DeadHosts::carry_over`](crate::DeadHosts::carry_over).
+///
+/// ```
+/// use memgroup_topology::{ClusterSpec, Topology};
+/// let topology = Topology::new(ClusterSpec::parse_evcache("a=h1:11211,h2:11211;b=h3:11211")?)?;
+/// assert_eq!(topology.groups().len(), 2);
+/// assert_eq!(topology.servers().len(), 3);
+/// let bigger = topology.change(|spec| {
+///     spec.group_mut("b").unwrap().servers.push("h4:11211".parse().unwrap());
+/// })?;
+/// assert_eq!((topology.servers().len(), bigger.servers().len()), (3, 4));
+/// # Ok::<(), memgroup_topology::TopologyError>(())
+/// ```
+#[derive(Debug)]
+pub struct Topology {
+    spec: ClusterSpec,
+    groups: Box<[Group]>,
+    servers: Box<[ServerAddr]>,
+    server_index: HashMap<ServerAddr, ServerId>,
+    /// Per server: the largest `pool_size` of the groups holding it.
+    server_slots: Box<[usize]>,
+    /// Readable groups: the local tier (`..local_len`), then the others.
+    pub(crate) read_order: Box<[GroupId]>,
+    pub(crate) local_len: usize,
+    read_write: usize,
+    pub(crate) failover: bool,
+    sanitize_keys: bool,
+}
+
+// The client shares one topology between tasks.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Topology>();
+};
+
+impl Topology {
+    /// Validates `spec` and builds every group's locator.
+    ///
+    /// # Errors
+    ///
+    /// [`TopologyError::NoGroups`], [`TopologyError::BadGroup`] (an empty name),
+    /// [`TopologyError::DuplicateGroup`], [`TopologyError::EmptyGroup`],
+    /// [`TopologyError::ZeroPoolSize`], [`TopologyError::MixedSanitize`],
+    /// [`TopologyError::BadAddress`] (empty host), [`TopologyError::BadPort`] (port 0),
+    /// [`TopologyError::ZeroWeight`], [`TopologyError::DuplicateServer`] (within a group),
+    /// [`TopologyError::NoReadableGroup`], and [`TopologyError::Locator`] for anything the
+    /// hash crate refuses.
+    pub fn new(spec: ClusterSpec) -> Result<Topology, TopologyError> {
+        let first = spec.groups.first().ok_or(TopologyError::NoGroups)?;
+        let sanitize_keys = first.locator.sanitize_keys;
+        let mut servers = Vec::new();
+        let mut server_index: HashMap<ServerAddr, ServerId> = HashMap::new();
+        let mut server_slots = Vec::new();
+        let mut groups = Vec::with_capacity(spec.groups.len());
+        for (index, g) in spec.groups.iter().enumerate() {
+            if g.name.is_empty() {
+                return Err(TopologyError::BadGroup {
+                    token: String::new(),
+                });
+            }
+            if spec.groups[..index]
+                .iter()
+                .any(|other| other.name == g.name)
+            {
+                return Err(TopologyError::DuplicateGroup {
+                    name: g.name.clone(),
+                });
+            }
+            if g.servers.is_empty() {
+                return Err(TopologyError::EmptyGroup {
+                    name: g.name.clone(),
+                });
+            }
+            if g.pool_size == 0 {
+                return Err(TopologyError::ZeroPoolSize {
+                    group: g.name.clone(),
+                });
+            }
+            if g.locator.sanitize_keys != sanitize_keys {
+                return Err(TopologyError::MixedSanitize {
+                    group: g.name.clone(),
+                });
+            }
+            let mut ids = Vec::with_capacity(g.servers.len());
+            for (i, s) in g.servers.iter().enumerate() {
+                let token = || s.addr.to_string();
+                if s.addr.host.is_empty() {
+                    return Err(TopologyError::BadAddress { token: token() });
+                }
+                if s.addr.port == 0 {
+                    return Err(TopologyError::BadPort { token: token() });
+                }
+                if s.weight == 0 {
+                    return Err(TopologyError::ZeroWeight {
+                        token: format!("{}:0", s.addr),
+                    });
+                }
+                if g.servers[..i].iter().any(|o| o.addr == s.addr) {
+                    return Err(TopologyError::DuplicateServer { token: token() });
+                }
+                let id = match server_index.entry(s.addr.clone()) {
+                    Entry::Occupied(e) => *e.get(),
+                    Entry::Vacant(e) => {
+                        let id = ServerId(servers.len());
+                        servers.push(s.addr.clone());
+                        server_slots.push(0);
+                        *e.insert(id)
+                    }
+                };
+                server_slots[id.0] = server_slots[id.0].max(g.pool_size);
+                ids.push(id);
+            }
+            // All weights 1 is an unweighted list (see `ServerSpec::weight`).
+            let weighted = g.servers.iter().any(|s| s.weight != 1);
+            let nodes: Vec<_> = g.servers.iter().map(|s| s.node(weighted)).collect();
+            let locator = Locator::new(g.locator, &nodes)?;
+            groups.push(Group {
+                id: GroupId(index),
+                spec: g.clone(),
+                servers: ids.into(),
+                hash_function: g.locator.strategy.hash_function(),
+                locator,
+            });
+        }
+        let readable = || groups.iter().filter(|g| !g.is_write_only());
+        let is_local =
+            |g: &Group| g.zone().is_some() && g.zone() == spec.settings.local_zone.as_deref();
+        let mut read_order: Vec<GroupId> =
+            readable().filter(|g| is_local(g)).map(Group::id).collect();
+        let local_len = read_order.len();
+        read_order.extend(readable().filter(|g| !is_local(g)).map(Group::id));
+        if read_order.is_empty() {
+            return Err(TopologyError::NoReadableGroup);
+        }
+        Ok(Topology {
+            failover: spec.settings.failover.unwrap_or(groups.len() == 1),
+            read_write: read_order.len(),
+            read_order: read_order.into(),
+            local_len,
+            groups: groups.into(),
+            servers: servers.into(),
+            server_index,
+            server_slots: server_slots.into(),
+            sanitize_keys,
+            spec,
+        })
+    }
+
+    /// A new topology from this one's description changed by `change` (add or remove
+    /// servers or groups, change weights, hashing, settings). `self` is untouched, also when
+    /// the change is refused.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Topology::new`].
+    pub fn change(&self, change: impl FnOnce(&mut ClusterSpec)) -> Result<Topology, TopologyError> {
+        let mut spec = self.spec.clone();
+        change(&mut spec);
+        Topology::new(spec)
+    }
+
+    /// The description this topology was built from.
+    #[must_use]
+    pub fn spec(&self) -> &ClusterSpec {
+        &self.spec
+    }
+
+    /// The groups, indexed by [`GroupId`].
+    #[must_use]
+    pub fn groups(&self) -> &[Group] {
+        &self.groups
+    }
+
+    /// The group `id`.
+    ///
+    /// # Panics
+    ///
+    /// If `id` is not a group of this topology.
+    #[must_use]
+    pub fn group(&self, id: GroupId) -> &Group {
+        &self.groups[id.0]
+    }
+
+    /// The group named `name`.
+    #[must_use]
+    pub fn group_by_name(&self, name: &str) -> Option<GroupId> {
+        self.groups.iter().find(|g| g.name() == name).map(Group::id)
+    }
+
+    /// The distinct servers of all groups, indexed by [`ServerId`].
+    #[must_use]
+    pub fn servers(&self) -> &[ServerAddr] {
+        &self.servers
+    }
+
+    /// The id of the server at `addr`.
+    #[must_use]
+    pub fn server_id(&self, addr: &ServerAddr) -> Option<ServerId> {
+        self.server_index.get(addr).copied()
+    }
+
+    /// The connection slots a server needs: the largest `pool_size` of its groups. Every
+    /// [`Target::slot`] for the server is below it.
+    ///
+    /// # Panics
+    ///
+    /// If `server` is not a server of this topology.
+    #[must_use]
+    pub fn server_slots(&self, server: ServerId) -> usize {
+        self.server_slots[server.0]
+    }
+
+    /// The settings.
+    #[must_use]
+    pub fn settings(&self) -> &Settings {
+        &self.spec.settings
+    }
+
+    /// Whether Whalin failover is on ([`Settings::failover`], resolved).
+    #[must_use]
+    pub fn failover(&self) -> bool {
+        self.failover
+    }
+
+    /// The number of read-write groups, over which [`Settings::write_policy`] counts.
+    #[must_use]
+    pub fn read_write_groups(&self) -> usize {
+        self.read_write
+    }
+
+    /// The bytes to locate **and** send for `key` in `group`: the key sanitised when the
+    /// group's locator says so, else the key itself. All groups agree on sanitising (mixed
+    /// settings are refused), so the result is the wire key for every group; pass it to the
+    /// selection methods.
+    ///
+    /// # Panics
+    ///
+    /// If `group` is not a group of this topology.
+    #[must_use]
+    pub fn wire_key<'k>(&self, group: GroupId, key: &'k [u8]) -> Cow<'k, [u8]> {
+        self.group(group).locator.wire_key(key)
+    }
+
+    /// Whether keys are sanitised (the same for every group).
+    #[must_use]
+    pub fn sanitizes_keys(&self) -> bool {
+        self.sanitize_keys
+    }
+
+    /// How many read-write groups a write needs under [`Settings::write_policy`].
+    #[must_use]
+    pub fn required_successes(&self) -> usize {
+        self.settings().write_policy.required(self.read_write)
+    }
+
+    /// Whether a write that succeeded in the groups `succeeded` meets
+    /// [`Settings::write_policy`]. Write-only groups, repeats and unknown ids do not count.
+    ///
+    /// ```
+    /// use memgroup_topology::{ClusterSpec, GroupId, Topology, WritePolicy};
+    /// let mut spec = ClusterSpec::parse_evcache("a=h1:1;b=h2:1;c=h3:1;d=h4:1")?;
+    /// spec.settings.write_policy = WritePolicy::Quorum;
+    /// spec.groups[3].write_only = true;
+    /// let topology = Topology::new(spec)?; // 3 read-write groups: quorum is 2
+    /// assert!(!topology.write_succeeded([GroupId(0), GroupId(3)]));
+    /// assert!(topology.write_succeeded([GroupId(0), GroupId(2)]));
+    /// # Ok::<(), memgroup_topology::TopologyError>(())
+    /// ```
+    pub fn write_succeeded(&self, succeeded: impl IntoIterator<Item = GroupId>) -> bool {
+        let required = self.required_successes();
+        if required == 0 {
+            return true;
+        }
+        let mut seen = GroupSet::new(self.groups.len());
+        let mut count = 0;
+        for id in succeeded {
+            let Some(group) = self.groups.get(id.0) else {
+                continue;
+            };
+            if !group.is_write_only() && seen.insert(id.0) {
+                count += 1;
+                if count >= required {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+/// A set of group indices; inline for up to 128 groups.
+enum GroupSet {
+    Inline(u128),
+    Heap(Vec<bool>),
+}
+
+impl GroupSet {
+    fn new(groups: usize) -> GroupSet {
+        if groups <= 128 {
+            GroupSet::Inline(0)
+        } else {
+            GroupSet::Heap(vec![false; groups])
+        }
+    }
+
+    /// Adds `i`; `false` if it was there already.
+    fn insert(&mut self, i: usize) -> bool {
+        match self {
+            GroupSet::Inline(bits) => {
+                let had = *bits & (1 << i) != 0;
+                *bits |= 1 << i;
+                !had
+            }
+            GroupSet::Heap(seen) => !std::mem::replace(&mut seen[i], true),
+        }
+    }
+}

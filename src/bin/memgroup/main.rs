@@ -1,0 +1,218 @@
+//! `memgroup`: the operator's tool for memcached clusters with server groups.
+//!
+//! Exit codes: 0 success; 1 the operation failed (a miss, a refused write,
+//! servers unreachable, verification found missing keys); 2 usage or
+//! configuration error.
+
+mod bench;
+mod config;
+mod ops;
+mod output;
+mod warm;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::ClusterArgs;
+
+/// Route keys, read and write, inspect and warm memcached server groups.
+#[derive(Debug, Parser)]
+#[command(name = "memgroup", version, about, propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Machine-readable JSON output.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show which server (in each group) every key maps to.
+    Route {
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+        /// A table across every hashing strategy.
+        #[arg(long)]
+        all_strategies: bool,
+    },
+    /// Read keys (local group first, falling back per the read policy).
+    Get {
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Store a value in every group (`-` reads it from stdin).
+    Set {
+        /// The key.
+        key: String,
+        /// The value, or `-` for stdin.
+        value: String,
+        /// Expiration time in seconds (0 = never).
+        #[arg(long, default_value_t = 0)]
+        exptime: u32,
+        /// Client flags stored with the value.
+        #[arg(long, default_value_t = 0)]
+        flags: u32,
+    },
+    /// Delete keys from every group.
+    Delete {
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Set a new expiration time in every group.
+    Touch {
+        /// The key.
+        key: String,
+        /// Expiration time in seconds.
+        exptime: u32,
+    },
+    /// Increment a counter.
+    Incr {
+        /// The key.
+        key: String,
+        /// The amount.
+        #[arg(default_value_t = 1)]
+        delta: u64,
+    },
+    /// Decrement a counter (stops at 0).
+    Decr {
+        /// The key.
+        key: String,
+        /// The amount.
+        #[arg(default_value_t = 1)]
+        delta: u64,
+    },
+    /// Invalidate every item of one group.
+    Flush {
+        /// The group to flush.
+        #[arg(long)]
+        group: String,
+        /// Confirm: flushing loses the group's data.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Per-server statistics, with totals per group.
+    Stats {
+        /// Only this group.
+        #[arg(long)]
+        group: Option<String>,
+    },
+    /// Write N generated keys through the replicated client (for demos and tests).
+    Load {
+        /// How many keys.
+        #[arg(long, default_value_t = 10_000)]
+        count: usize,
+        /// Key prefix; keys are `<prefix><n>`.
+        #[arg(long, default_value = "key:")]
+        prefix: String,
+        /// Value size in bytes.
+        #[arg(long, default_value_t = 100)]
+        value_size: usize,
+        /// Requests in flight.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
+    /// Copy a group's keys into other groups (the cache warmer).
+    Warm(warm::WarmArgs),
+    /// A memslap-like load generator with latency percentiles.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("memgroup: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(Failure::Usage(message)) => {
+            eprintln!("memgroup: {message}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Op(message)) => {
+            eprintln!("memgroup: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Why the tool stops: bad usage/configuration (exit 2) or a failed operation (exit 1).
+#[derive(Debug)]
+enum Failure {
+    Usage(String),
+    Op(String),
+}
+
+impl From<memgroup::client::Error> for Failure {
+    fn from(e: memgroup::client::Error) -> Self {
+        use memgroup::client::ErrorKind;
+        match e.kind() {
+            ErrorKind::Config | ErrorKind::InvalidArgument | ErrorKind::InvalidKey => {
+                Failure::Usage(e.to_string())
+            }
+            _ => Failure::Op(e.to_string()),
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    let json = cli.json;
+    match cli.command {
+        Command::Route {
+            keys,
+            all_strategies,
+        } => ops::route(&cli.cluster, &keys, all_strategies, json),
+        Command::Get { keys } => ops::get(&cli.cluster.client()?, &keys, json).await,
+        Command::Set {
+            key,
+            value,
+            exptime,
+            flags,
+        } => ops::set(&cli.cluster.client()?, &key, &value, exptime, flags, json).await,
+        Command::Delete { keys } => ops::delete(&cli.cluster.client()?, &keys, json).await,
+        Command::Touch { key, exptime } => {
+            ops::touch(&cli.cluster.client()?, &key, exptime, json).await
+        }
+        Command::Incr { key, delta } => {
+            ops::arith(&cli.cluster.client()?, &key, delta, true, json).await
+        }
+        Command::Decr { key, delta } => {
+            ops::arith(&cli.cluster.client()?, &key, delta, false, json).await
+        }
+        Command::Flush { group, yes } => ops::flush(&cli.cluster.client()?, &group, yes).await,
+        Command::Stats { group } => {
+            ops::stats(&cli.cluster.client()?, group.as_deref(), json).await
+        }
+        Command::Load {
+            count,
+            prefix,
+            value_size,
+            concurrency,
+        } => {
+            ops::load(
+                &cli.cluster.client()?,
+                count,
+                &prefix,
+                value_size,
+                concurrency,
+                json,
+            )
+            .await
+        }
+        Command::Warm(args) => warm::run(&cli.cluster, &args, json).await,
+        Command::Bench(args) => bench::run(&cli.cluster.client()?, &args, json).await,
+    }
+}

@@ -1,0 +1,405 @@
+//! The simple subcommands: route, get/set/delete/touch/incr/decr, flush, stats, load.
+
+use std::io::Read;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use memgroup::client::Client;
+use memgroup::hash::HashStrategy;
+use memgroup::topology::{GroupId, Topology};
+use serde_json::json;
+
+use crate::Failure;
+use crate::config::ClusterArgs;
+use crate::output::{self, show};
+
+/// The strategies `route --all-strategies` compares.
+const STRATEGIES: [HashStrategy; 5] = [
+    HashStrategy::Native,
+    HashStrategy::OldCompat,
+    HashStrategy::NewCompat,
+    HashStrategy::Consistent,
+    HashStrategy::Ketama,
+];
+
+pub(crate) fn route(
+    args: &ClusterArgs,
+    keys: &[String],
+    all: bool,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let (spec, _) = args.spec()?;
+    let variants: Vec<(String, Topology)> = if all {
+        STRATEGIES
+            .iter()
+            .map(|&s| {
+                let mut spec = spec.clone();
+                for g in &mut spec.groups {
+                    g.locator.strategy = s;
+                }
+                Topology::new(spec)
+                    .map(|t| (s.to_string(), t))
+                    .map_err(|e| Failure::Usage(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        let t = Topology::new(spec.clone()).map_err(|e| Failure::Usage(e.to_string()))?;
+        let name = spec
+            .groups
+            .first()
+            .map(|g| g.locator.strategy.to_string())
+            .unwrap_or_default();
+        vec![(name, t)]
+    };
+    let mut rows = Vec::new();
+    let mut records = Vec::new();
+    for key in keys {
+        for (strategy, topology) in &variants {
+            for (gi, group) in topology.groups().iter().enumerate() {
+                let wire = topology.wire_key(GroupId(gi), key.as_bytes());
+                let server = &topology.servers()[group.server_for(&wire).0];
+                rows.push(vec![
+                    key.clone(),
+                    strategy.clone(),
+                    group.name().to_string(),
+                    server.to_string(),
+                ]);
+                records.push(json!({"key": key, "wire_key": show(&wire), "strategy": strategy, "group": group.name(), "server": server.to_string()}));
+            }
+        }
+    }
+    if json {
+        output::json(&json!(records));
+    } else {
+        output::table(&["KEY", "STRATEGY", "GROUP", "SERVER"], &rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn get(client: &Client, keys: &[String], json: bool) -> Result<ExitCode, Failure> {
+    let found = client.get_multi(keys).await?;
+    let mut missing = 0;
+    let mut records = Vec::new();
+    for key in keys {
+        match found.get(key.as_bytes()) {
+            Some(item) if json => {
+                records.push(json!({"key": key, "value": show(&item.value), "flags": item.flags}));
+            }
+            Some(item) => {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                if keys.len() > 1 {
+                    let _ = write!(out, "{key}: ");
+                }
+                let _ = out.write_all(&item.value);
+                let _ = writeln!(out);
+            }
+            None => {
+                missing += 1;
+                if json {
+                    records.push(json!({"key": key, "value": null}));
+                } else {
+                    eprintln!("memgroup: {key}: not found");
+                }
+            }
+        }
+    }
+    if json {
+        output::json(&json!(records));
+    }
+    Ok(if missing == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn report_write(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool) -> ExitCode {
+    if json {
+        let groups: Vec<_> = outcome
+            .groups
+            .iter()
+            .map(|g| match &g.result {
+                Ok(applied) => json!({"group": g.group, "server": g.server, "applied": applied}),
+                Err(e) => json!({"group": g.group, "server": g.server, "error": e.to_string()}),
+            })
+            .collect();
+        output::json(&json!({"key": key, "groups": groups}));
+    } else {
+        for g in &outcome.groups {
+            let server = g.server.as_deref().unwrap_or("-");
+            match &g.result {
+                Ok(true) => println!("{key}: {} {server}: ok", g.group),
+                Ok(false) => println!("{key}: {} {server}: not applied", g.group),
+                Err(e) => println!("{key}: {} {server}: error: {e}", g.group),
+            }
+        }
+    }
+    if outcome.applied() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+pub(crate) async fn set(
+    client: &Client,
+    key: &str,
+    value: &str,
+    exptime: u32,
+    flags: u32,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let data = if value == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| Failure::Op(format!("reading stdin: {e}")))?;
+        buf
+    } else {
+        value.as_bytes().to_vec()
+    };
+    let outcome = client.set_with_flags(key, &data, flags, exptime).await?;
+    Ok(report_write(key, &outcome, json))
+}
+
+pub(crate) async fn delete(
+    client: &Client,
+    keys: &[String],
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let mut code = ExitCode::SUCCESS;
+    for key in keys {
+        let outcome = client.delete(key).await?;
+        if report_write(key, &outcome, json) != ExitCode::SUCCESS {
+            code = ExitCode::from(1);
+        }
+    }
+    Ok(code)
+}
+
+pub(crate) async fn touch(
+    client: &Client,
+    key: &str,
+    exptime: u32,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let outcome = client.touch(key, exptime).await?;
+    Ok(report_write(key, &outcome, json))
+}
+
+pub(crate) async fn arith(
+    client: &Client,
+    key: &str,
+    delta: u64,
+    incr: bool,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let value = if incr {
+        client.incr(key, delta).await?
+    } else {
+        client.decr(key, delta).await?
+    };
+    match value {
+        Some(v) if json => output::json(&json!({"key": key, "value": v})),
+        Some(v) => println!("{v}"),
+        None => {
+            if json {
+                output::json(&json!({"key": key, "value": null}));
+            }
+            eprintln!("memgroup: {key}: not found");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn flush(client: &Client, group: &str, yes: bool) -> Result<ExitCode, Failure> {
+    if client.topology().group_by_name(group).is_none() {
+        return Err(Failure::Usage(format!("unknown group {group:?}")));
+    }
+    if !yes {
+        return Err(Failure::Usage(format!(
+            "flushing {group:?} invalidates all its items; add --yes to confirm"
+        )));
+    }
+    client.flush_all(Some(group)).await?;
+    println!("flushed {group}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn num(stats: &std::collections::HashMap<String, String>, name: &str) -> u64 {
+    stats.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+pub(crate) async fn stats(
+    client: &Client,
+    group: Option<&str>,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    if let Some(g) = group {
+        if client.topology().group_by_name(g).is_none() {
+            return Err(Failure::Usage(format!("unknown group {g:?}")));
+        }
+    }
+    let all = client.stats(None).await?;
+    let mut rows = Vec::new();
+    let mut records = Vec::new();
+    let mut totals: Vec<(String, [u64; 6], usize)> = Vec::new();
+    let mut unreachable = 0;
+    for s in all.iter().filter(|s| group.is_none_or(|g| g == s.group)) {
+        match &s.stats {
+            Ok(st) => {
+                let (hits, misses) = (num(st, "get_hits"), num(st, "get_misses"));
+                let ratio = if hits + misses == 0 {
+                    0.0
+                } else {
+                    hits as f64 / (hits + misses) as f64
+                };
+                let values = [
+                    num(st, "uptime"),
+                    num(st, "curr_items"),
+                    num(st, "bytes"),
+                    num(st, "curr_connections"),
+                    num(st, "evictions"),
+                    num(st, "cmd_set"),
+                ];
+                rows.push(vec![
+                    s.group.clone(),
+                    s.server.clone(),
+                    st.get("version").cloned().unwrap_or_default(),
+                    values[0].to_string(),
+                    values[1].to_string(),
+                    format!("{:.1}%", ratio * 100.0),
+                    values[2].to_string(),
+                    values[3].to_string(),
+                    values[4].to_string(),
+                    values[5].to_string(),
+                ]);
+                records.push(json!({"group": s.group, "server": s.server, "version": st.get("version"), "uptime": values[0],
+                    "curr_items": values[1], "get_hit_ratio": ratio, "bytes": values[2], "curr_connections": values[3],
+                    "evictions": values[4], "cmd_set": values[5], "get_hits": hits, "get_misses": misses}));
+                let entry = match totals.iter_mut().find(|t| t.0 == s.group) {
+                    Some(e) => e,
+                    None => {
+                        totals.push((s.group.clone(), [0; 6], 0));
+                        totals.last_mut().expect("just pushed")
+                    }
+                };
+                for (t, v) in entry.1.iter_mut().zip(values) {
+                    *t += v;
+                }
+                entry.2 += 1;
+            }
+            Err(e) => {
+                unreachable += 1;
+                rows.push(vec![
+                    s.group.clone(),
+                    s.server.clone(),
+                    format!("error: {e}"),
+                ]);
+                records.push(json!({"group": s.group, "server": s.server, "error": e.to_string()}));
+            }
+        }
+    }
+    if json {
+        output::json(&json!(records));
+    } else {
+        output::table(
+            &[
+                "GROUP",
+                "SERVER",
+                "VERSION",
+                "UPTIME",
+                "ITEMS",
+                "HIT RATIO",
+                "BYTES",
+                "CONNS",
+                "EVICTIONS",
+                "CMD_SET",
+            ],
+            &rows,
+        );
+        println!();
+        let total_rows: Vec<Vec<String>> = totals
+            .iter()
+            .map(|(g, v, n)| {
+                vec![
+                    g.clone(),
+                    n.to_string(),
+                    v[1].to_string(),
+                    v[2].to_string(),
+                    v[4].to_string(),
+                    v[5].to_string(),
+                ]
+            })
+            .collect();
+        output::table(
+            &["GROUP", "SERVERS", "ITEMS", "BYTES", "EVICTIONS", "CMD_SET"],
+            &total_rows,
+        );
+    }
+    Ok(if unreachable == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub(crate) async fn load(
+    client: &Client,
+    count: usize,
+    prefix: &str,
+    value_size: usize,
+    concurrency: usize,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let started = Instant::now();
+    let value: std::sync::Arc<[u8]> = vec![b'v'; value_size].into();
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..concurrency.max(1) {
+        let (client, next, value, prefix) = (
+            client.clone(),
+            next.clone(),
+            value.clone(),
+            prefix.to_string(),
+        );
+        workers.spawn(async move {
+            let mut errors = 0usize;
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= count {
+                    return errors;
+                }
+                if client
+                    .set(format!("{prefix}{i}"), &value[..], 0)
+                    .await
+                    .is_err()
+                {
+                    errors += 1;
+                }
+            }
+        });
+    }
+    let mut errors = 0;
+    while let Some(e) = workers.join_next().await {
+        errors += e.map_err(|e| Failure::Op(format!("worker failed: {e}")))?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if json {
+        output::json(
+            &json!({"keys": count, "errors": errors, "seconds": secs, "keys_per_second": count as f64 / secs}),
+        );
+    } else {
+        println!(
+            "loaded {count} keys ({errors} errors) in {secs:.2} s: {:.0} keys/s",
+            count as f64 / secs
+        );
+    }
+    Ok(if errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

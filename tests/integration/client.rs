@@ -1,0 +1,505 @@
+//! The async client against real memcached processes: placement, replication,
+//! warming, faults (SIGKILL, SIGSTOP, restart), failover and bad input.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use memgroup::client::{Client, Error};
+use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
+use memgroup::topology::{ReadFallback, WritePolicy};
+
+use crate::support::{Memcached, raw};
+
+/// `groups` groups of `per_group` servers each.
+fn spawn_groups(groups: usize, per_group: usize) -> Vec<Vec<Memcached>> {
+    (0..groups)
+        .map(|_| (0..per_group).map(|_| Memcached::spawn()).collect())
+        .collect()
+}
+
+/// EVCache node list: `sg0=127.0.0.1:p,…;sg1=…`.
+fn evcache_list(groups: &[Vec<Memcached>]) -> String {
+    groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| format!("sg{i}={}", server_list(g)))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+fn server_list(servers: &[Memcached]) -> String {
+    servers
+        .iter()
+        .map(Memcached::addr_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn locator(servers: &[Memcached], config: LocatorConfig) -> Locator {
+    let nodes: Vec<Node> = servers
+        .iter()
+        .map(|s| Node::new("127.0.0.1", s.addr().port()))
+        .collect();
+    Locator::new(config, &nodes).unwrap()
+}
+
+fn sum_stat(servers: &[Memcached], name: &str) -> u64 {
+    servers.iter().map(|s| raw::stat(s.addr(), name)).sum()
+}
+
+/// Bounds every test: a hang is a failure, not a stuck CI job.
+async fn bounded<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .expect("test took more than 60 s: something hangs")
+}
+
+#[test]
+fn client_is_clone_send_sync() {
+    fn check<T: Clone + Send + Sync + 'static>() {}
+    check::<Client>();
+    check::<Error>();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_sit_exactly_where_the_locator_says() {
+    bounded(async {
+        let groups = spawn_groups(2, 3);
+        let client = Client::builder()
+            .evcache_groups(&evcache_list(&groups))
+            .unwrap()
+            .hash(HashStrategy::Ketama)
+            .pool_size(3)
+            .build()
+            .unwrap();
+        let keys: Vec<String> = (0..300).map(|i| format!("place:{i}")).collect();
+        for k in &keys {
+            client.set(k, format!("v-{k}"), 0).await.unwrap();
+        }
+        for group in &groups {
+            let locator = locator(group, LocatorConfig::new(HashStrategy::Ketama));
+            for k in &keys {
+                let owner = locator.locate(k.as_bytes());
+                for (i, server) in group.iter().enumerate() {
+                    let got = raw::get(server.addr(), k.as_bytes());
+                    if i == owner {
+                        assert_eq!(got.as_deref(), Some(format!("v-{k}").as_bytes()), "{k}");
+                    } else {
+                        assert_eq!(got, None, "{k} also on server {i}");
+                    }
+                }
+            }
+        }
+
+        // A single group with the Whalin client's defaults: new-compat hashing
+        // and sanitized (URL-encoded) keys, on the wire too.
+        let single = spawn_groups(1, 3).remove(0);
+        let client = Client::builder()
+            .servers(&server_list(&single))
+            .unwrap()
+            .hash(HashStrategy::NewCompat)
+            .sanitize_keys(true)
+            .build()
+            .unwrap();
+        let config = LocatorConfig::new(HashStrategy::NewCompat).with_sanitize_keys(true);
+        let locator = locator(&single, config);
+        for k in ["user:1", "café", "a b", "100%", "tilde~key"] {
+            client.set(k, k, 0).await.unwrap();
+            let wire = locator.wire_key(k.as_bytes());
+            assert_ne!(&*wire, k.as_bytes(), "{k} is sanitized");
+            let owner = locator.locate(&wire);
+            assert_eq!(
+                raw::get(single[owner].addr(), &wire).as_deref(),
+                Some(k.as_bytes())
+            );
+            assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_write_per_group_per_key_whatever_the_pool_size() {
+    bounded(async {
+        let groups = spawn_groups(2, 3);
+        let client = Client::builder()
+            .evcache_groups(&evcache_list(&groups))
+            .unwrap()
+            .pool_size(4)
+            .build()
+            .unwrap();
+        let before: Vec<u64> = groups.iter().map(|g| sum_stat(g, "cmd_set")).collect();
+        for i in 0..500 {
+            let outcome = client.set(format!("rep:{i}"), "x", 0).await.unwrap();
+            assert_eq!(outcome.groups.len(), 2);
+            assert!(outcome.applied());
+        }
+        for (g, group) in groups.iter().enumerate() {
+            assert_eq!(sum_stat(group, "cmd_set") - before[g], 500, "group sg{g}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warming_a_new_group_writes_each_key_exactly_once() {
+    bounded(async {
+        // The EVCache bug: with poolSize 6 a targeted write went out 6 times.
+        let groups = spawn_groups(3, 3);
+        let client = Client::builder()
+            .evcache_groups(&evcache_list(&groups))
+            .unwrap()
+            .pool_size(6)
+            .build()
+            .unwrap();
+        const N: usize = 10_000;
+        let keys: Vec<String> = (0..N).map(|i| format!("warm:{i}")).collect();
+        for chunk in keys.chunks(500) {
+            let writes = chunk
+                .iter()
+                .map(|k| client.add_or_set(k, k, 0, 0, &["sg0", "sg1"], true));
+            for r in join(writes).await {
+                r.unwrap();
+            }
+        }
+        let target = &groups[2];
+        let before = sum_stat(target, "cmd_set");
+        assert_eq!(sum_stat(target, "curr_items"), 0);
+        for chunk in keys.chunks(500) {
+            let writes = chunk
+                .iter()
+                .map(|k| client.add_or_set(k, k, 0, 0, &["sg2"], false));
+            for r in join(writes).await {
+                let outcome = r.unwrap();
+                assert_eq!(outcome.groups.len(), 1);
+            }
+        }
+        assert_eq!(sum_stat(target, "cmd_set") - before, N as u64);
+        assert_eq!(sum_stat(target, "curr_items"), N as u64);
+        // Every key reads back from the new group alone.
+        let reader = Client::builder()
+            .servers(&server_list(target))
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut found = 0;
+        for chunk in keys.chunks(1000) {
+            let got = reader.get_multi(chunk).await.unwrap();
+            for k in chunk {
+                assert_eq!(got[k.as_bytes()].value, k.as_bytes());
+            }
+            found += got.len();
+        }
+        assert_eq!(found, N);
+    })
+    .await;
+}
+
+/// Polls the futures concurrently (a tiny `join_all` for tests).
+async fn join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futures.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().map(Option::unwrap).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_server_reads_fall_back_and_writes_report_the_group() {
+    bounded(async {
+        let mut groups = spawn_groups(2, 3);
+        let list = evcache_list(&groups);
+        let client = Client::builder()
+            .evcache_groups(&list)
+            .unwrap()
+            .zone("sg0")
+            .read_fallback(ReadFallback::OneMore)
+            .write_policy(WritePolicy::All)
+            .timeout(Duration::from_millis(500))
+            .build()
+            .unwrap();
+        let keys: Vec<String> = (0..200).map(|i| format!("kill:{i}")).collect();
+        for k in &keys {
+            client.set(k, k, 0).await.unwrap();
+        }
+        let sg0 = locator(&groups[0], LocatorConfig::new(HashStrategy::Ketama));
+        let victims: Vec<&String> = keys
+            .iter()
+            .filter(|k| sg0.locate(k.as_bytes()) == 0)
+            .collect();
+        assert!(!victims.is_empty());
+        groups[0][0].kill();
+
+        // Every key still reads, the victims from the other group.
+        for k in &keys {
+            let item = client.get(k).await.unwrap().expect("fallback read");
+            assert_eq!(item.value, k.as_bytes());
+        }
+        let got = client.get_multi(&keys).await.unwrap();
+        assert_eq!(got.len(), keys.len());
+
+        // Writes of victim keys miss the ALL policy and name the failed group.
+        for k in &victims {
+            let err = client.set(*k, "new", 0).await.unwrap_err();
+            assert!(err.is_write_policy(), "{err}");
+            assert!(err.to_string().contains("sg0"), "{err}");
+        }
+        // Under ONE, the same write succeeds and reports sg0 as failed.
+        let lenient = Client::builder()
+            .evcache_groups(&list)
+            .unwrap()
+            .write_policy(WritePolicy::One)
+            .build()
+            .unwrap();
+        let outcome = lenient.set(victims[0], "new", 0).await.unwrap();
+        let failed: Vec<&str> = outcome.failed().map(|(g, _)| g).collect();
+        assert_eq!(failed, ["sg0"]);
+        assert_eq!(outcome.succeeded().collect::<Vec<_>>(), ["sg1"]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_server_times_out_while_the_others_serve() {
+    bounded(async {
+        let group = spawn_groups(1, 3).remove(0);
+        let budget = Duration::from_millis(300);
+        let client = Client::builder()
+            .servers(&server_list(&group))
+            .unwrap()
+            .failover(false)
+            .timeout(budget)
+            .build()
+            .unwrap();
+        let keys: Vec<String> = (0..60).map(|i| format!("stall:{i}")).collect();
+        for k in &keys {
+            client.set(k, k, 0).await.unwrap();
+        }
+        let loc = locator(&group, LocatorConfig::new(HashStrategy::Ketama));
+        group[1].stop();
+        for k in &keys {
+            let started = Instant::now();
+            let result = client.get(k).await;
+            if loc.locate(k.as_bytes()) == 1 {
+                let err = result.unwrap_err();
+                assert!(err.is_timeout(), "{err}");
+                // Within the budget (plus scheduling slack), not a hang.
+                assert!(started.elapsed() < budget + Duration::from_secs(1));
+            } else {
+                // The same budget applies: the others answered in time.
+                assert_eq!(result.unwrap().unwrap().value, k.as_bytes());
+            }
+        }
+        group[1].resume();
+        // The replies of the timed-out gets are read and discarded; the
+        // connection is in sync again.
+        for k in &keys {
+            assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_server_takes_writes_again_after_the_backoff() {
+    bounded(async {
+        let mut group = spawn_groups(1, 3).remove(0);
+        let client = Client::builder()
+            .servers(&server_list(&group))
+            .unwrap()
+            .failover(false)
+            .backoff(Duration::from_millis(200), Duration::from_secs(2))
+            .build()
+            .unwrap();
+        let loc = locator(&group, LocatorConfig::new(HashStrategy::Ketama));
+        let keys: Vec<String> = (0..100)
+            .map(|i| format!("restart:{i}"))
+            .filter(|k| loc.locate(k.as_bytes()) == 2)
+            .collect();
+        assert!(!keys.is_empty());
+        client.set(&keys[0], "before", 0).await.unwrap();
+        group[2].kill();
+        let err = client.set(&keys[0], "during", 0).await.unwrap_err();
+        assert!(err.is_write_policy(), "{err}");
+        // While marked dead the server is skipped without connecting.
+        let err = client.get(&keys[0]).await.unwrap_err();
+        assert!(err.is_server_dead() || err.is_connection(), "{err}");
+
+        group[2].restart();
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        for k in &keys {
+            client.set(k, "after", 0).await.unwrap();
+            assert_eq!(
+                raw::get(group[2].addr(), k.as_bytes()).as_deref(),
+                Some(&b"after"[..])
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_picks_the_server_the_java_client_would() {
+    bounded(async {
+        let mut group = spawn_groups(1, 3).remove(0);
+        let client = Client::builder()
+            .servers(&server_list(&group))
+            .unwrap()
+            .hash(HashStrategy::NewCompat)
+            .failover(true)
+            .build()
+            .unwrap();
+        let loc = locator(&group, LocatorConfig::new(HashStrategy::NewCompat));
+        group[0].kill();
+        // Make sure the client has noticed: the first write to server 0 fails
+        // or fails over.
+        let keys: Vec<String> = (0..200)
+            .map(|i| format!("fo:{i}"))
+            .filter(|k| loc.locate(k.as_bytes()) == 0)
+            .collect();
+        assert!(keys.len() > 10);
+        let _ = client.set(&keys[0], "warmup", 0).await;
+        let mut moved: HashMap<usize, usize> = HashMap::new();
+        for k in &keys[1..] {
+            client.set(k, k, 0).await.unwrap();
+            // Java's getSock: the first live server of the failover sequence.
+            let expected = loc.failover(k.as_bytes()).find(|&i| i != 0).unwrap();
+            assert_eq!(
+                raw::get(group[expected].addr(), k.as_bytes()).as_deref(),
+                Some(k.as_bytes()),
+                "{k}"
+            );
+            *moved.entry(expected).or_default() += 1;
+            assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
+        }
+        assert!(!moved.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_before_any_byte_is_sent() {
+    bounded(async {
+        let server = Memcached::spawn();
+        let client = Client::builder()
+            .servers(&server.addr_string())
+            .unwrap()
+            .build()
+            .unwrap();
+        client.set("good", "v", 0).await.unwrap();
+        let counters = [
+            "cmd_get",
+            "cmd_set",
+            "cmd_flush",
+            "cmd_touch",
+            "delete_misses",
+            "delete_hits",
+        ];
+        let before: Vec<u64> = counters
+            .iter()
+            .map(|c| raw::stat(server.addr(), c))
+            .collect();
+        let long = "k".repeat(251);
+        for bad in [
+            "a b",
+            "a\r\nflush_all",
+            "tab\tkey",
+            "",
+            "\u{7f}",
+            long.as_str(),
+        ] {
+            assert!(
+                client.get(bad).await.unwrap_err().is_invalid_key(),
+                "{bad:?}"
+            );
+            assert!(client.set(bad, "v", 0).await.unwrap_err().is_invalid_key());
+            assert!(client.delete(bad).await.unwrap_err().is_invalid_key());
+            assert!(client.touch(bad, 1).await.unwrap_err().is_invalid_key());
+            let err = client.get_multi(&["good", bad]).await.unwrap_err();
+            assert!(err.is_invalid_key());
+        }
+        let huge = vec![0u8; 2 * 1024 * 1024];
+        assert!(
+            client
+                .set("good", &huge, 0)
+                .await
+                .unwrap_err()
+                .is_value_too_large()
+        );
+        let after: Vec<u64> = counters
+            .iter()
+            .map(|c| raw::stat(server.addr(), c))
+            .collect();
+        assert_eq!(before, after, "{counters:?}");
+        assert_eq!(
+            client.get("good").await.unwrap().unwrap().value,
+            "v".as_bytes()
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
+    bounded(async {
+        let server = Memcached::spawn();
+        let client = Client::builder()
+            .servers(&server.addr_string())
+            .unwrap()
+            .build()
+            .unwrap();
+        let keys: Vec<String> = (0..200).map(|i| format!("sync:{i}")).collect();
+        for k in &keys {
+            client.set(k, k, 0).await.unwrap();
+        }
+        // Cancellation: start many gets and drop every other one mid-flight.
+        for round in 0..20 {
+            let futures = keys.iter().enumerate().map(|(i, k)| {
+                let client = client.clone();
+                async move {
+                    let get = client.get(k);
+                    if (i + round) % 2 == 0 {
+                        // Dropped after at most one poll.
+                        let _ = tokio::time::timeout(Duration::from_nanos(1), get).await;
+                        None
+                    } else {
+                        Some((k, get.await))
+                    }
+                }
+            });
+            for (k, got) in join(futures).await.into_iter().flatten() {
+                assert_eq!(
+                    got.unwrap().unwrap().value,
+                    k.as_bytes(),
+                    "reply went to the wrong caller"
+                );
+            }
+        }
+        // Timeout: a stalled server, short timeouts, then it resumes.
+        let quick = client.with_timeout(Duration::from_millis(100));
+        server.stop();
+        for k in &keys[..20] {
+            assert!(quick.get(k).await.unwrap_err().is_timeout());
+        }
+        server.resume();
+        for k in &keys {
+            assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
+        }
+    })
+    .await;
+}
