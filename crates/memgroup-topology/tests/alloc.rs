@@ -137,9 +137,8 @@ fn selection_does_not_allocate() {
                             black_box(w.ok());
                         }
                         for filter in [None, Some(&keep as &dyn Fn(&ServerAddr) -> bool)] {
-                            let writes = topology.targeted_write_targets(
-                                key, &targets, dead, now, rotation, filter,
-                            );
+                            let writes = topology
+                                .targeted_write_targets(key, &targets, dead, now, rotation, filter);
                             black_box(writes.count());
                         }
                         black_box(topology.write_succeeded([GroupId(0), GroupId(1)]));

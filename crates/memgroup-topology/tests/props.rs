@@ -95,7 +95,10 @@ fn arb_cluster() -> impl Strategy<Value = ClusterSpec> {
 /// sometimes kills everything.
 fn arb_failures() -> impl Strategy<Value = (Vec<u8>, bool)> {
     (
-        prop::collection::vec(prop_oneof![4 => Just(0u8), 2 => Just(1), 1 => Just(2)], HOSTS),
+        prop::collection::vec(
+            prop_oneof![4 => Just(0u8), 2 => Just(1), 1 => Just(2)],
+            HOSTS,
+        ),
         prop::bool::weighted(0.1),
     )
 }
@@ -106,7 +109,11 @@ fn dead_hosts(topology: &Topology, base: Instant, failures: &(Vec<u8>, bool)) ->
     let mut dead = DeadHosts::new(topology);
     for (i, addr) in topology.servers().iter().enumerate() {
         let pool_index = (0..HOSTS).find(|&h| host(h) == *addr).unwrap();
-        let n = if failures.1 { 1 } else { failures.0[pool_index] };
+        let n = if failures.1 {
+            1
+        } else {
+            failures.0[pool_index]
+        };
         for k in 0..n {
             dead.record_failure(ServerId(i), base + Duration::from_secs(u64::from(k)));
         }
@@ -157,7 +164,11 @@ fn local_zone_groups(topology: &Topology) -> (Vec<GroupId>, Vec<GroupId>) {
         .filter(|g| !g.is_write_only())
         .map(|g| (g.id(), local.is_some() && g.zone() == local))
         .fold((vec![], vec![]), |(mut l, mut o), (id, is_local)| {
-            if is_local { l.push(id) } else { o.push(id) }
+            if is_local {
+                l.push(id)
+            } else {
+                o.push(id)
+            }
             (l, o)
         })
 }
@@ -676,7 +687,10 @@ fn default_backoff_doubles_from_one_second_to_ten_minutes() {
     for _ in 0..12 {
         let until = dead.record_failure(s, now);
         // Reported again while dead (other in-flight requests): no escalation.
-        assert_eq!(dead.record_failure(s, now + Duration::from_millis(1)), until);
+        assert_eq!(
+            dead.record_failure(s, now + Duration::from_millis(1)),
+            until
+        );
         assert!(dead.is_dead(s, until - Duration::from_nanos(1)));
         assert!(!dead.is_dead(s, until));
         seen.push((until - now).as_secs());
@@ -704,9 +718,7 @@ fn topology_validation_names_the_culprit() {
     let group = |name: &str, servers: &str| {
         GroupSpec::new(
             name,
-            servers
-                .split(',')
-                .map(|s| s.parse::<ServerSpec>().unwrap()),
+            servers.split(',').map(|s| s.parse::<ServerSpec>().unwrap()),
         )
     };
     let build = |groups: Vec<GroupSpec>| Topology::new(ClusterSpec::new(groups)).map(|_| ());
@@ -730,7 +742,9 @@ fn topology_validation_names_the_culprit() {
         })
     );
     assert_eq!(
-        build(vec![group("a", "h:1").with_server(ServerSpec::new(host(3)).with_weight(0))]),
+        build(vec![
+            group("a", "h:1").with_server(ServerSpec::new(host(3)).with_weight(0))
+        ]),
         Err(E::ZeroWeight {
             token: format!("{}:0", host(3))
         })
@@ -741,7 +755,10 @@ fn topology_validation_names_the_culprit() {
     );
     let sanitized = LocatorConfig::new(HashStrategy::Native).with_sanitize_keys(true);
     assert_eq!(
-        build(vec![group("a", "h:1"), group("b", "h:2").with_locator(sanitized)]),
+        build(vec![
+            group("a", "h:1"),
+            group("b", "h:2").with_locator(sanitized)
+        ]),
         Err(E::MixedSanitize { group: "b".into() })
     );
     assert!(matches!(
@@ -756,7 +773,10 @@ fn topology_validation_names_the_culprit() {
     .unwrap();
     assert_eq!(t.servers().len(), 2);
     assert_eq!(t.groups()[1].servers(), [ServerId(1)]);
-    assert_eq!((t.server_slots(ServerId(0)), t.server_slots(ServerId(1))), (2, 5));
+    assert_eq!(
+        (t.server_slots(ServerId(0)), t.server_slots(ServerId(1))),
+        (2, 5)
+    );
 }
 
 #[test]
