@@ -165,9 +165,9 @@ fn local_zone_groups(topology: &Topology) -> (Vec<GroupId>, Vec<GroupId>) {
         .map(|g| (g.id(), local.is_some() && g.zone() == local))
         .fold((vec![], vec![]), |(mut l, mut o), (id, is_local)| {
             if is_local {
-                l.push(id)
+                l.push(id);
             } else {
-                o.push(id)
+                o.push(id);
             }
             (l, o)
         })
@@ -569,12 +569,11 @@ proptest! {
                     let _ = group.remove_server(&host(new_host));
                     group.servers.push(ServerSpec::new(host(new_host)).with_weight(weight));
                 }
-                1 => {
-                    if group.servers.len() > 1 {
-                        let addr = group.servers[pick.index(group.servers.len())].addr.clone();
-                        group.remove_server(&addr);
-                    }
+                1 if group.servers.len() > 1 => {
+                    let addr = group.servers[pick.index(group.servers.len())].addr.clone();
+                    group.remove_server(&addr);
                 }
+                1 => {}
                 2 => {
                     let addr = group.servers[pick.index(group.servers.len())].addr.clone();
                     group.set_weight(&addr, weight);
