@@ -99,9 +99,17 @@ impl Memcached {
         }
     }
 
-    /// SIGSTOP: the process keeps its sockets but stops answering.
+    /// SIGSTOP: the process keeps its sockets but stops answering. Returns
+    /// once every thread of it is stopped (the signal is asynchronous: a
+    /// worker thread could otherwise still answer a request or two).
     pub fn stop(&self) {
         self.signal("-STOP");
+        let pid = self.pid().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !all_threads_stopped(pid) {
+            assert!(Instant::now() < deadline, "memcached {pid} did not stop");
+            thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// SIGCONT after [`Memcached::stop`].
@@ -136,6 +144,21 @@ impl Drop for Memcached {
         }
         self.kill();
     }
+}
+
+/// Whether every thread of `pid` is in state `T` (stopped), per /proc.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            // "tid (comm) S …": the state follows the last ')'.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                == Some("T")
+        })
+    })
 }
 
 fn free_port() -> u16 {
