@@ -4,6 +4,7 @@
 // Items of test modules are `pub` for each other, not for users.
 #![allow(unreachable_pub)]
 
+mod cli;
 mod client;
 mod proto;
 mod support;

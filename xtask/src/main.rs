@@ -3,6 +3,11 @@
 //! - `cargo xtask test`  — memcached check/install, fmt, clippy, tests, docs.
 //! - `cargo xtask bench [criterion args]` — the criterion benches.
 //! - `cargo xtask fuzz [seconds]` — the decoder fuzz target (needs cargo-fuzz and nightly).
+//! - `cargo xtask demo` — a local cluster narrated by the `memgroup` tool.
+//! - `cargo xtask cluster up|down` — leave such a cluster running to play with.
+
+mod cluster;
+mod demo;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -17,8 +22,10 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("ensure-memcached") => ensure_memcached(),
+        Some("demo") => demo::demo(),
+        Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <test | bench [criterion args] | fuzz [seconds] | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | fuzz [seconds] | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -31,14 +38,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives in the workspace root")
         .to_path_buf()
 }
 
-fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
+pub(crate) fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
     eprintln!("$ {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
@@ -69,7 +76,7 @@ fn is_root() -> bool {
 }
 
 /// The tests and the demo spawn real memcached processes: make sure there is one.
-fn ensure_memcached() -> Result<()> {
+pub(crate) fn ensure_memcached() -> Result<()> {
     if on_path("memcached") {
         return Ok(());
     }

@@ -1142,43 +1142,53 @@ impl Client {
     /// Invalidates every item on every server of `group` (all groups when
     /// `None`).
     pub async fn flush_all(&self, group: Option<&str>) -> Result<(), Error> {
-        let snap = self.snapshot();
-        let only = match group {
-            Some(name) => Some(snap.topology.group_by_name(name).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidArgument,
-                    format!("unknown server group {name:?}"),
-                )
-            })?),
-            None => None,
-        };
+        let only =
+            match group {
+                Some(name) => Some(self.snapshot().topology.group_by_name(name).ok_or_else(
+                    || {
+                        Error::new(
+                            ErrorKind::InvalidArgument,
+                            format!("unknown server group {name:?}"),
+                        )
+                    },
+                )?),
+                None => None,
+            };
         let request = Request::FlushAll {
             delay: None,
             noreply: false,
         };
-        for (g, _, reply) in self.each_server(&request).await {
-            if only.is_none_or(|id| snap.topology.group(id).name() == g) {
-                reply?;
-            }
+        for (_, _, reply) in self.servers_of(only, &request).await {
+            reply?;
         }
         Ok(())
     }
 
     /// Sends `request` once to every distinct server (slot 0).
-    async fn each_server(
+    async fn each_server(&self, request: &Request<'_>) -> Vec<(String, String, Reply)> {
+        self.servers_of(None, request).await
+    }
+
+    /// Sends `request` once to every distinct server of `group` (of every
+    /// group when `None`), on slot 0.
+    async fn servers_of(
         &self,
+        group: Option<GroupId>,
         request: &Request<'_>,
-    ) -> Vec<(String, String, Result<Option<Response>, Error>)> {
+    ) -> Vec<(String, String, Reply)> {
         let snap = self.snapshot();
         let mut seen = vec![false; snap.names.len()];
         let mut futures: Vec<BoxFuture<'_, (String, String, Reply)>> = Vec::new();
-        for (gi, group) in snap.topology.groups().iter().enumerate() {
-            for &server in group.servers() {
+        for (gi, g) in snap.topology.groups().iter().enumerate() {
+            if group.is_some_and(|only| only != GroupId(gi)) {
+                continue;
+            }
+            for &server in g.servers() {
                 if std::mem::replace(&mut seen[server.0], true) {
                     continue;
                 }
                 let snap = &snap;
-                let name = group.name().to_string();
+                let name = g.name().to_string();
                 futures.push(Box::pin(async move {
                     let target = Target {
                         group: GroupId(gi),

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::Failure;
 use crate::output;
+use crate::output::outln;
 
 /// Load-generator settings.
 #[derive(Debug, Clone, Args)]
@@ -38,6 +39,9 @@ pub(crate) struct BenchArgs {
     /// Key prefix.
     #[arg(long, default_value = "bench:")]
     prefix: String,
+    /// Skip writing every key once before the run.
+    #[arg(long)]
+    no_prefill: bool,
 }
 
 fn parse_ratio(ratio: &str) -> Result<(u64, u64), Failure> {
@@ -93,8 +97,9 @@ pub(crate) async fn run(
     let value: Arc<[u8]> = vec![b'x'; args.value_size].into();
 
     // Write every key once so that gets can hit.
-    let prefill = ProgressBar::new(args.keys).with_style(style("prefill"));
-    let next = Arc::new(AtomicU64::new(0));
+    let prefill =
+        ProgressBar::new(if args.no_prefill { 0 } else { args.keys }).with_style(style("prefill"));
+    let next = Arc::new(AtomicU64::new(if args.no_prefill { args.keys } else { 0 }));
     let mut tasks: tokio::task::JoinSet<Result<(), memgroup::client::Error>> =
         tokio::task::JoinSet::new();
     for _ in 0..args.concurrency {
@@ -240,7 +245,7 @@ pub(crate) async fn run(
             "hits": total.hits, "misses": total.misses, "errors": total.errors, "concurrency": args.concurrency, "ops_detail": per_op}),
         );
     } else {
-        println!(
+        outln!(
             "{ops} ops in {elapsed:.2} s: {:.0} ops/s, concurrency {}, {} hits, {} misses, {} errors",
             ops as f64 / elapsed,
             args.concurrency,

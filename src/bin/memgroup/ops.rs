@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::Failure;
 use crate::config::ClusterArgs;
+use crate::output::outln;
 use crate::output::{self, show};
 
 /// The strategies `route --all-strategies` compares.
@@ -129,9 +130,9 @@ fn report_write(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool)
         for g in &outcome.groups {
             let server = g.server.as_deref().unwrap_or("-");
             match &g.result {
-                Ok(true) => println!("{key}: {} {server}: ok", g.group),
-                Ok(false) => println!("{key}: {} {server}: not applied", g.group),
-                Err(e) => println!("{key}: {} {server}: error: {e}", g.group),
+                Ok(true) => outln!("{key}: {} {server}: ok", g.group),
+                Ok(false) => outln!("{key}: {} {server}: not applied", g.group),
+                Err(e) => outln!("{key}: {} {server}: error: {e}", g.group),
             }
         }
     }
@@ -202,7 +203,7 @@ pub(crate) async fn arith(
     };
     match value {
         Some(v) if json => output::json(&json!({"key": key, "value": v})),
-        Some(v) => println!("{v}"),
+        Some(v) => outln!("{v}"),
         None => {
             if json {
                 output::json(&json!({"key": key, "value": null}));
@@ -224,7 +225,7 @@ pub(crate) async fn flush(client: &Client, group: &str, yes: bool) -> Result<Exi
         )));
     }
     client.flush_all(Some(group)).await?;
-    println!("flushed {group}");
+    outln!("flushed {group}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -245,7 +246,7 @@ pub(crate) async fn stats(
     let all = client.stats(None).await?;
     let mut rows = Vec::new();
     let mut records = Vec::new();
-    let mut totals: Vec<(String, [u64; 6], usize)> = Vec::new();
+    let mut totals: Vec<(String, [u64; 7], usize)> = Vec::new();
     let mut unreachable = 0;
     for s in all.iter().filter(|s| group.is_none_or(|g| g == s.group)) {
         match &s.stats {
@@ -263,6 +264,7 @@ pub(crate) async fn stats(
                     num(st, "curr_connections"),
                     num(st, "evictions"),
                     num(st, "cmd_set"),
+                    hits,
                 ];
                 rows.push(vec![
                     s.group.clone(),
@@ -275,6 +277,7 @@ pub(crate) async fn stats(
                     values[3].to_string(),
                     values[4].to_string(),
                     values[5].to_string(),
+                    values[6].to_string(),
                 ]);
                 records.push(json!({"group": s.group, "server": s.server, "version": st.get("version"), "uptime": values[0],
                     "curr_items": values[1], "get_hit_ratio": ratio, "bytes": values[2], "curr_connections": values[3],
@@ -282,7 +285,7 @@ pub(crate) async fn stats(
                 let entry = match totals.iter_mut().find(|t| t.0 == s.group) {
                     Some(e) => e,
                     None => {
-                        totals.push((s.group.clone(), [0; 6], 0));
+                        totals.push((s.group.clone(), [0; 7], 0));
                         totals.last_mut().expect("just pushed")
                     }
                 };
@@ -317,10 +320,11 @@ pub(crate) async fn stats(
                 "CONNS",
                 "EVICTIONS",
                 "CMD_SET",
+                "GET_HITS",
             ],
             &rows,
         );
-        println!();
+        outln!();
         let total_rows: Vec<Vec<String>> = totals
             .iter()
             .map(|(g, v, n)| {
@@ -331,11 +335,20 @@ pub(crate) async fn stats(
                     v[2].to_string(),
                     v[4].to_string(),
                     v[5].to_string(),
+                    v[6].to_string(),
                 ]
             })
             .collect();
         output::table(
-            &["GROUP", "SERVERS", "ITEMS", "BYTES", "EVICTIONS", "CMD_SET"],
+            &[
+                "GROUP",
+                "SERVERS",
+                "ITEMS",
+                "BYTES",
+                "EVICTIONS",
+                "CMD_SET",
+                "GET_HITS",
+            ],
             &total_rows,
         );
     }
@@ -392,7 +405,7 @@ pub(crate) async fn load(
             &json!({"keys": count, "errors": errors, "seconds": secs, "keys_per_second": count as f64 / secs}),
         );
     } else {
-        println!(
+        outln!(
             "loaded {count} keys ({errors} errors) in {secs:.2} s: {:.0} keys/s",
             count as f64 / secs
         );

@@ -1,5 +1,30 @@
 //! Plain tables for humans; JSON (`--json`) for scripts.
 
+use std::io::Write;
+
+/// Writes one line to stdout. A closed pipe (`memgroup … | head`) ends the
+/// program quietly instead of panicking like `println!`.
+pub(crate) fn write_line(line: &str) {
+    if let Err(e) = writeln!(std::io::stdout().lock(), "{line}") {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("memgroup: writing output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` through [`write_line`].
+macro_rules! outln {
+    () => {
+        $crate::output::write_line("")
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_line(&format!($($arg)*))
+    };
+}
+pub(crate) use outln;
+
 /// Prints rows as an aligned table with a header.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -14,7 +39,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("{}", padded.join("  ").trim_end());
+        write_line(padded.join("  ").trim_end());
     };
     line(header.to_vec());
     for row in rows {
@@ -24,7 +49,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
 
 /// Prints a JSON value on one line.
 pub(crate) fn json(value: &serde_json::Value) {
-    println!("{value}");
+    write_line(&value.to_string());
 }
 
 /// Text for possibly-binary bytes.

@@ -31,6 +31,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::config::ClusterArgs;
+use crate::output::outln;
 use crate::{Failure, output};
 
 /// Values with more than 30 days to live are sent as an absolute Unix time
@@ -191,7 +192,7 @@ pub(crate) async fn run(
             "first_missing": missing.iter().take(20).map(|(g, k)| json!({"group": g, "key": output::show(k)})).collect::<Vec<_>>(),
         }));
     } else {
-        println!(
+        outln!(
             "warmed {} from {}: {dumped} keys in {elapsed:.2} s ({:.0} keys/s): {copied} copied, {present} already present, \
              {expired} expired (skipped), {vanished} gone from the source (skipped), {errors} errors",
             args.to.join(","),
@@ -199,9 +200,9 @@ pub(crate) async fn run(
             dumped as f64 / elapsed
         );
         if args.verify {
-            println!("verify: missing = {}", missing.len());
+            outln!("verify: missing = {}", missing.len());
             for (g, k) in missing.iter().take(20) {
-                println!("  missing in {g}: {}", output::show(k));
+                outln!("  missing in {g}: {}", output::show(k));
             }
         }
     }

@@ -1,0 +1,386 @@
+//! The `memgroup` binary against real memcached: every subcommand's happy
+//! path and its bad-input path, and a 50,000-key warm.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use memgroup::client::{Client, MetaFlag};
+use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
+
+use crate::support::{Memcached, raw};
+
+fn memgroup(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args(args)
+        .env_remove("MEMCACHED_SERVERS")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run memgroup")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn list(servers: &[Memcached]) -> String {
+    servers
+        .iter()
+        .map(Memcached::addr_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn route_matches_the_locator() {
+    let servers = "10.0.0.1:11211,10.0.0.2:11211,10.0.0.3:11211";
+    let o = memgroup(&[
+        "--servers",
+        servers,
+        "--hash",
+        "new-compat",
+        "route",
+        "user:1",
+        "café",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let nodes: Vec<Node> = servers.split(',').map(|s| s.parse().unwrap()).collect();
+    let loc = Locator::new(LocatorConfig::new(HashStrategy::NewCompat), &nodes).unwrap();
+    for key in ["user:1", "café"] {
+        let expected = nodes[loc.locate(key.as_bytes())].to_string();
+        let line = stdout(&o)
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap()
+            .to_string();
+        assert!(line.ends_with(&expected), "{line} vs {expected}");
+    }
+    let o = memgroup(&[
+        "--servers",
+        servers,
+        "route",
+        "k",
+        "--all-strategies",
+        "--json",
+    ]);
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn get_set_delete_touch_incr_decr() {
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    let base = ["--servers", addr.as_str()];
+    let run = |extra: &[&str]| memgroup(&[&base[..], extra].concat());
+
+    let o = run(&[
+        "set",
+        "greeting",
+        "hello",
+        "--flags",
+        "7",
+        "--exptime",
+        "100",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        raw::get(s.addr(), b"greeting").as_deref(),
+        Some(&b"hello"[..])
+    );
+    let o = run(&["get", "greeting"]);
+    assert_eq!(stdout(&o), "hello\n");
+    let o = run(&["get", "greeting", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["flags"], 7);
+
+    // Value from stdin.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args(["--servers", &addr, "set", "piped", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"from\nstdin").unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        raw::get(s.addr(), b"piped").as_deref(),
+        Some(&b"from\nstdin"[..])
+    );
+
+    assert!(run(&["set", "n", "10"]).status.success());
+    assert_eq!(stdout(&run(&["incr", "n", "5"])), "15\n");
+    assert_eq!(stdout(&run(&["decr", "n"])), "14\n");
+    assert!(run(&["touch", "n", "100"]).status.success());
+    assert!(run(&["delete", "n"]).status.success());
+    assert_eq!(raw::get(s.addr(), b"n"), None);
+
+    // Misses exit 1 with a message.
+    let o = run(&["get", "n"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("n: not found"), "{}", stderr(&o));
+    assert_eq!(run(&["incr", "n"]).status.code(), Some(1));
+    assert_eq!(run(&["touch", "n", "5"]).status.code(), Some(1));
+    // Invalid keys are usage errors, refused before sending.
+    let o = run(&["set", "bad key", "v"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("invalid key"), "{}", stderr(&o));
+}
+
+#[test]
+fn flush_needs_yes_and_stats_reports_every_server() {
+    let a = [Memcached::spawn(), Memcached::spawn()];
+    let b = [Memcached::spawn()];
+    let groups = format!("sg1={};sg2={}", list(&a), list(&b));
+    let run = |extra: &[&str]| memgroup(&[&["--groups", groups.as_str()][..], extra].concat());
+    assert!(run(&["set", "k", "v"]).status.success());
+
+    let o = run(&["stats", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let items: u64 = rows.iter().map(|r| r["curr_items"].as_u64().unwrap()).sum();
+    assert_eq!(items, 2, "one copy per group");
+    let o = run(&["stats", "--group", "sg2"]);
+    assert!(stdout(&o).contains(&b[0].addr_string()));
+    assert!(!stdout(&o).contains(&a[0].addr_string()));
+
+    let o = run(&["flush", "--group", "sg2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--yes"));
+    assert!(run(&["flush", "--group", "sg2", "--yes"]).status.success());
+    assert_eq!(raw::get(b[0].addr(), b"k"), None);
+    assert!(
+        a.iter().any(|s| raw::get(s.addr(), b"k").is_some()),
+        "sg1 untouched"
+    );
+    assert_eq!(
+        run(&["flush", "--group", "nope", "--yes"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn bad_configuration_is_one_clear_line_and_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--servers", "127.0.0.1:99999", "get", "k"], "99999"),
+        (&["--servers", "", "get", "k"], ""),
+        (
+            &["--servers", "127.0.0.1:1", "--hash", "sha1", "get", "k"],
+            "sha1",
+        ),
+        (
+            &["--groups", "sg1=127.0.0.1:1;sg1=127.0.0.1:2", "get", "k"],
+            "sg1",
+        ),
+        (&["--servers", "127.0.0.1:1:0", "get", "k"], "127.0.0.1:1:0"),
+        (&["get", "k"], "no servers"),
+        (
+            &["--servers", "127.0.0.1:1", "bench", "--ratio", "x"],
+            "ratio",
+        ),
+    ];
+    for (args, token) in cases {
+        let o = memgroup(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(token), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn unreachable_server_fails_fast_with_a_clear_message() {
+    // A port nothing listens on: reserve one, then close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("127.0.0.1:{port}");
+    for args in [vec!["get", "k"], vec!["set", "k", "v"], vec!["stats"]] {
+        let started = Instant::now();
+        let o = memgroup(
+            &[
+                &["--servers", server.as_str(), "--timeout-ms", "500"][..],
+                &args,
+            ]
+            .concat(),
+        );
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let err = stderr(&o);
+        let out = stdout(&o);
+        assert!(
+            err.contains(&server) || out.contains(&server),
+            "{args:?}: {err}{out}"
+        );
+    }
+}
+
+#[test]
+fn bench_reports_percentiles() {
+    let s = Memcached::spawn();
+    let o = memgroup(&[
+        "--servers",
+        &s.addr_string(),
+        "--json",
+        "bench",
+        "--ops",
+        "2000",
+        "--keys",
+        "100",
+        "--concurrency",
+        "8",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(report["ops"], 2000);
+    assert_eq!(report["errors"], 0);
+    let get = &report["ops_detail"][0];
+    assert_eq!(get["op"], "get");
+    assert!(get["p50_us"].as_u64().unwrap() <= get["p99_us"].as_u64().unwrap());
+    assert!(raw::stat(s.addr(), "cmd_set") >= 100);
+}
+
+/// Sizes from 1 B to 500 KiB, mostly small.
+fn value_for(i: usize) -> Vec<u8> {
+    let len = match i {
+        i if i % 1000 == 0 => 500 * 1024,
+        i if i % 100 == 0 => 50 * 1024,
+        i if i % 10 == 0 => 5 * 1024,
+        i => 1 + i % 200,
+    };
+    (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
+    let big = ["-m", "512"];
+    let source: Vec<Memcached> = (0..3).map(|_| Memcached::spawn_with(&big)).collect();
+    let target: Vec<Memcached> = (0..3).map(|_| Memcached::spawn_with(&big)).collect();
+    let groups = format!("src={};dst={}", list(&source), list(&target));
+    let client = Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .pool_size(6)
+        .build()
+        .unwrap();
+
+    const N: usize = 50_000;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    // TTLs: none, minutes, an hour, and past 30 days (sent as an absolute time).
+    let ttl = move |i: usize| match i % 4 {
+        0 => 0,
+        1 => 300,
+        2 => 3600,
+        _ => now + 40 * 24 * 3600,
+    };
+    let keys: Vec<String> = (0..N).map(|i| format!("w:{i}")).collect();
+    for chunk in (0..N).collect::<Vec<_>>().chunks(200) {
+        let writes = chunk.iter().map(|&i| {
+            let client = client.clone();
+            let key = keys[i].clone();
+            tokio::spawn(async move {
+                client
+                    .add_or_set(
+                        &key,
+                        value_for(i),
+                        (i as u32).wrapping_mul(2_654_435_761),
+                        ttl(i),
+                        &["src"],
+                        true,
+                    )
+                    .await
+            })
+        });
+        for w in writes.collect::<Vec<_>>() {
+            w.await.unwrap().unwrap();
+        }
+    }
+    let sets_before: u64 = target.iter().map(|s| raw::stat(s.addr(), "cmd_set")).sum();
+    assert_eq!(sets_before, 0);
+
+    let o = tokio::task::spawn_blocking(move || {
+        memgroup(&[
+            "--groups",
+            &groups,
+            "--pool-size",
+            "6",
+            "--json",
+            "warm",
+            "--from",
+            "src",
+            "--to",
+            "dst",
+            "--verify",
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(report["keys"], N as u64, "{report}");
+    assert_eq!(report["copied"], N as u64, "{report}");
+    assert_eq!(report["errors"], 0);
+    assert_eq!(report["missing"], 0);
+
+    // Exactly one write per copied key landed in the target group.
+    let sets: u64 = target.iter().map(|s| raw::stat(s.addr(), "cmd_set")).sum();
+    assert_eq!(sets, N as u64);
+
+    // Value, flags and TTL (±2 s) survived.
+    let dst_only = format!("dst={}", list(&target));
+    let src_only = format!("src={}", list(&source));
+    let dst = Client::builder()
+        .evcache_groups(&dst_only)
+        .unwrap()
+        .build()
+        .unwrap();
+    let src = Client::builder()
+        .evcache_groups(&src_only)
+        .unwrap()
+        .build()
+        .unwrap();
+    for chunk in keys.chunks(1000) {
+        let got = dst.get_multi(chunk).await.unwrap();
+        assert_eq!(got.len(), chunk.len());
+        for k in chunk {
+            let i: usize = k[2..].parse().unwrap();
+            let item = &got[k.as_bytes()];
+            assert_eq!(item.value, value_for(i), "{k}");
+            assert_eq!(item.flags, (i as u32).wrapping_mul(2_654_435_761), "{k}");
+        }
+    }
+    for i in (0..N).step_by(97) {
+        let flags = [MetaFlag::ReturnTtl];
+        let t_dst = dst
+            .meta_get(&keys[i], &flags)
+            .await
+            .unwrap()
+            .unwrap()
+            .ttl()
+            .unwrap();
+        let t_src = src
+            .meta_get(&keys[i], &flags)
+            .await
+            .unwrap()
+            .unwrap()
+            .ttl()
+            .unwrap();
+        assert!(
+            (t_dst - t_src).abs() <= 2,
+            "{}: ttl {t_dst} vs {t_src}",
+            keys[i]
+        );
+        assert_eq!(t_dst == -1, ttl(i) == 0);
+    }
+}

@@ -1,0 +1,181 @@
+//! `cargo xtask demo`: a local two-zone cluster, narrated by running the real
+//! `memgroup` tool. Every process it starts is killed when it ends, on error
+//! too (and Ctrl-C reaches the memcached children, which share the terminal's
+//! process group).
+
+use std::process::Command;
+use std::time::Instant;
+
+use crate::cluster::{Server, groups_spec};
+use crate::{Result, root, run};
+
+const KEYS: &str = "100000";
+
+fn say(title: &str, text: &str) {
+    println!();
+    println!("\x1b[1m== {title}\x1b[0m");
+    println!("{text}");
+}
+
+/// Runs the tool with `args`, echoing the command line; returns its stdout.
+fn tool(args: &[&str]) -> Result<String> {
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if a.contains([';', ' ', '=']) {
+                format!("'{a}'")
+            } else {
+                (*a).to_string()
+            }
+        })
+        .collect();
+    println!("$ memgroup {}", shown.join(" "));
+    let out = Command::new(root().join("target/debug/memgroup"))
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run memgroup: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        println!("(exit status {})", out.status.code().unwrap_or(-1));
+    }
+    Ok(stdout)
+}
+
+pub(crate) fn demo() -> Result<()> {
+    crate::ensure_memcached()?;
+    run("cargo", &["build", "--quiet", "--bin", "memgroup"], &[])?;
+    let started = Instant::now();
+
+    let sg1: Vec<Server> = (0..3).map(|_| Server::spawn()).collect::<Result<_>>()?;
+    let mut sg2: Vec<Server> = (0..3).map(|_| Server::spawn()).collect::<Result<_>>()?;
+    let two = groups_spec(&[("sg1", &sg1), ("sg2", &sg2)]);
+    say(
+        "A local cluster",
+        &format!(
+            "Two server groups (zones sg1 and sg2), each a full copy, three memcached each:\n  {two}"
+        ),
+    );
+
+    say(
+        "1. Routing",
+        "Each strategy places a key where the matching Java/Python/C client would. An operator checks agreement with the fleet like this:",
+    );
+    tool(&[
+        "--groups",
+        &two,
+        "route",
+        "user:42",
+        "session:9f1c",
+        "cart/17/items",
+        "--all-strategies",
+    ])?;
+
+    say(
+        "2. Loading 100,000 keys through the replicated client",
+        "One write per key in every group:",
+    );
+    tool(&[
+        "--groups",
+        &two,
+        "--pool-size",
+        "2",
+        "load",
+        "--count",
+        KEYS,
+        "--prefix",
+        "demo:",
+        "--value-size",
+        "100",
+        "--concurrency",
+        "64",
+    ])?;
+    tool(&["--groups", &two, "stats"])?;
+
+    say(
+        "3. Reading with a local-zone preference",
+        "A client in zone sg2 reads from sg2 (see GET_HITS):",
+    );
+    tool(&[
+        "--groups", &two, "--zone", "sg2", "get", "demo:1", "demo:2", "demo:3",
+    ])?;
+    tool(&["--groups", &two, "stats"])?;
+
+    let victim = sg2[0].addr();
+    say(
+        "4. SIGKILL one server of the local group",
+        &format!(
+            "kill -9 {} ({victim}); reads of its keys fall back to sg1:",
+            sg2[0].pid().unwrap_or(0)
+        ),
+    );
+    sg2[0].kill();
+    let keys: Vec<String> = (0..8).map(|i| format!("demo:{i}")).collect();
+    let mut args = vec![
+        "--groups",
+        &two,
+        "--zone",
+        "sg2",
+        "--timeout-ms",
+        "300",
+        "get",
+    ];
+    args.extend(keys.iter().map(String::as_str));
+    tool(&args)?;
+
+    let sg3: Vec<Server> = (0..3).map(|_| Server::spawn()).collect::<Result<_>>()?;
+    let three = groups_spec(&[("sg1", &sg1), ("sg2", &sg2[1..]), ("sg3", &sg3)]);
+    say(
+        "5. A new, empty group sg3, warmed from sg1",
+        "sg2 is listed with its two live servers now. lru_crawler enumerates sg1's keys; each is written once\ninto sg3, with six connections per server (the pool size spreads load, it never multiplies writes):",
+    );
+    tool(&["--groups", &three, "stats", "--group", "sg3"])?;
+    tool(&[
+        "--groups",
+        &three,
+        "--pool-size",
+        "6",
+        "warm",
+        "--from",
+        "sg1",
+        "--to",
+        "sg3",
+        "--verify",
+    ])?;
+    println!("The servers' own counters: sg3's CMD_SET equals the number of keys copied.");
+    tool(&["--groups", &three, "stats", "--group", "sg3"])?;
+
+    say(
+        "6. A short bench",
+        "9 gets : 1 set, 32 in flight, 3 seconds, against the three groups:",
+    );
+    tool(&[
+        "--groups",
+        &three,
+        "--zone",
+        "sg3",
+        "bench",
+        "--ratio",
+        "9:1",
+        "--keys",
+        "10000",
+        "--concurrency",
+        "32",
+        "--duration",
+        "3",
+        "--prefix",
+        "demo:",
+        "--no-prefill",
+    ])?;
+
+    say(
+        "Done",
+        &format!(
+            "in {:.1} s; stopping every memcached this demo started.",
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    drop((sg1, sg2, sg3));
+    Ok(())
+}
