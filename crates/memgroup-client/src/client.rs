@@ -541,42 +541,61 @@ impl Client {
     async fn read_one(&self, key: &[u8], kind: ReadKind) -> Result<Option<Item>, Error> {
         let snap = self.snapshot();
         let wire = Self::wire_key(&snap, key)?;
-        let targets = self.read_targets(&snap, &wire.bytes);
-        if targets.is_empty() {
-            return Err(no_live_server());
-        }
         let keys = [wire.key()];
         let request = kind.request(&keys);
+        self.read_walk(&snap, &wire.bytes, &request, |reply| match reply {
+            Response::Values(mut values) => Ok(values.pop().map(|v| Item {
+                value: v.data,
+                flags: v.flags,
+                cas: v.cas,
+            })),
+            other => Err(unexpected(Some(&other))),
+        })
+        .await
+    }
+
+    /// Sends a read to the key's targets in order — the local group first,
+    /// the next live server of the same group after an I/O error when
+    /// failover is on, then fallback groups per the read policy — until
+    /// `accept` turns a reply into a hit. Misses and errors move on; the
+    /// result is `Ok(None)` if any group answered "miss", else the last error.
+    async fn read_walk<T>(
+        &self,
+        snap: &Snapshot,
+        wire: &[u8],
+        request: &Request<'_>,
+        accept: impl Fn(Response) -> Result<Option<T>, Error>,
+    ) -> Result<Option<T>, Error> {
+        let mut cursor = snap.topology.read_cursor(wire, self.rotation());
         let mut answered = false;
         let mut last_error = None;
-        for target in targets {
-            match self.exec(&snap, target, &request).await {
-                Ok(Some(Response::Values(mut values))) => {
-                    answered = true;
-                    if let Some(v) = values.pop() {
-                        return Ok(Some(Item {
-                            value: v.data,
-                            flags: v.flags,
-                            cas: v.cas,
-                        }));
-                    }
-                }
-                Ok(other) => last_error = Some(unexpected(other.as_ref())),
+        loop {
+            let target = {
+                let dead = self.inner.dead.lock();
+                cursor.next(&dead, Instant::now())
+            };
+            let Some(target) = target else { break };
+            match self.exec(snap, target, request).await {
+                Ok(Some(reply)) => match accept(reply) {
+                    Ok(Some(hit)) => return Ok(Some(hit)),
+                    Ok(None) => answered = true,
+                    Err(e) => last_error = Some(e),
+                },
+                Ok(None) => last_error = Some(unexpected(None)),
                 Err(e) => last_error = Some(e),
             }
+        }
+        if cursor.groups_tried() == 0 {
+            let mut error = no_live_server();
+            if let Some(skipped) = cursor.skipped() {
+                error = error.at(snap.name(skipped.server));
+            }
+            return Err(error);
         }
         match last_error {
             Some(e) if !answered => Err(e),
             _ => Ok(None),
         }
-    }
-
-    fn read_targets(&self, snap: &Snapshot, key: &[u8]) -> Vec<Target> {
-        let rotation = self.rotation();
-        let dead = self.inner.dead.lock();
-        snap.topology
-            .read_targets(key, &dead, Instant::now(), rotation)
-            .collect()
     }
 
     /// Reads many keys at once. Keys are grouped by server: one `get k1 k2 …`
@@ -1056,30 +1075,24 @@ impl Client {
         key: impl AsRef<[u8]>,
         flags: &[MetaFlag],
     ) -> Result<Option<MetaResponse>, Error> {
+        if flags.iter().any(|f| f.is_quiet()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "quiet mode (q) is not supported by meta_get",
+            ));
+        }
         let snap = self.snapshot();
         let wire = Self::wire_key(&snap, key.as_ref())?;
-        let targets = self.read_targets(&snap, &wire.bytes);
-        if targets.is_empty() {
-            return Err(no_live_server());
-        }
         let request = Request::MetaGet {
             key: wire.key(),
             flags,
         };
-        let mut answered = false;
-        let mut last_error = None;
-        for target in targets {
-            match self.exec(&snap, target, &request).await {
-                Ok(Some(Response::Meta(m))) if m.status == MetaStatus::En => answered = true,
-                Ok(Some(Response::Meta(m))) => return Ok(Some(m)),
-                Ok(other) => last_error = Some(unexpected(other.as_ref())),
-                Err(e) => last_error = Some(e),
-            }
-        }
-        match last_error {
-            Some(e) if !answered => Err(e),
-            _ => Ok(None),
-        }
+        self.read_walk(&snap, &wire.bytes, &request, |reply| match reply {
+            Response::Meta(m) if m.status == MetaStatus::En => Ok(None),
+            Response::Meta(m) => Ok(Some(m)),
+            other => Err(unexpected(Some(&other))),
+        })
+        .await
     }
 
     /// A meta set (`ms`) with the given flags, in every group.

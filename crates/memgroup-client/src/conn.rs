@@ -2,11 +2,13 @@
 //!
 //! Many callers share a connection. A caller encodes its request straight
 //! into the connection's pending-output buffer and, in the same critical
-//! section, queues a waiter holding what reply it expects. A writer task
-//! swaps the buffer out and writes everything queued so far with one
-//! `write` call (so concurrent requests coalesce), and a reader task decodes
-//! replies and hands each to the oldest waiter (text-protocol replies come
-//! back in request order).
+//! section, queues a waiter holding what reply it expects. Whoever holds the
+//! writer role writes everything queued so far with one `write` call, so
+//! concurrent requests coalesce: when nobody is writing, the caller itself
+//! takes the role and writes without blocking (`try_write`, no task switch);
+//! otherwise, or when the socket buffer is full, a writer task does it. A
+//! reader task decodes replies and hands each to the oldest waiter
+//! (text-protocol replies come back in request order).
 //!
 //! **Cancellation and timeouts never desynchronise the stream**: a caller that
 //! gives up (its future is dropped or times out) leaves its waiter in the
@@ -25,7 +27,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use memgroup_proto::{Decoder, Expect, Limits, Request, Response};
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
@@ -72,12 +74,17 @@ struct Shared {
     state: Mutex<State>,
     wake_writer: Notify,
     permits: Arc<Semaphore>,
+    socket: OwnedWriteHalf,
 }
 
 #[derive(Debug, Default)]
 struct State {
+    /// Bytes a caller could not write without blocking; they go before `out`.
+    front: BytesMut,
     /// Encoded requests not yet handed to the socket.
     out: BytesMut,
+    /// Someone (a caller or the writer task) is writing: others only queue.
+    writing: bool,
     /// Requests written or about to be, oldest first, awaiting replies.
     waiters: VecDeque<Waiter>,
     /// Set once the connection failed; every later call fails with it.
@@ -93,6 +100,33 @@ struct Waiter {
 }
 
 impl Shared {
+    /// Writes `chunk` without blocking, as the holder of the writer role;
+    /// what does not fit in the socket buffer is handed to the writer task.
+    fn write_now(&self, mut chunk: BytesMut) {
+        while !chunk.is_empty() {
+            match self.socket.try_write(&chunk) {
+                Ok(n) => {
+                    let _ = chunk.split_to(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    let error = Error::new(ErrorKind::Connection, "write failed").at(&self.server);
+                    return self.fail(&error.with_source(e));
+                }
+            }
+        }
+        let mut state = self.state.lock();
+        state.writing = false;
+        let more = !chunk.is_empty() || !state.out.is_empty();
+        if !chunk.is_empty() {
+            state.front = chunk;
+        }
+        drop(state);
+        if more {
+            self.wake_writer.notify_one();
+        }
+    }
+
     /// Closes the connection: every waiter fails with `error`.
     fn fail(&self, error: &Error) {
         let waiters = {
@@ -146,13 +180,14 @@ impl Connection {
             state: Mutex::new(State::default()),
             wake_writer: Notify::new(),
             permits: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
+            socket: write,
         });
         let reader = tokio::spawn(read_loop(
             shared.clone(),
             read,
             Decoder::new(settings.limits),
         ));
-        let writer = tokio::spawn(write_loop(shared.clone(), write));
+        let writer = tokio::spawn(write_loop(shared.clone()));
         Ok(Connection {
             inner: Arc::new(Inner {
                 shared,
@@ -184,13 +219,13 @@ impl Connection {
             .acquire_owned()
             .await
             .map_err(|_| Error::new(ErrorKind::Connection, "connection closed"))?;
-        let receiver = {
+        let (receiver, chunk) = {
             let mut state = shared.state.lock();
             if let Some(error) = &state.closed {
                 return Err(error.clone());
             }
             request.encode(&mut state.out);
-            match request.expect() {
+            let receiver = match request.expect() {
                 Some(expect) => {
                     let (reply, receiver) = oneshot::channel();
                     state.waiters.push_back(Waiter {
@@ -201,9 +236,19 @@ impl Connection {
                     Some(receiver)
                 }
                 None => None,
-            }
+            };
+            // Take the writer role if it is free: everything queued goes out
+            // in this caller's write.
+            let chunk = (!state.writing && state.front.is_empty()).then(|| {
+                state.writing = true;
+                state.out.split()
+            });
+            (receiver, chunk)
         };
-        shared.wake_writer.notify_one();
+        match chunk {
+            Some(chunk) => shared.write_now(chunk),
+            None => shared.wake_writer.notify_one(),
+        }
         match receiver {
             Some(receiver) => match receiver.await {
                 Ok(reply) => reply.map(Some),
@@ -216,31 +261,57 @@ impl Connection {
     }
 }
 
-async fn write_loop(shared: Arc<Shared>, mut socket: OwnedWriteHalf) {
+async fn write_loop(shared: Arc<Shared>) {
     let mut chunk = BytesMut::with_capacity(16 * 1024);
     loop {
-        {
-            let mut state = shared.state.lock();
+        let idle = {
+            let state = shared.state.lock();
             if state.closed.is_some() {
                 return;
             }
-            // Swap buffers: callers keep encoding into a fresh one while this
-            // one is written, and its allocation is reused next round.
-            chunk.clear();
-            std::mem::swap(&mut state.out, &mut chunk);
-        }
-        if chunk.is_empty() {
+            // A caller is writing (it wakes us if it leaves anything), or
+            // there is nothing to write.
+            state.writing || (state.front.is_empty() && state.out.is_empty())
+        };
+        if idle {
             shared.wake_writer.notified().await;
             continue;
         }
-        if let Err(e) = socket.write_all(&chunk).await {
-            shared.fail(
-                &Error::new(ErrorKind::Connection, "write failed")
-                    .at(&shared.server)
-                    .with_source(e),
-            );
-            return;
+        {
+            let mut state = shared.state.lock();
+            if state.writing {
+                continue;
+            }
+            state.writing = true;
+            // Swap buffers: callers keep encoding into a fresh one while this
+            // one is written, and its allocation is reused next round.
+            chunk.clear();
+            let front = std::mem::take(&mut state.front);
+            chunk.extend_from_slice(&front);
+            chunk.extend_from_slice(&state.out);
+            state.out.clear();
         }
+        while !chunk.is_empty() {
+            let written = match shared.socket.writable().await {
+                Ok(()) => shared.socket.try_write(&chunk),
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(n) => {
+                    let _ = chunk.split_to(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => {
+                    shared.fail(
+                        &Error::new(ErrorKind::Connection, "write failed")
+                            .at(&shared.server)
+                            .with_source(e),
+                    );
+                    return;
+                }
+            }
+        }
+        shared.state.lock().writing = false;
     }
 }
 

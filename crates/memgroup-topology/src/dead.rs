@@ -20,6 +20,11 @@ use crate::{ServerId, Topology};
 /// Nothing here reads the clock: every method takes `now`, and
 /// [`DeadHosts::next_deadline`] says when the next server becomes eligible again.
 ///
+/// A `DeadHosts` belongs to one [`Topology`] (made by [`DeadHosts::new`] or
+/// [`DeadHosts::carry_over`]); its [`ServerId`]s are that topology's. Used with another
+/// topology its answers are meaningless but nothing panics: a caller racing a topology
+/// swap gets at worst one stale answer.
+///
 /// ```
 /// use std::time::{Duration, Instant};
 /// use memgroup_topology::{ClusterSpec, DeadHosts, ServerId, Topology};
@@ -110,31 +115,29 @@ impl DeadHosts {
     }
 
     /// Records a connect or I/O failure of `server` at `now` and returns the end of its
-    /// dead period. A failure while already dead changes nothing.
-    ///
-    /// # Panics
-    ///
-    /// If `server` is not a server of the topology this was made for.
+    /// dead period. A failure while already dead changes nothing. An id beyond this state's
+    /// servers (one from a topology that was just replaced) is ignored and `now` returned.
     pub fn record_failure(&mut self, server: ServerId, now: Instant) -> Instant {
-        let failures = self.hosts[server.0].failures.saturating_add(1);
-        let backoff = self.backoff(failures);
-        let host = &mut self.hosts[server.0];
+        let Some(host) = self.hosts.get(server.0).copied() else {
+            return now;
+        };
         if let Some(until) = host.dead_until.filter(|&until| now < until) {
             return until;
         }
-        host.failures = failures;
-        let until = add_saturating(now, backoff);
-        host.dead_until = Some(until);
+        let failures = host.failures.saturating_add(1);
+        let until = add_saturating(now, self.backoff(failures));
+        self.hosts[server.0] = HostState {
+            failures,
+            dead_until: Some(until),
+        };
         until
     }
 
-    /// Records a success of `server`: alive, backoff reset.
-    ///
-    /// # Panics
-    ///
-    /// If `server` is not a server of the topology this was made for.
+    /// Records a success of `server`: alive, backoff reset. Unknown ids are ignored.
     pub fn record_success(&mut self, server: ServerId) {
-        self.hosts[server.0] = HostState::default();
+        if let Some(host) = self.hosts.get_mut(server.0) {
+            *host = HostState::default();
+        }
     }
 
     /// When the caller next needs to look: the earliest `dead_until` after `now`, i.e. when

@@ -96,6 +96,12 @@ pub enum TopologyError {
         /// The `name=value` parameter.
         token: String,
     },
+    /// The text is not the name of a [`ReadFallback`](crate::ReadFallback) or
+    /// [`WritePolicy`](crate::WritePolicy).
+    UnknownPolicy {
+        /// The text.
+        token: String,
+    },
     /// A URL parameter appears twice.
     DuplicateParam {
         /// The second occurrence.
@@ -156,6 +162,7 @@ impl fmt::Display for TopologyError {
                 write!(f, "unknown URL parameter {token:?}")
             }
             TopologyError::BadParam { token } => write!(f, "invalid URL parameter {token:?}"),
+            TopologyError::UnknownPolicy { token } => write!(f, "unknown policy name {token:?}"),
             TopologyError::DuplicateParam { token } => {
                 write!(f, "URL parameter {token:?} is given twice")
             }

@@ -38,7 +38,8 @@
 //! use std::time::{Duration, Instant};
 //! use memgroup_topology::{ClusterSpec, DeadHosts, Settings, Topology};
 //!
-//! let spec = ClusterSpec::parse_evcache("us-east-1c=10.0.0.1:11211,10.0.0.2:11211;us-east-1d=10.0.1.1:11211")?
+//! let nodes = "us-east-1c=10.0.0.1:11211,10.0.0.2:11211;us-east-1d=10.0.1.1:11211";
+//! let spec = ClusterSpec::parse_evcache(nodes)?
 //!     .with_pool_size(2)
 //!     .with_settings(Settings::default().with_local_zone("us-east-1c"));
 //! let topology = Topology::new(spec)?;

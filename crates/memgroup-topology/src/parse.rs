@@ -151,7 +151,8 @@ impl ClusterSpec {
     ///
     /// ```
     /// use memgroup_topology::ClusterSpec;
-    /// let spec = ClusterSpec::parse_evcache("us-east-1c=10.0.0.1:11211,10.0.0.2:11211;us-east-1d=10.0.1.1:11211")?;
+    /// let nodes = "us-east-1c=10.0.0.1:11211,10.0.0.2:11211;us-east-1d=10.0.1.1:11211";
+    /// let spec = ClusterSpec::parse_evcache(nodes)?;
     /// assert_eq!(spec.groups.len(), 2);
     /// assert_eq!(spec.groups[1].zone.as_deref(), Some("us-east-1d"));
     /// # Ok::<(), memgroup_topology::TopologyError>(())
@@ -343,11 +344,10 @@ impl ClusterSpec {
                 "zone" if !value.is_empty() => spec.settings.local_zone = Some(value.to_owned()),
                 "read_fallback" => {
                     spec.settings.read_fallback =
-                        value.parse::<ReadFallback>().map_err(|()| bad())?;
+                        value.parse::<ReadFallback>().map_err(|_| bad())?;
                 }
                 "write_policy" => {
-                    spec.settings.write_policy =
-                        value.parse::<WritePolicy>().map_err(|()| bad())?;
+                    spec.settings.write_policy = value.parse::<WritePolicy>().map_err(|_| bad())?;
                 }
                 "failover" => {
                     spec.settings.failover = match value {
@@ -850,6 +850,24 @@ mod tests {
         for (input, expected) in cases {
             assert_eq!(ClusterSpec::parse_url(input), Err(expected), "{input:?}");
         }
+    }
+
+    #[test]
+    fn policy_names() {
+        for p in ReadFallback::ALL {
+            assert_eq!(p.to_string().parse::<ReadFallback>(), Ok(p));
+            assert_eq!(p.name().replace('-', "_").parse::<ReadFallback>(), Ok(p));
+        }
+        for p in WritePolicy::ALL {
+            assert_eq!(p.to_string().parse::<WritePolicy>(), Ok(p));
+            assert_eq!(p.name().replace('-', "_").parse::<WritePolicy>(), Ok(p));
+        }
+        assert_eq!(
+            "ALL".parse::<WritePolicy>(),
+            Err(TopologyError::UnknownPolicy {
+                token: "ALL".to_owned()
+            })
+        );
     }
 
     #[test]

@@ -9,29 +9,47 @@ use memgroup_hash::HashFunction;
 
 use crate::{DeadHosts, Group, GroupId, ServerAddr, ServerId, Skipped, Target, Topology};
 
-/// The last key hash computed, reused by the next group with the same hash function: with
-/// every group on ketama, a write to three groups hashes the key once.
+/// Work shared between the groups of one selection: the last key hash, reused by the next
+/// group with the same hash function (with every group on ketama, a write to three groups
+/// hashes the key once), and the last write slot, reused by the next group with the same
+/// pool size.
 #[derive(Debug, Clone, Copy, Default)]
-struct HashMemo(Option<(HashFunction, i64)>);
+struct Memo {
+    hash: Option<(HashFunction, i64)>,
+    slot: Option<(usize, usize)>,
+}
 
-impl HashMemo {
+impl Memo {
     #[inline]
     fn primary(&mut self, group: &Group, key: &[u8]) -> ServerId {
-        let hash = match self.0 {
+        let hash = match self.hash {
             Some((function, hash)) if function == group.hash_function => hash,
             _ => {
                 let hash = group.locator().hash(key);
-                self.0 = Some((group.hash_function, hash));
+                self.hash = Some((group.hash_function, hash));
                 hash
             }
         };
         group.server_for_hash(hash)
     }
+
+    /// `rotation % pool_size`.
+    #[inline]
+    fn slot(&mut self, rotation: u64, pool_size: usize) -> usize {
+        match self.slot {
+            Some((pool, slot)) if pool == pool_size => slot,
+            _ => {
+                let slot = div_rem(rotation, pool_size).1;
+                self.slot = Some((pool_size, slot));
+                slot
+            }
+        }
+    }
 }
 
 /// The server to use for `key` in `group`: the primary when alive; else, with failover,
-/// the first live server of the Whalin sequence after position `after`. `Ok((server,
-/// position in the sequence))`, or `Err(primary)` when there is none.
+/// the first live server of the Whalin sequence. `Ok((server, position in the
+/// sequence))`, or `Err(primary)` when there is none.
 #[inline]
 fn resolve(
     topology: &Topology,
@@ -99,6 +117,7 @@ impl Topology {
     /// # Ok::<(), memgroup_topology::TopologyError>(())
     /// ```
     #[must_use]
+    #[inline]
     pub fn read_targets<'a>(
         &'a self,
         key: &'a [u8],
@@ -106,11 +125,6 @@ impl Topology {
         now: Instant,
         rotation: u64,
     ) -> ReadTargets<'a> {
-        debug_assert_eq!(
-            dead.len(),
-            self.servers().len(),
-            "DeadHosts of another topology"
-        );
         ReadTargets {
             cursor: self.read_cursor(key, rotation),
             dead,
@@ -121,6 +135,7 @@ impl Topology {
     /// A [`ReadCursor`] for `key`, stepped with the dead-host state of the moment, so that
     /// the caller need not hold its `DeadHosts` lock while a request is in flight.
     #[must_use]
+    #[inline]
     pub fn read_cursor<'a>(&'a self, key: &'a [u8], rotation: u64) -> ReadCursor<'a> {
         ReadCursor {
             topology: self,
@@ -131,7 +146,8 @@ impl Topology {
             tried: 0,
             current: None,
             skipped: None,
-            memo: HashMemo::default(),
+            memo: Memo::default(),
+            tiers: [None; 2],
         }
     }
 
@@ -145,7 +161,8 @@ impl Topology {
     /// ```
     /// use std::time::Instant;
     /// use memgroup_topology::{ClusterSpec, DeadHosts, Topology};
-    /// let topology = Topology::new(ClusterSpec::parse_evcache("a=h1:1,h2:1;b=h3:1")?.with_pool_size(4))?;
+    /// let spec = ClusterSpec::parse_evcache("a=h1:1,h2:1;b=h3:1")?.with_pool_size(4);
+    /// let topology = Topology::new(spec)?;
     /// let dead = DeadHosts::new(&topology);
     /// let slots: Vec<usize> = topology
     ///     .write_targets(b"k", &dead, Instant::now(), 6)
@@ -155,6 +172,7 @@ impl Topology {
     /// # Ok::<(), memgroup_topology::TopologyError>(())
     /// ```
     #[must_use]
+    #[inline]
     pub fn write_targets<'a>(
         &'a self,
         key: &'a [u8],
@@ -162,11 +180,6 @@ impl Topology {
         now: Instant,
         rotation: u64,
     ) -> WriteTargets<'a> {
-        debug_assert_eq!(
-            dead.len(),
-            self.servers().len(),
-            "DeadHosts of another topology"
-        );
         WriteTargets {
             topology: self,
             key,
@@ -174,7 +187,7 @@ impl Topology {
             now,
             rotation,
             next: 0,
-            memo: HashMemo::default(),
+            memo: Memo::default(),
         }
     }
 
@@ -189,17 +202,20 @@ impl Topology {
     /// ```
     /// use std::time::Instant;
     /// use memgroup_topology::{ClusterSpec, DeadHosts, GroupId, Topology};
-    /// let topology = Topology::new(ClusterSpec::parse_evcache("a=h1:1;b=h2:1;c=h3:1")?.with_pool_size(8))?;
+    /// let spec = ClusterSpec::parse_evcache("a=h1:1;b=h2:1;c=h3:1")?.with_pool_size(8);
+    /// let topology = Topology::new(spec)?;
     /// let dead = DeadHosts::new(&topology);
     /// let groups = [GroupId(2), GroupId(0), GroupId(2)];
-    /// let writes = topology.targeted_write_targets(b"k", &groups, &dead, Instant::now(), 0, None);
+    /// let now = Instant::now();
+    /// let writes = topology.targeted_write_targets(b"k", &groups, &dead, now, 0, None);
     /// assert_eq!(writes.count(), 2);
     /// let only_h1 = |a: &memgroup_topology::ServerAddr| a.host == "h1";
-    /// let writes = topology.targeted_write_targets(b"k", &groups, &dead, Instant::now(), 0, Some(&only_h1));
+    /// let writes = topology.targeted_write_targets(b"k", &groups, &dead, now, 0, Some(&only_h1));
     /// assert_eq!(writes.map(|t| t.unwrap().group).collect::<Vec<_>>(), [GroupId(0)]);
     /// # Ok::<(), memgroup_topology::TopologyError>(())
     /// ```
     #[must_use]
+    #[inline]
     pub fn targeted_write_targets<'a>(
         &'a self,
         key: &'a [u8],
@@ -209,11 +225,6 @@ impl Topology {
         rotation: u64,
         dest_filter: Option<&'a dyn Fn(&ServerAddr) -> bool>,
     ) -> TargetedWrites<'a> {
-        debug_assert_eq!(
-            dead.len(),
-            self.servers().len(),
-            "DeadHosts of another topology"
-        );
         TargetedWrites {
             topology: self,
             key,
@@ -223,23 +234,34 @@ impl Topology {
             rotation,
             dest_filter,
             next: 0,
-            memo: HashMemo::default(),
+            memo: Memo::default(),
         }
     }
 
     /// The group at position `pos` of the read order for `rotation`, and the number its
-    /// slot is taken from.
+    /// slot is taken from. `tiers` caches each tier's `(rotation % len, rotation / len)`.
     #[inline]
-    fn read_group(&self, pos: usize, rotation: u64) -> (GroupId, u64) {
-        let (start, len) = if pos < self.local_len {
-            (0, self.local_len)
+    fn read_group(
+        &self,
+        pos: usize,
+        rotation: u64,
+        tiers: &mut [Option<(usize, u64)>; 2],
+    ) -> (GroupId, u64) {
+        let (tier, start, len) = if pos < self.local_len {
+            (0, 0, self.local_len)
         } else {
-            (self.local_len, self.read_order.len() - self.local_len)
+            (1, self.local_len, self.read_order.len() - self.local_len)
         };
-        let len64 = len as u64;
-        // Rotate the tier; `rotation % len` first so that nothing overflows.
-        let index = ((rotation % len64 + (pos - start) as u64) % len64) as usize;
-        (self.read_order[start + index], rotation / len64)
+        let (offset, seed) = *tiers[tier].get_or_insert_with(|| {
+            let (quotient, remainder) = div_rem(rotation, len);
+            (remainder, quotient)
+        });
+        // Rotate the tier: offset < len and pos - start < len, so one wrap at most.
+        let mut index = offset + (pos - start);
+        if index >= len {
+            index -= len;
+        }
+        (self.read_order[start + index], seed)
     }
 
     #[inline]
@@ -247,7 +269,7 @@ impl Topology {
         &self,
         group: &Group,
         key: &[u8],
-        memo: &mut HashMemo,
+        memo: &mut Memo,
         dead: &DeadHosts,
         now: Instant,
         rotation: u64,
@@ -257,7 +279,7 @@ impl Topology {
             Ok((server, _)) => Ok(Target {
                 group: group.id(),
                 server,
-                slot: slot(rotation, group.pool_size()),
+                slot: memo.slot(rotation, group.pool_size()),
             }),
             Err(server) => Err(Skipped {
                 group: group.id(),
@@ -267,10 +289,18 @@ impl Topology {
     }
 }
 
+/// `(n / d, n % d)` for `d ≥ 1`, without a division for the common divisors (1 and powers
+/// of two: one local group, pool sizes 1, 2, 4, 8); a 64-bit division costs more than the
+/// rest of a selection with a cheap hash.
 #[inline]
-fn slot(n: u64, pool_size: usize) -> usize {
-    // pool_size ≥ 1 and fits u64; the remainder is below pool_size, so it fits usize.
-    (n % pool_size as u64) as usize
+fn div_rem(n: u64, d: usize) -> (u64, usize) {
+    let d64 = d as u64;
+    if d.is_power_of_two() {
+        (n >> d64.trailing_zeros(), (n & (d64 - 1)) as usize)
+    } else {
+        // The remainder is below d, so it fits usize.
+        (n / d64, (n % d64) as usize)
+    }
 }
 
 /// Step-by-step read selection for one key.
@@ -295,6 +325,23 @@ fn slot(n: u64, pool_size: usize) -> usize {
 /// * **Slot.** In a tier of `k` groups the slot is `(rotation / k) % pool_size`, so that
 ///   successive rotations cover every (group, slot) pair of the tier evenly; with one group
 ///   per zone that is `rotation % pool_size`.
+///
+/// ```
+/// use std::sync::Mutex;
+/// use std::time::Instant;
+/// use memgroup_topology::{ClusterSpec, DeadHosts, Topology};
+/// let topology = Topology::new(ClusterSpec::parse_server_list("h1:1,h2:1,h3:1")?)?;
+/// let dead = Mutex::new(DeadHosts::new(&topology));
+/// let now = Instant::now();
+/// let mut cursor = topology.read_cursor(b"user:42", 0);
+/// let first = cursor.next(&dead.lock().unwrap(), now).unwrap();
+/// // The request to `first` fails with an I/O error (no lock is held meanwhile):
+/// dead.lock().unwrap().record_failure(first.server, now);
+/// // One group, so failover is on: the next server of the Whalin sequence.
+/// let second = cursor.next(&dead.lock().unwrap(), now).unwrap();
+/// assert_ne!(second.server, first.server);
+/// # Ok::<(), memgroup_topology::TopologyError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ReadCursor<'a> {
     topology: &'a Topology,
@@ -307,7 +354,8 @@ pub struct ReadCursor<'a> {
     tried: usize,
     current: Option<Current>,
     skipped: Option<Skipped>,
-    memo: HashMemo,
+    memo: Memo,
+    tiers: [Option<(usize, u64)>; 2],
 }
 
 /// The last offer and its position in its group's failover sequence.
@@ -321,6 +369,7 @@ impl ReadCursor<'_> {
     /// The next target to read from, given the dead-host state at `now`; `None` when the
     /// policy or the groups are exhausted.
     #[allow(clippy::should_implement_trait)] // takes arguments; `ReadTargets` is the iterator
+    #[inline]
     pub fn next(&mut self, dead: &DeadHosts, now: Instant) -> Option<Target> {
         let topology = self.topology;
         if let Some(current) = self.current.take() {
@@ -338,7 +387,7 @@ impl ReadCursor<'_> {
             }
         }
         while self.tried < self.limit && self.next_pos < topology.read_order.len() {
-            let (id, seed) = topology.read_group(self.next_pos, self.rotation);
+            let (id, seed) = topology.read_group(self.next_pos, self.rotation, &mut self.tiers);
             self.next_pos += 1;
             let group = topology.group(id);
             let primary = self.memo.primary(group, self.key);
@@ -348,7 +397,7 @@ impl ReadCursor<'_> {
                     let target = Target {
                         group: id,
                         server,
-                        slot: slot(seed, group.pool_size()),
+                        slot: div_rem(seed, group.pool_size()).1,
                     };
                     self.current = Some(Current { target, position });
                     return Some(target);
@@ -418,7 +467,7 @@ pub struct WriteTargets<'a> {
     now: Instant,
     rotation: u64,
     next: usize,
-    memo: HashMemo,
+    memo: Memo,
 }
 
 impl Iterator for WriteTargets<'_> {
@@ -459,7 +508,7 @@ pub struct TargetedWrites<'a> {
     rotation: u64,
     dest_filter: Option<&'a dyn Fn(&ServerAddr) -> bool>,
     next: usize,
-    memo: HashMemo,
+    memo: Memo,
 }
 
 impl fmt::Debug for TargetedWrites<'_> {

@@ -148,10 +148,11 @@ impl FromStr for ServerSpec {
 /// ```
 /// use memgroup_hash::{HashStrategy, LocatorConfig, NodeNaming};
 /// use memgroup_topology::{GroupSpec, ServerSpec};
+/// let evcache = LocatorConfig::new(HashStrategy::Ketama).with_node_naming(NodeNaming::Evcache);
 /// let group = GroupSpec::new("us-east-1c", ["10.0.0.1:11211".parse::<ServerSpec>()?])
 ///     .with_zone("us-east-1c")
-///     .with_pool_size(4)
-///     .with_locator(LocatorConfig::new(HashStrategy::Ketama).with_node_naming(NodeNaming::Evcache));
+///     .with_locator(evcache)
+///     .with_pool_size(4);
 /// assert!(!group.write_only);
 /// # Ok::<(), memgroup_topology::TopologyError>(())
 /// ```
@@ -312,13 +313,15 @@ impl fmt::Display for ReadFallback {
 
 /// Parses a name from [`ReadFallback::name`]; `_` may stand for `-`.
 impl FromStr for ReadFallback {
-    type Err = ();
+    type Err = TopologyError;
 
-    fn from_str(s: &str) -> Result<ReadFallback, ()> {
+    fn from_str(s: &str) -> Result<ReadFallback, TopologyError> {
         ReadFallback::ALL
             .into_iter()
             .find(|p| p.name() == s.replace('_', "-"))
-            .ok_or(())
+            .ok_or_else(|| TopologyError::UnknownPolicy {
+                token: s.to_owned(),
+            })
     }
 }
 
@@ -411,13 +414,15 @@ impl fmt::Display for WritePolicy {
 
 /// Parses a name from [`WritePolicy::name`]; `_` may stand for `-`.
 impl FromStr for WritePolicy {
-    type Err = ();
+    type Err = TopologyError;
 
-    fn from_str(s: &str) -> Result<WritePolicy, ()> {
+    fn from_str(s: &str) -> Result<WritePolicy, TopologyError> {
         WritePolicy::ALL
             .into_iter()
             .find(|p| p.name() == s.replace('_', "-"))
-            .ok_or(())
+            .ok_or_else(|| TopologyError::UnknownPolicy {
+                token: s.to_owned(),
+            })
     }
 }
 

@@ -158,19 +158,15 @@ fn model_server(
 
 fn local_zone_groups(topology: &Topology) -> (Vec<GroupId>, Vec<GroupId>) {
     let local = topology.settings().local_zone.as_deref();
-    topology
+    let (l, o): (Vec<_>, Vec<_>) = topology
         .groups()
         .iter()
         .filter(|g| !g.is_write_only())
-        .map(|g| (g.id(), local.is_some() && g.zone() == local))
-        .fold((vec![], vec![]), |(mut l, mut o), (id, is_local)| {
-            if is_local {
-                l.push(id);
-            } else {
-                o.push(id);
-            }
-            (l, o)
-        })
+        .partition(|g| local.is_some() && g.zone() == local);
+    (
+        l.iter().map(|g| g.id()).collect(),
+        o.iter().map(|g| g.id()).collect(),
+    )
 }
 
 /// The read order, with slots: local tier then the others, each rotated.
@@ -333,7 +329,11 @@ proptest! {
 
     /// Write slots rotate so that every connection of every group gets the same share.
     #[test]
-    fn write_slots_spread_over_the_pool(spec in arb_cluster(), key in arb_key(), start in any::<u32>()) {
+    fn write_slots_spread_over_the_pool(
+        spec in arb_cluster(),
+        key in arb_key(),
+        start in any::<u32>(),
+    ) {
         let topology = Topology::new(spec).unwrap();
         let dead = DeadHosts::new(&topology);
         let now = Instant::now();
@@ -476,7 +476,8 @@ proptest! {
             Duration::from_millis(initial_ms),
             Duration::from_millis(initial_ms * cap_factor),
         );
-        let topology = Topology::new(ClusterSpec::new([GroupSpec::new("g", servers)]).with_settings(settings)).unwrap();
+        let spec = ClusterSpec::new([GroupSpec::new("g", servers)]).with_settings(settings);
+        let topology = Topology::new(spec).unwrap();
         let mut dead = DeadHosts::new(&topology);
         let base = Instant::now();
         let mut t = Duration::ZERO;
@@ -835,4 +836,19 @@ fn recovery_in_simulated_time() {
             server: ServerId(0)
         })
     );
+}
+
+#[test]
+fn foreign_server_ids_never_panic() {
+    // A caller racing a topology swap may hand an id of the old topology to the new state.
+    let small = Topology::new(ClusterSpec::parse_server_list("h:1").unwrap()).unwrap();
+    let mut dead = DeadHosts::new(&small);
+    let now = Instant::now();
+    assert_eq!(dead.record_failure(ServerId(5), now), now);
+    dead.record_success(ServerId(5));
+    assert!(!dead.is_dead(ServerId(5), now));
+    assert_eq!(dead.failures(ServerId(5)), 0);
+    let big = Topology::new(ClusterSpec::parse_server_list("a:1,b:1,c:1").unwrap()).unwrap();
+    assert_eq!(big.read_targets(b"k", &dead, now, 0).count(), 1);
+    assert_eq!(big.write_targets(b"k", &dead, now, 0).count(), 1);
 }
