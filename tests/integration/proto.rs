@@ -234,7 +234,7 @@ fn classic_commands_round_trip() {
     );
     assert_eq!(
         c.call(Request::Get { keys: &keys }),
-        Response::Values(vec![])
+        Response::Values(Default::default())
     );
     assert_eq!(
         c.call(Request::FlushAll {

@@ -33,7 +33,7 @@ use nom::combinator::{all_consuming, opt, rest};
 use nom::sequence::preceded;
 use nom::{IResult, Parser};
 
-use crate::response::{MetaResponse, MetaStatus, Response, Stat, Value};
+use crate::response::{MetaResponse, MetaStatus, Response, Stat, Value, Values};
 
 /// Peer-controlled sizes the decoder accepts; beyond them it fails instead of
 /// allocating.
@@ -162,7 +162,7 @@ pub struct Decoder {
     scanned: usize,
     /// A parsed `VALUE`/`VA` header whose data block has not fully arrived.
     pending: Option<Pending>,
-    values: Vec<Value>,
+    values: Values,
     stats: Vec<Stat>,
 }
 
@@ -272,11 +272,6 @@ impl Decoder {
                 data.truncate(p.data_len);
                 match p.head {
                     Head::Value { flags, cas, .. } => {
-                        if self.values.capacity() == 0 {
-                            // Most retrievals are for one key: don't let the
-                            // first push over-allocate.
-                            self.values.reserve_exact(1);
-                        }
                         self.values.push(Value {
                             key: head,
                             flags,
@@ -381,7 +376,7 @@ impl Decoder {
 
     /// An error reply ends whatever multi-item reply was in progress.
     fn finish(&mut self, response: Response) -> Response {
-        self.values.clear();
+        self.values = Values::new();
         self.stats.clear();
         response
     }

@@ -45,4 +45,4 @@ mod tests;
 pub use decode::{Decoder, Expect, Limits, ProtoError};
 pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};
 pub use request::{ArithMode, MetaFlag, Request, SetMode, StoreCommand};
-pub use response::{MetaResponse, MetaStatus, Response, Stat, Value};
+pub use response::{MetaResponse, MetaStatus, Response, Stat, Value, Values};

@@ -21,6 +21,108 @@ pub struct Value {
     pub data: Bytes,
 }
 
+/// The items of one retrieval reply, in the order the server sent them.
+///
+/// Most retrievals ask for one key, so a single item is held inline and only
+/// two or more allocate. Use it like a slice (`len`, indexing, `iter`), turn it
+/// into a `Vec` with `into_vec`, or consume it with `into_iter`/`pop`.
+#[derive(Debug, Clone, Default)]
+pub struct Values(Repr);
+
+#[derive(Debug, Clone)]
+enum Repr {
+    One(Value),
+    Many(Vec<Value>),
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr::Many(Vec::new())
+    }
+}
+
+impl Values {
+    /// No items (every key missed).
+    pub fn new() -> Values {
+        Values::default()
+    }
+
+    /// Appends an item.
+    pub fn push(&mut self, value: Value) {
+        self.0 = match std::mem::take(&mut self.0) {
+            Repr::Many(v) if v.is_empty() && v.capacity() == 0 => Repr::One(value),
+            Repr::Many(mut v) => {
+                v.push(value);
+                Repr::Many(v)
+            }
+            Repr::One(first) => Repr::Many(vec![first, value]),
+        };
+    }
+
+    /// Removes and returns the last item.
+    pub fn pop(&mut self) -> Option<Value> {
+        match std::mem::take(&mut self.0) {
+            Repr::One(v) => Some(v),
+            Repr::Many(mut v) => {
+                let last = v.pop();
+                self.0 = Repr::Many(v);
+                last
+            }
+        }
+    }
+
+    /// The items as a `Vec` (allocates for a single inline item).
+    pub fn into_vec(self) -> Vec<Value> {
+        match self.0 {
+            Repr::One(v) => vec![v],
+            Repr::Many(v) => v,
+        }
+    }
+}
+
+impl std::ops::Deref for Values {
+    type Target = [Value];
+
+    fn deref(&self) -> &[Value] {
+        match &self.0 {
+            Repr::One(v) => std::slice::from_ref(v),
+            Repr::Many(v) => v,
+        }
+    }
+}
+
+impl PartialEq for Values {
+    fn eq(&self, other: &Values) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Values {}
+
+impl From<Vec<Value>> for Values {
+    fn from(values: Vec<Value>) -> Values {
+        Values(Repr::Many(values))
+    }
+}
+
+impl IntoIterator for Values {
+    type Item = Value;
+    type IntoIter = std::vec::IntoIter<Value>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Values {
+    type Item = &'a Value;
+    type IntoIter = std::slice::Iter<'a, Value>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 /// One `STAT <name> <value>` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {
@@ -121,7 +223,7 @@ impl MetaResponse {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     /// The items of a retrieval (`VALUE …` blocks up to `END`); empty when every key missed.
-    Values(Vec<Value>),
+    Values(Values),
     /// The `STAT` lines of a `stats` reply, up to `END`.
     Stats(Vec<Stat>),
     /// `STORED`

@@ -26,6 +26,10 @@ fn value(key: &'static [u8], flags: u32, cas: Option<u64>, data: &'static [u8]) 
     }
 }
 
+fn values(v: Vec<Value>) -> Response {
+    Response::Values(v.into())
+}
+
 /// Decodes `wire` completely with one expectation per reply.
 fn decode_all(wire: &[u8], expects: &[Expect]) -> Result<Vec<Response>, ProtoError> {
     let mut dec = Decoder::default();
@@ -86,24 +90,24 @@ fn fixtures_from_memcached_1_6() {
     check(
         b"VALUE foo 5 3\r\nbar\r\nEND\r\n",
         Values,
-        Response::Values(vec![value(b"foo", 5, None, b"bar")]),
+        values(vec![value(b"foo", 5, None, b"bar")]),
     );
     check(
         b"VALUE foo 5 3 1\r\nbar\r\nEND\r\n",
         Values,
-        Response::Values(vec![value(b"foo", 5, Some(1), b"bar")]),
+        values(vec![value(b"foo", 5, Some(1), b"bar")]),
     );
     // decr keeps the item's length, so the value has a trailing space.
     check(
         b"VALUE n 0 2 4\r\n0 \r\nEND\r\n",
         Values,
-        Response::Values(vec![value(b"n", 0, Some(4), b"0 ")]),
+        values(vec![value(b"n", 0, Some(4), b"0 ")]),
     );
-    check(b"END\r\n", Values, Response::Values(vec![]));
+    check(b"END\r\n", Values, values(vec![]));
     check(
         b"VALUE a 0 1\r\n1\r\nVALUE b 4294967295 0\r\n\r\nEND\r\n",
         Values,
-        Response::Values(vec![
+        values(vec![
             value(b"a", 0, None, b"1"),
             value(b"b", u32::MAX, None, b""),
         ]),
@@ -533,7 +537,7 @@ fn response() -> impl Strategy<Value = Response> {
                 }),
             0..4
         )
-        .prop_map(Response::Values),
+        .prop_map(|v| Response::Values(v.into())),
         proptest::collection::vec(
             (token(), text()).prop_map(|(name, value)| Stat { name, value }),
             0..4
