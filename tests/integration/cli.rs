@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use memgroup::client::{Client, MetaFlag};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 
-use crate::support::{Memcached, raw};
+use crate::support::{Memcached, raw, server_list as list};
 
 fn memgroup(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memgroup"))
@@ -24,14 +24,6 @@ fn stdout(o: &Output) -> String {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn list(servers: &[Memcached]) -> String {
-    servers
-        .iter()
-        .map(Memcached::addr_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 #[test]

@@ -8,7 +8,7 @@ use memgroup::client::{Client, Error};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
-use crate::support::{Memcached, raw};
+use crate::support::{Memcached, raw, server_list};
 
 /// `groups` groups of `per_group` servers each.
 fn spawn_groups(groups: usize, per_group: usize) -> Vec<Vec<Memcached>> {
@@ -25,14 +25,6 @@ fn evcache_list(groups: &[Vec<Memcached>]) -> String {
         .map(|(i, g)| format!("sg{i}={}", server_list(g)))
         .collect::<Vec<_>>()
         .join(";")
-}
-
-fn server_list(servers: &[Memcached]) -> String {
-    servers
-        .iter()
-        .map(Memcached::addr_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 fn locator(servers: &[Memcached], config: LocatorConfig) -> Locator {

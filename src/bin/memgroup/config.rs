@@ -6,8 +6,8 @@
 //! zone = "us-east-1a"          # the caller's zone: reads prefer it
 //! pool_size = 2
 //! timeout_ms = 500
-//! read_fallback = "one-more"   # never | one-more | all
-//! write_policy = "quorum"      # none | one | quorum | all-minus-1 | all
+//! read_fallback = "one-more"   # never | one-more | all-copies
+//! write_policy = "quorum"      # none | one | quorum | all-minus-one | all
 //!
 //! [[groups]]
 //! name = "sg1"
@@ -70,10 +70,10 @@ pub(crate) struct ClusterArgs {
     /// Per-operation timeout in milliseconds.
     #[arg(long, global = true)]
     pub(crate) timeout_ms: Option<u64>,
-    /// Read fallback: never, one-more, all.
+    /// Read fallback: never, one-more, all-copies.
     #[arg(long, global = true)]
     pub(crate) read_fallback: Option<String>,
-    /// Write policy: none, one, quorum, all-minus-1, all.
+    /// Write policy: none, one, quorum, all-minus-one, all.
     #[arg(long, global = true)]
     pub(crate) write_policy: Option<String>,
 }
@@ -129,27 +129,19 @@ fn parse_naming(name: &str) -> Result<NodeNaming, Failure> {
 }
 
 fn parse_fallback(name: &str) -> Result<ReadFallback, Failure> {
-    match name {
-        "never" => Ok(ReadFallback::Never),
-        "one-more" => Ok(ReadFallback::OneMore),
-        "all" => Ok(ReadFallback::AllCopies),
-        _ => Err(usage(format!(
-            "unknown read fallback {name:?} (never, one-more, all)"
-        ))),
-    }
+    name.parse().map_err(|_| {
+        usage(format!(
+            "unknown read fallback {name:?} (never, one-more, all-copies)"
+        ))
+    })
 }
 
 fn parse_policy(name: &str) -> Result<WritePolicy, Failure> {
-    match name {
-        "none" => Ok(WritePolicy::None),
-        "one" => Ok(WritePolicy::One),
-        "quorum" => Ok(WritePolicy::Quorum),
-        "all-minus-1" => Ok(WritePolicy::AllMinusOne),
-        "all" => Ok(WritePolicy::All),
-        _ => Err(usage(format!(
-            "unknown write policy {name:?} (none, one, quorum, all-minus-1, all)"
-        ))),
-    }
+    name.parse().map_err(|_| {
+        usage(format!(
+            "unknown write policy {name:?} (none, one, quorum, all-minus-one, all)"
+        ))
+    })
 }
 
 impl ClusterArgs {

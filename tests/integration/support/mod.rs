@@ -161,6 +161,15 @@ fn all_threads_stopped(pid: u32) -> bool {
     })
 }
 
+/// `127.0.0.1:p1,127.0.0.1:p2,…` — a libmemcached-style server list.
+pub fn server_list(servers: &[Memcached]) -> String {
+    servers
+        .iter()
+        .map(Memcached::addr_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
