@@ -2,6 +2,8 @@
 //!
 //! - `cargo xtask test`  — memcached check/install, fmt, clippy, tests, docs.
 //! - `cargo xtask bench [criterion args]` — the criterion benches.
+//! - `cargo xtask compare` — memgroup vs the `memcache` and `async-memcached` crates
+//!   (the standalone `bench-compare/` package, outside the workspace).
 //! - `cargo xtask fuzz [seconds]` — the decoder fuzz target (needs `cargo install cargo-fuzz`).
 //! - `cargo xtask demo` — a local cluster narrated by the `memgroup` tool.
 //! - `cargo xtask cluster up|down` — leave such a cluster running to play with.
@@ -20,12 +22,13 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("bench") => bench(&args[1..]),
+        Some("compare") => compare(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("ensure-memcached") => ensure_memcached(),
         Some("demo") => demo::demo(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | fuzz [seconds] | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare | fuzz [seconds] | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -133,6 +136,24 @@ fn bench(extra: &[String]) -> Result<()> {
         args.extend(extra.iter().map(String::as_str));
     }
     run("cargo", &args, &[])
+}
+
+/// Side-by-side benchmark against the peer crates. `bench-compare/` is its own
+/// workspace (excluded from this one) so the main build never compiles the
+/// peers; it builds into `bench-compare/target`.
+fn compare() -> Result<()> {
+    ensure_memcached()?;
+    // `run` works from the repository root.
+    run(
+        "cargo",
+        &[
+            "run",
+            "--release",
+            "--manifest-path",
+            "bench-compare/Cargo.toml",
+        ],
+        &[],
+    )
 }
 
 fn fuzz(seconds: Option<&str>) -> Result<()> {

@@ -1,0 +1,815 @@
+//! Side-by-side benchmark: `memgroup-client` against the memcached crates
+//! Rust projects use today, `memcache` (sync, r2d2-pooled) and
+//! `async-memcached` (tokio), on the same memcached processes in the same run.
+//!
+//! Run with `cargo xtask compare` (or `cargo run --release --manifest-path
+//! bench-compare/Cargo.toml`). It spawns its own `memcached` processes on free
+//! loopback ports, kills them at the end (a `Drop` guard, and
+//! `PR_SET_PDEATHSIG` should this process die without unwinding), and prints a
+//! markdown table.
+//!
+//! What each client gets, so the comparison is fair:
+//! - All three speak the text protocol. `memcache` defaults to the binary
+//!   protocol; it is given `?protocol=ascii` (memcached 1.6 deprecates binary).
+//! - `memcache`'s own constructors leave r2d2's `test_on_check_out` on, which
+//!   sends a `version` round trip before every operation. The pools here are
+//!   built with it off (`Client::with_pools`), the peer's best configuration;
+//!   the stock `Client::connect` is measured in one row for reference.
+//! - `async-memcached`'s `Client` is one connection and takes `&mut self`: N
+//!   requests in flight means N tasks each with its own connection. It has no
+//!   multi-server routing, so the 3-server `get_multi` row is n/a for it.
+//! - `memcache` is synchronous: N in flight means N OS threads sharing one
+//!   `Client` whose pool holds N connections per server.
+//! - memgroup: N tasks sharing one `Client`, pipelining on `pool_size`
+//!   connections (1, and 4 in extra rows).
+//! - The async clients run on a multi-thread tokio runtime with 2 workers.
+//!
+//! Environment: `COMPARE_SECS` (measured seconds per throughput run, default
+//! 3), `COMPARE_ROUNDS` (interleaved rounds per throughput config, best one
+//! reported, default 2).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use async_memcached::AsciiProtocol;
+use tokio::runtime::Runtime;
+
+/// Every value read or written is this long.
+const VALUE_LEN: usize = 100;
+static VALUE: [u8; VALUE_LEN] = [b'v'; VALUE_LEN];
+/// Keys pre-set on every server: `key:000000` … (all the same length, which
+/// the round-trip accounting relies on).
+const KEYS: usize = 10_000;
+const KEY_LEN: usize = 10;
+const SEQ_OPS: usize = 20_000;
+const SEQ_WARMUP: usize = 2_000;
+const MULTI_KEYS: usize = 100;
+const MULTI_CALLS: usize = 2_000;
+const MULTI_WARMUP: usize = 200;
+const WARMUP: Duration = Duration::from_millis(500);
+const IN_FLIGHT: [usize; 2] = [32, 256];
+
+fn key(i: usize) -> String {
+    format!("key:{i:06}")
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
+
+// ---- memcached processes ------------------------------------------------------
+
+/// A memcached process on a loopback port, killed when dropped (also while
+/// unwinding from a panic).
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn spawn() -> Server {
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free loopback port")
+                .port();
+            let mut cmd = Command::new("memcached");
+            cmd.args(["-l", "127.0.0.1", "-p", &port.to_string()])
+                .args(["-U", "0", "-u", "root", "-t", "2"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            #[cfg(target_os = "linux")]
+            {
+                use std::os::unix::process::CommandExt;
+                // SAFETY: prctl is async-signal-safe; nothing else runs
+                // between fork and exec.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        // Die with this process even if it is killed outright.
+                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                        Ok(())
+                    });
+                }
+            }
+            let child = cmd
+                .spawn()
+                .expect("memcached on PATH (`cargo xtask compare` installs it)");
+            let mut server = Server {
+                child,
+                addr: format!("127.0.0.1:{port}"),
+            };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                if TcpStream::connect(&server.addr).is_ok() {
+                    return server;
+                }
+                if matches!(server.child.try_wait(), Ok(Some(_))) {
+                    break; // lost the port to someone else: try another
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "memcached on {} did not start",
+                    server.addr
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        panic!("could not start memcached");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `stats` over a fresh plain TCP connection, independent of the clients
+/// under test.
+fn raw_stats(addr: &str) -> HashMap<String, String> {
+    let mut stream = TcpStream::connect(addr).expect("connect for stats");
+    stream.write_all(b"stats\r\n").expect("send stats");
+    let mut reader = BufReader::new(stream);
+    let mut stats = HashMap::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).expect("read stats") > 0,
+            "stats: EOF"
+        );
+        let line = line.trim_end();
+        if line == "END" {
+            return stats;
+        }
+        let (name, value) = line
+            .strip_prefix("STAT ")
+            .and_then(|rest| rest.split_once(' '))
+            .unwrap_or_else(|| panic!("stats: unexpected line {line:?}"));
+        stats.insert(name.to_string(), value.to_string());
+    }
+}
+
+fn stat(stats: &HashMap<String, String>, name: &str) -> i64 {
+    stats
+        .get(name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("stats has no numeric {name}"))
+}
+
+/// Stores every key with a 100-byte value, pipelined in batches.
+fn preload(addr: &str) {
+    let mut stream = TcpStream::connect(addr).expect("connect for preload");
+    stream.set_nodelay(true).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let indices: Vec<usize> = (0..KEYS).collect();
+    let mut line = String::new();
+    for batch in indices.chunks(500) {
+        let mut buf = Vec::new();
+        for &i in batch {
+            write!(buf, "set {} 0 0 {VALUE_LEN}\r\n", key(i)).unwrap();
+            buf.extend_from_slice(&VALUE);
+            buf.extend_from_slice(b"\r\n");
+        }
+        stream.write_all(&buf).unwrap();
+        for _ in batch {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            assert_eq!(line, "STORED\r\n", "preload of {addr}");
+        }
+    }
+}
+
+// ---- measurement helpers ---------------------------------------------------------
+
+/// Latency summary in microseconds.
+#[derive(Clone, Copy)]
+struct Lat {
+    mean: f64,
+    p50: f64,
+    p99: f64,
+}
+
+impl Lat {
+    fn of(mut ns: Vec<u64>) -> Lat {
+        ns.sort_unstable();
+        let pct = |p: f64| ns[((ns.len() as f64 * p) as usize).min(ns.len() - 1)] as f64 / 1e3;
+        Lat {
+            mean: ns.iter().sum::<u64>() as f64 / ns.len() as f64 / 1e3,
+            p50: pct(0.50),
+            p99: pct(0.99),
+        }
+    }
+}
+
+impl fmt::Display for Lat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.1} / {:.1} / {:.1}", self.mean, self.p50, self.p99)
+    }
+}
+
+/// Times `ops` sequential calls of `op(i)` after `warmup` untimed ones.
+fn time_sync(warmup: usize, ops: usize, mut op: impl FnMut(usize)) -> Lat {
+    for i in 0..warmup {
+        op(i);
+    }
+    let mut ns = Vec::with_capacity(ops);
+    for i in 0..ops {
+        let start = Instant::now();
+        op(i);
+        ns.push(start.elapsed().as_nanos() as u64);
+    }
+    Lat::of(ns)
+}
+
+/// The async twin of [`time_sync`]: `op` is run inside one task on the
+/// runtime (not on the `block_on` thread).
+macro_rules! time_async {
+    ($rt:expr, $warmup:expr, $ops:expr, |$i:ident| $body:expr) => {{
+        $rt.block_on($rt.spawn(async move {
+            for $i in 0..$warmup {
+                $body;
+            }
+            let mut ns = Vec::with_capacity($ops);
+            for $i in 0..$ops {
+                let start = Instant::now();
+                $body;
+                ns.push(start.elapsed().as_nanos() as u64);
+            }
+            Lat::of(ns)
+        }))
+        .expect("timed task panicked")
+    }};
+}
+
+/// This process's user + system CPU time (the memcached servers are other
+/// processes and are not counted).
+fn cpu_time() -> Duration {
+    // SAFETY: rusage is plain data; getrusage fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0, "getrusage");
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Per-worker counters, one cache line each, written by their worker only.
+#[repr(align(128))]
+#[derive(Default)]
+struct Counter {
+    ops: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl Counter {
+    fn ok(&self) {
+        self.ops.store(self.ops.load(Relaxed) + 1, Relaxed);
+    }
+    fn error(&self) {
+        self.errors.store(self.errors.load(Relaxed) + 1, Relaxed);
+    }
+}
+
+/// One throughput run's result.
+#[derive(Clone, Copy, Default)]
+struct Tput {
+    ops_per_sec: f64,
+    cpu_us_per_op: f64,
+    errors: u64,
+}
+
+/// Lets the workers warm up, then measures ops and CPU over the window.
+fn measure_window(counters: &[Arc<Counter>], secs: Duration) -> Tput {
+    let total = || counters.iter().map(|c| c.ops.load(Relaxed)).sum::<u64>();
+    std::thread::sleep(WARMUP);
+    let (ops0, cpu0, t0) = (total(), cpu_time(), Instant::now());
+    std::thread::sleep(secs);
+    let (ops1, cpu1, t1) = (total(), cpu_time(), Instant::now());
+    let ops = (ops1 - ops0).max(1);
+    Tput {
+        ops_per_sec: ops as f64 / (t1 - t0).as_secs_f64(),
+        cpu_us_per_op: (cpu1 - cpu0).as_secs_f64() * 1e6 / ops as f64,
+        errors: counters.iter().map(|c| c.errors.load(Relaxed)).sum(),
+    }
+}
+
+/// Where worker `w` starts in the key space, so workers do not walk in step.
+fn start_key(w: usize) -> usize {
+    (w * 7_919) % KEYS
+}
+
+// ---- the clients ---------------------------------------------------------------------
+
+fn memgroup_client(rt: &Runtime, addrs: &[&str], pool: usize) -> memgroup_client::Client {
+    rt.block_on(
+        memgroup_client::Client::builder()
+            .servers(&addrs.join(","))
+            .expect("server list")
+            .pool_size(pool)
+            .connect(),
+    )
+    .expect("memgroup connect")
+}
+
+/// A `memcache` client over `addrs` with `pool` connections per server: text
+/// protocol, no per-checkout health check (see the crate docs above).
+fn memcache_client(addrs: &[&str], pool: u32) -> memcache::Client {
+    let pools = addrs
+        .iter()
+        .map(|addr| {
+            let url = memcache::Url::parse(&format!("memcache://{addr}?protocol=ascii")).unwrap();
+            r2d2::Pool::builder()
+                .max_size(pool)
+                .test_on_check_out(false)
+                .build(memcache::ConnectionManager::new(url))
+                .expect("memcache pool")
+        })
+        .collect();
+    memcache::Client::with_pools(pools).expect("memcache client")
+}
+
+fn async_memcached_client(rt: &Runtime, addr: &str) -> async_memcached::Client {
+    rt.block_on(async_memcached::Client::new(format!("tcp://{addr}")))
+        .expect("async-memcached connect")
+}
+
+fn value_ok(len: usize) {
+    assert_eq!(len, VALUE_LEN, "wrong value length");
+}
+
+// ---- throughput runs -------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq)]
+enum Config {
+    Memgroup { pool: usize },
+    Memcache,
+    AsyncMemcached,
+}
+
+fn throughput(
+    rt: &Runtime,
+    addr: &str,
+    keys: &Arc<Vec<String>>,
+    config: Config,
+    in_flight: usize,
+    secs: Duration,
+) -> Tput {
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters: Vec<Arc<Counter>> = (0..in_flight).map(|_| Arc::default()).collect();
+    match config {
+        Config::Memgroup { pool } => {
+            let client = memgroup_client(rt, &[addr], pool);
+            let tasks: Vec<_> = counters
+                .iter()
+                .enumerate()
+                .map(|(w, counter)| {
+                    let (client, stop, counter, keys) =
+                        (client.clone(), stop.clone(), counter.clone(), keys.clone());
+                    rt.spawn(async move {
+                        let mut i = start_key(w);
+                        while !stop.load(Relaxed) {
+                            match client.get(&keys[i]).await {
+                                Ok(Some(item)) if item.value.len() == VALUE_LEN => counter.ok(),
+                                _ => counter.error(),
+                            }
+                            i = (i + 1) % KEYS;
+                        }
+                    })
+                })
+                .collect();
+            let result = measure_window(&counters, secs);
+            stop.store(true, Relaxed);
+            rt.block_on(async {
+                for task in tasks {
+                    task.await.expect("memgroup worker panicked");
+                }
+            });
+            result
+        }
+        Config::AsyncMemcached => {
+            // One connection per task: the client takes `&mut self`.
+            let clients: Vec<_> = (0..in_flight)
+                .map(|_| async_memcached_client(rt, addr))
+                .collect();
+            let tasks: Vec<_> = clients
+                .into_iter()
+                .zip(&counters)
+                .enumerate()
+                .map(|(w, (mut client, counter))| {
+                    let (stop, counter, keys) = (stop.clone(), counter.clone(), keys.clone());
+                    rt.spawn(async move {
+                        let mut i = start_key(w);
+                        while !stop.load(Relaxed) {
+                            match client.get(&keys[i]).await {
+                                Ok(Some(v)) if v.data.as_ref().map(Vec::len) == Some(VALUE_LEN) => {
+                                    counter.ok();
+                                }
+                                _ => counter.error(),
+                            }
+                            i = (i + 1) % KEYS;
+                        }
+                    })
+                })
+                .collect();
+            let result = measure_window(&counters, secs);
+            stop.store(true, Relaxed);
+            rt.block_on(async {
+                for task in tasks {
+                    task.await.expect("async-memcached worker panicked");
+                }
+            });
+            result
+        }
+        Config::Memcache => {
+            // Synchronous: one OS thread per request in flight, one pooled
+            // connection per thread.
+            let client = memcache_client(&[addr], in_flight as u32);
+            std::thread::scope(|scope| {
+                for (w, counter) in counters.iter().enumerate() {
+                    let (client, stop, keys) = (&client, &stop, &keys);
+                    scope.spawn(move || {
+                        let mut i = start_key(w);
+                        while !stop.load(Relaxed) {
+                            match client.get::<Vec<u8>>(&keys[i]) {
+                                Ok(Some(v)) if v.len() == VALUE_LEN => counter.ok(),
+                                _ => counter.error(),
+                            }
+                            i = (i + 1) % KEYS;
+                        }
+                    });
+                }
+                let result = measure_window(&counters, secs);
+                stop.store(true, Relaxed);
+                result
+            })
+        }
+    }
+}
+
+// ---- get_multi round trips ---------------------------------------------------------------
+
+/// Commands each server read during `call`, from its `bytes_read` and
+/// `get_hits + get_misses` deltas: a `get k1 … kn\r\n` line is
+/// `prefix + n × (1 + KEY_LEN) + 2` bytes, so
+/// `commands = (bytes − n × (1 + KEY_LEN)) / (prefix + 2)`. The `stats`
+/// requests' own bytes are measured first and subtracted. Returns
+/// `(keys, commands)` per server.
+fn commands_per_server(addrs: &[&str], prefix: &str, call: impl FnOnce()) -> Vec<(i64, f64)> {
+    let bytes = |s: &HashMap<String, String>| stat(s, "bytes_read");
+    let keys = |s: &HashMap<String, String>| stat(s, "get_hits") + stat(s, "get_misses");
+    let idle: Vec<i64> = addrs
+        .iter()
+        .map(|a| {
+            let (x, y) = (raw_stats(a), raw_stats(a));
+            bytes(&y) - bytes(&x)
+        })
+        .collect();
+    let before: Vec<_> = addrs.iter().map(|a| raw_stats(a)).collect();
+    call();
+    let after: Vec<_> = addrs.iter().map(|a| raw_stats(a)).collect();
+    (0..addrs.len())
+        .map(|s| {
+            let n = keys(&after[s]) - keys(&before[s]);
+            let line_bytes = bytes(&after[s]) - bytes(&before[s]) - idle[s];
+            let per_key = n * (1 + KEY_LEN as i64);
+            (n, (line_bytes - per_key) as f64 / (prefix.len() + 2) as f64)
+        })
+        .collect()
+}
+
+fn describe_commands(per_server: &[(i64, f64)]) -> String {
+    let cmds: Vec<String> = per_server
+        .iter()
+        .map(|&(_, c)| {
+            if c.fract() == 0.0 {
+                format!("{c:.0}")
+            } else {
+                format!("{c:.2}")
+            }
+        })
+        .collect();
+    let keys: Vec<String> = per_server.iter().map(|(n, _)| n.to_string()).collect();
+    format!("{} (keys {})", cmds.join(" / "), keys.join("/"))
+}
+
+// ---- report ----------------------------------------------------------------------------
+
+fn kops(t: &Tput) -> String {
+    format!("{:.1}k", t.ops_per_sec / 1e3)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn main() {
+    let secs = Duration::from_secs(env_num("COMPARE_SECS", 3));
+    let rounds = env_num("COMPARE_ROUNDS", 2) as usize;
+    let load_before = loadavg();
+    let version = Command::new("memcached")
+        .arg("-V")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+
+    let servers: Vec<Server> = (0..3).map(|_| Server::spawn()).collect();
+    let addrs: Vec<&str> = servers.iter().map(|s| s.addr.as_str()).collect();
+    for addr in &addrs {
+        preload(addr);
+    }
+    let one = addrs[0];
+    let keys: Arc<Vec<String>> = Arc::new((0..KEYS).map(key).collect());
+    let batches: Arc<Vec<Vec<String>>> = Arc::new(
+        (0..KEYS / MULTI_KEYS)
+            .map(|b| keys[b * MULTI_KEYS..(b + 1) * MULTI_KEYS].to_vec())
+            .collect(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+
+    // 1. Sequential latency on one connection.
+    eprintln!("sequential latency …");
+    let mg = memgroup_client(&rt, &[one], 1);
+    let mg_get = {
+        let (c, k) = (mg.clone(), keys.clone());
+        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+            c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
+        ))
+    };
+    let mg_set = {
+        let (c, k) = (mg.clone(), keys.clone());
+        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
+            c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
+        ))
+    };
+    drop(mg);
+
+    let mc = memcache_client(&[one], 1);
+    let mc_get = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+        value_ok(
+            mc.get::<Vec<u8>>(&keys[i % KEYS])
+                .unwrap()
+                .expect("hit")
+                .len(),
+        );
+    });
+    let mc_set = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+        mc.set(&keys[i % KEYS], &VALUE[..], 0).unwrap();
+    });
+    drop(mc);
+    // The crate's stock constructor: binary protocol, r2d2 check-out test on.
+    let mc_stock = memcache::Client::connect(format!("memcache://{one}")).expect("memcache stock");
+    let mc_stock_get = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+        value_ok(
+            mc_stock
+                .get::<Vec<u8>>(&keys[i % KEYS])
+                .unwrap()
+                .expect("hit")
+                .len(),
+        );
+    });
+    drop(mc_stock);
+
+    let am_get = {
+        let (mut c, k) = (async_memcached_client(&rt, one), keys.clone());
+        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+            c.get(&k[i % KEYS])
+                .await
+                .unwrap()
+                .expect("hit")
+                .data
+                .unwrap()
+                .len()
+        ))
+    };
+    let am_set = {
+        let (mut c, k) = (async_memcached_client(&rt, one), keys.clone());
+        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| c
+            .set(&k[i % KEYS], &VALUE[..], None, None)
+            .await
+            .unwrap())
+    };
+
+    // 2 + 4. Throughput and CPU per op, rounds interleaved, best round kept.
+    let configs = [
+        Config::Memgroup { pool: 1 },
+        Config::Memgroup { pool: 4 },
+        Config::Memcache,
+        Config::AsyncMemcached,
+    ];
+    let mut best: HashMap<(usize, usize), Tput> = HashMap::new();
+    for round in 0..rounds {
+        for &n in &IN_FLIGHT {
+            for (c, &config) in configs.iter().enumerate() {
+                eprintln!(
+                    "throughput round {} / {rounds}: config {c}, {n} in flight …",
+                    round + 1
+                );
+                let t = throughput(&rt, one, &keys, config, n, secs);
+                let entry = best.entry((c, n)).or_default();
+                let errors = entry.errors + t.errors;
+                if t.ops_per_sec > entry.ops_per_sec {
+                    *entry = t;
+                }
+                entry.errors = errors;
+            }
+        }
+    }
+    let tput = |c: usize, n: usize| best[&(c, n)];
+
+    // 3. get_multi of 100 keys: 3 servers, and 1 server.
+    eprintln!("get_multi …");
+    let mg3 = memgroup_client(&rt, &addrs, 1);
+    let mg_multi3 = {
+        let (c, b) = (mg3.clone(), batches.clone());
+        time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+            c.get_multi(&b[i % b.len()]).await.unwrap().len(),
+            MULTI_KEYS
+        ))
+    };
+    let mg_rt = commands_per_server(&addrs, "get", || {
+        let (c, b) = (mg3.clone(), batches.clone());
+        let found = rt.block_on(rt.spawn(async move { c.get_multi(&b[7]).await.unwrap().len() }));
+        assert_eq!(found.unwrap(), MULTI_KEYS);
+    });
+    drop(mg3);
+    let mg1 = memgroup_client(&rt, &[one], 1);
+    let mg_multi1 = {
+        let (c, b) = (mg1.clone(), batches.clone());
+        time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+            c.get_multi(&b[i % b.len()]).await.unwrap().len(),
+            MULTI_KEYS
+        ))
+    };
+    drop(mg1);
+
+    let refs: Vec<Vec<&str>> = batches
+        .iter()
+        .map(|b| b.iter().map(String::as_str).collect())
+        .collect();
+    let mc3 = memcache_client(&addrs, 1);
+    let mc_multi3 = time_sync(MULTI_WARMUP, MULTI_CALLS, |i| {
+        let got = mc3.gets::<Vec<u8>>(&refs[i % refs.len()]).unwrap();
+        assert_eq!(got.len(), MULTI_KEYS);
+    });
+    let mc_rt = commands_per_server(&addrs, "gets", || {
+        assert_eq!(mc3.gets::<Vec<u8>>(&refs[7]).unwrap().len(), MULTI_KEYS);
+    });
+    drop(mc3);
+    let mc1 = memcache_client(&[one], 1);
+    let mc_multi1 = time_sync(MULTI_WARMUP, MULTI_CALLS, |i| {
+        let got = mc1.gets::<Vec<u8>>(&refs[i % refs.len()]).unwrap();
+        assert_eq!(got.len(), MULTI_KEYS);
+    });
+    drop(mc1);
+
+    let am_multi1 = {
+        let (mut c, b) = (async_memcached_client(&rt, one), batches.clone());
+        time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+            c.get_multi(&b[i % b.len()]).await.unwrap().len(),
+            MULTI_KEYS
+        ))
+    };
+    let load_after = loadavg();
+    drop(rt);
+    drop(servers);
+
+    // ---- the table ----
+    let (mg1c, mg4c, mcc, amc) = (0, 1, 2, 3);
+    println!();
+    println!(
+        "## memgroup vs memcache vs async-memcached ({version}, 127.0.0.1, {VALUE_LEN}-byte values, {KEYS} keys pre-set)"
+    );
+    println!();
+    println!(
+        "{} CPUs; load average before {load_before}, after {load_after}. Throughput: {} s measured after {} ms warm-up, best of {rounds} interleaved rounds. Latency: mean / p50 / p99 µs.",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        secs.as_secs(),
+        WARMUP.as_millis()
+    );
+    println!();
+    println!("| metric | memgroup | memcache 0.21 | async-memcached 0.9 |");
+    println!("|---|---|---|---|");
+    println!("| seq get, 1 connection, {SEQ_OPS} ops (µs) | {mg_get} | {mc_get} | {am_get} |");
+    println!("| seq set, 1 connection, {SEQ_OPS} ops (µs) | {mg_set} | {mc_set} | {am_set} |");
+    println!(
+        "| seq get, memcache stock `Client::connect` (binary protocol, r2d2 check-out `version`) (µs) | — | {mc_stock_get} | — |"
+    );
+    for &n in &IN_FLIGHT {
+        println!(
+            "| get ops/s, {n} in flight | {} (1 conn, {n} tasks, pipelined) | {} ({n} threads, pool of {n} conns) | {} ({n} tasks, {n} conns) |",
+            kops(&tput(mg1c, n)),
+            kops(&tput(mcc, n)),
+            kops(&tput(amc, n)),
+        );
+        println!(
+            "| get ops/s, {n} in flight, memgroup pool_size 4 | {} (4 conns, {n} tasks) | — | — |",
+            kops(&tput(mg4c, n)),
+        );
+    }
+    for &n in &IN_FLIGHT {
+        println!(
+            "| client CPU µs/op, {n} in flight | {:.2} (pool 1) / {:.2} (pool 4) | {:.2} | {:.2} |",
+            tput(mg1c, n).cpu_us_per_op,
+            tput(mg4c, n).cpu_us_per_op,
+            tput(mcc, n).cpu_us_per_op,
+            tput(amc, n).cpu_us_per_op,
+        );
+    }
+    println!(
+        "| get_multi {MULTI_KEYS} keys over 3 servers, {MULTI_CALLS} calls (µs) | {mg_multi3} | {mc_multi3} | n/a (one connection, no multi-server routing) |"
+    );
+    println!(
+        "| get_multi over 3 servers: commands per server per call | {} | {} | n/a |",
+        describe_commands(&mg_rt),
+        describe_commands(&mc_rt),
+    );
+    println!(
+        "| get_multi {MULTI_KEYS} keys, 1 server, {MULTI_CALLS} calls (µs) | {mg_multi1} | {mc_multi1} | {am_multi1} |"
+    );
+    let errors = |c: usize| IN_FLIGHT.iter().map(|&n| tput(c, n).errors).sum::<u64>();
+    println!(
+        "| errors/misses during throughput runs | {} (pool 1) / {} (pool 4) | {} | {} |",
+        errors(mg1c),
+        errors(mg4c),
+        errors(mcc),
+        errors(amc),
+    );
+    println!();
+
+    // ---- ratios against the project's targets ----
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    for &n in &IN_FLIGHT {
+        let (best_name, best_peer) = [
+            ("memcache", tput(mcc, n)),
+            ("async-memcached", tput(amc, n)),
+        ]
+        .into_iter()
+        .max_by(|a, b| a.1.ops_per_sec.total_cmp(&b.1.ops_per_sec))
+        .unwrap();
+        let r1 = tput(mg1c, n).ops_per_sec / best_peer.ops_per_sec;
+        let r4 = tput(mg4c, n).ops_per_sec / best_peer.ops_per_sec;
+        let target = if n == 32 {
+            format!(" — target ≥ 1.5× at 32 in flight: {}", verdict(r1 >= 1.5))
+        } else {
+            String::new()
+        };
+        println!(
+            "- Throughput, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}×** (pool 1), {r4:.2}× (pool 4){target}"
+        );
+    }
+    for &n in &IN_FLIGHT {
+        let (best_name, best_peer) = [
+            ("memcache", tput(mcc, n)),
+            ("async-memcached", tput(amc, n)),
+        ]
+        .into_iter()
+        .min_by(|a, b| a.1.cpu_us_per_op.total_cmp(&b.1.cpu_us_per_op))
+        .unwrap();
+        let r1 = tput(mg1c, n).cpu_us_per_op / best_peer.cpu_us_per_op;
+        let r4 = tput(mg4c, n).cpu_us_per_op / best_peer.cpu_us_per_op;
+        println!(
+            "- Client CPU/op, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}** (pool 1), {r4:.2} (pool 4) — target ≤ 0.60: {}",
+            verdict(r1 <= 0.60)
+        );
+    }
+    let one_each = mg_rt.iter().all(|&(n, c)| n == 0 || c == 1.0)
+        && mg_rt.iter().map(|&(n, _)| n).sum::<i64>() == MULTI_KEYS as i64;
+    println!(
+        "- get_multi of {MULTI_KEYS} keys over 3 servers, memgroup: {} — target one round trip per server: {}",
+        describe_commands(&mg_rt),
+        verdict(one_each)
+    );
+    println!();
+    println!("Notes:");
+    println!(
+        "- memcache runs with `?protocol=ascii` and r2d2 `test_on_check_out(false)` (its best setting); its stock constructor's cost is the `stock` row."
+    );
+    println!(
+        "- async-memcached's Client is one connection taking `&mut self`: N in flight = N connections. memcache is blocking: N in flight = N OS threads."
+    );
+    println!(
+        "- Commands per server come from each server's `bytes_read` and `get_hits + get_misses` deltas (memcached's `cmd_get` counts keys, not commands)."
+    );
+    println!(
+        "- Client and the memcached servers share the machine's CPUs, and other work on the machine adds noise: compare within one run only."
+    );
+    println!();
+}
