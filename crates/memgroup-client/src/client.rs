@@ -685,12 +685,10 @@ impl Client {
                 }
             }
         }
-        // Fail only if some key got no answer from any group at all.
+        // Fail only if some key got no answer from any group at all (a hit
+        // implies an answer, so `answered` covers `done`).
         match last_error {
-            Some(e) if (0..wires.len()).any(|i| !done[i] && !answered[i]) && found.is_empty() => {
-                Err(e)
-            }
-            Some(e) if (0..wires.len()).any(|i| !answered[i] && !done[i]) => Err(e),
+            Some(e) if answered.contains(&false) => Err(e),
             _ => Ok(found),
         }
     }
