@@ -1,10 +1,11 @@
 //! The async client against real memcached processes: placement, replication,
-//! warming, faults (SIGKILL, SIGSTOP, restart), failover and bad input.
+//! warming, faults (SIGKILL, SIGSTOP, restart), failover, bad input, and
+//! concurrent `get`s merged into one command.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use memgroup::client::{Client, Error};
+use memgroup::client::{Client, ClientBuilder, Error};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
@@ -37,6 +38,11 @@ fn locator(servers: &[Memcached], config: LocatorConfig) -> Locator {
 
 fn sum_stat(servers: &[Memcached], name: &str) -> u64 {
     servers.iter().map(|s| raw::stat(s.addr(), name)).sum()
+}
+
+/// A client of one server.
+fn one_server(server: &Memcached) -> ClientBuilder {
+    Client::builder().servers(&server.addr_string()).unwrap()
 }
 
 /// Bounds every test: a hang is a failure, not a stuck CI job.
@@ -388,11 +394,7 @@ async fn failover_picks_the_server_the_java_client_would() {
 async fn bad_input_is_refused_before_any_byte_is_sent() {
     bounded(async {
         let server = Memcached::spawn();
-        let client = Client::builder()
-            .servers(&server.addr_string())
-            .unwrap()
-            .build()
-            .unwrap();
+        let client = one_server(&server).build().unwrap();
         client.set("good", "v", 0).await.unwrap();
         let counters = [
             "cmd_get",
@@ -450,11 +452,7 @@ async fn bad_input_is_refused_before_any_byte_is_sent() {
 async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
     bounded(async {
         let server = Memcached::spawn();
-        let client = Client::builder()
-            .servers(&server.addr_string())
-            .unwrap()
-            .build()
-            .unwrap();
+        let client = one_server(&server).build().unwrap();
         let keys: Vec<String> = (0..200).map(|i| format!("sync:{i}")).collect();
         for k in &keys {
             client.set(k, k, 0).await.unwrap();
@@ -492,6 +490,119 @@ async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
         for k in &keys {
             assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
         }
+    })
+    .await;
+}
+
+/// Commands a server read during `f`, from its `bytes_read`, when every
+/// command is a `get` of `KEY_LEN`-byte keys: a line is `get` + keys × (1 +
+/// `KEY_LEN`) + `\r\n`. The `stats` requests' own bytes are measured first.
+async fn get_commands<F: std::future::Future<Output = ()>>(
+    server: &Memcached,
+    keys: u64,
+    key_len: u64,
+    f: F,
+) -> u64 {
+    let b0 = raw::stat(server.addr(), "bytes_read");
+    let b1 = raw::stat(server.addr(), "bytes_read");
+    let per_stats = b1 - b0;
+    f.await;
+    let b2 = raw::stat(server.addr(), "bytes_read");
+    let bytes = b2 - b1 - per_stats;
+    let per_command = "get\r\n".len() as u64;
+    let key_bytes = keys * (1 + key_len);
+    assert_eq!(
+        (bytes - key_bytes) % per_command,
+        0,
+        "not only gets were read"
+    );
+    (bytes - key_bytes) / per_command
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_gets_merge_and_each_caller_gets_its_own_reply() {
+    bounded(async {
+        let server = Memcached::spawn();
+        let client = one_server(&server).build().unwrap();
+        // Hits with distinct values and flags; every fourth key is missing.
+        let keys: Vec<String> = (0..400).map(|i| format!("mrg:{i:04}")).collect();
+        for (i, k) in keys.iter().enumerate() {
+            if i % 4 != 3 {
+                let value = format!("{k}={}", "x".repeat(i));
+                client.set_with_flags(k, value, i as u32, 0).await.unwrap();
+            }
+        }
+        let expect =
+            |i: usize| (i % 4 != 3).then(|| (format!("{}={}", keys[i], "x".repeat(i)), i as u32));
+        // 800 callers at once on one connection, misses mixed in, each key
+        // wanted by two neighbouring callers (so by two callers of one merged
+        // command).
+        let picks: Vec<usize> = (0..800).map(|j| (j / 2 * 7) % 400).collect();
+        let got = join(picks.iter().map(|&i| client.get(&keys[i]))).await;
+        for (&i, got) in picks.iter().zip(got) {
+            let got = got
+                .unwrap()
+                .map(|item| (String::from_utf8(item.value.to_vec()).unwrap(), item.flags));
+            assert_eq!(got, expect(i), "caller of {} got another reply", keys[i]);
+        }
+        // Distinct keys: the server read far fewer commands than there were
+        // callers.
+        let commands = get_commands(&server, 400, 8, async {
+            for (i, got) in join(keys.iter().map(|k| client.get(k)))
+                .await
+                .into_iter()
+                .enumerate()
+            {
+                assert_eq!(got.unwrap().is_some(), expect(i).is_some());
+            }
+        })
+        .await;
+        assert!(
+            commands < 400 / 4,
+            "{commands} commands for 400 concurrent gets"
+        );
+
+        // gets: each caller's CAS unique is its own key's.
+        let got = join(keys.iter().map(|k| client.gets(k))).await;
+        for (i, got) in got.into_iter().enumerate() {
+            let got = got.unwrap();
+            match expect(i) {
+                None => assert!(got.is_none()),
+                Some(_) => {
+                    let item = got.unwrap();
+                    let cas = item.cas.unwrap();
+                    // The CAS unique works for this key and no other.
+                    assert!(
+                        client
+                            .cas(&keys[i], "swapped", 0, 0, cas)
+                            .await
+                            .unwrap()
+                            .applied()
+                    );
+                }
+            }
+        }
+        for (i, k) in keys.iter().enumerate() {
+            let want = expect(i).map(|_| b"swapped".to_vec());
+            assert_eq!(raw::get(server.addr(), k.as_bytes()), want, "{k}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merging_can_be_turned_off() {
+    bounded(async {
+        let server = Memcached::spawn();
+        let client = one_server(&server).merge_gets(false).build().unwrap();
+        let keys: Vec<String> = (0..200).map(|i| format!("off:{i:04}")).collect();
+        let commands = get_commands(&server, 200, 8, async {
+            for got in join(keys.iter().map(|k| client.get(k))).await {
+                assert!(got.unwrap().is_none());
+            }
+        })
+        .await;
+        assert_eq!(commands, 200);
     })
     .await;
 }

@@ -135,6 +135,8 @@ impl Default for ClientBuilder {
                 connect_timeout: Duration::from_secs(1),
                 nodelay: true,
                 max_in_flight: 1024,
+                max_batches: 4,
+                merge_gets: true,
                 limits: Limits::default(),
             },
             max_value_size: 1024 * 1024,
@@ -249,6 +251,32 @@ impl ClientBuilder {
     /// Requests in flight per connection before callers wait (default 1024).
     pub fn max_in_flight(mut self, n: usize) -> Self {
         self.conn.max_in_flight = n.max(1);
+        self
+    }
+
+    /// Writes per connection whose replies have not all arrived before new
+    /// requests wait for one of them (default 4).
+    ///
+    /// A request sent while nothing else is on the wire goes out at once.
+    /// Under load, requests queue while this many writes are answered and
+    /// then go out together in one `write`: fewer, fuller writes cost the
+    /// client and the server far fewer system calls and wake-ups per request
+    /// (and let queued `get`s merge, see [`merge_gets`](Self::merge_gets)),
+    /// at the price of waiting up to one of those replies. Higher values
+    /// favour latency under load, lower ones throughput.
+    pub fn max_unanswered_writes(mut self, n: usize) -> Self {
+        self.conn.max_batches = n.max(1);
+        self
+    }
+
+    /// Whether single-key `get`s (and `gets`) queued on one connection at the
+    /// same time are sent as one multi-key command (default on), as
+    /// spymemcached does. Each caller still gets exactly its own key's value
+    /// or miss, and a key asked for by several callers is sent once. The
+    /// server answers one command with one `write` instead of one per key,
+    /// which is most of its cost for small values.
+    pub fn merge_gets(mut self, on: bool) -> Self {
+        self.conn.merge_gets = on;
         self
     }
 

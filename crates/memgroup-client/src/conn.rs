@@ -2,13 +2,27 @@
 //!
 //! Many callers share a connection. A caller encodes its request straight
 //! into the connection's pending-output buffer and, in the same critical
-//! section, queues a waiter holding what reply it expects. Whoever holds the
-//! writer role writes everything queued so far with one `write` call, so
-//! concurrent requests coalesce: when nobody is writing, the caller itself
-//! takes the role and writes without blocking (`try_write`, no task switch);
-//! otherwise, or when the socket buffer is full, a writer task does it. A
-//! reader task decodes replies and hands each to the oldest waiter
-//! (text-protocol replies come back in request order).
+//! section, queues a waiter holding what reply it expects. A reader task
+//! decodes replies and hands each to the oldest waiter (text-protocol replies
+//! come back in request order).
+//!
+//! **Writes are batched.** Whoever holds the writer role writes everything
+//! queued so far with one `write` call:
+//! - When nothing is on the wire, the caller takes the role and writes at
+//!   once without blocking (`try_write`, no task switch): an idle connection
+//!   adds no latency.
+//! - Otherwise, while fewer than `max_batches` written batches await their
+//!   last reply, the writer task takes the role. It first yields once, so the
+//!   tasks that are ready to run (typically the callers the reader just
+//!   answered) queue their next requests, and then writes them all together.
+//! - With `max_batches` batches unanswered, requests queue, and the reader
+//!   hands them to the writer task when a batch's last reply arrives.
+//!
+//! One `write` of 30 requests costs the client and the server about what one
+//! request costs, and the server's replies come back in fewer, fuller reads.
+//! Queued single-key `get`s also merge into one multi-key command
+//! ([`merge`](crate::merge)), which memcached answers with one `write`
+//! instead of one per key.
 //!
 //! **Cancellation and timeouts never desynchronise the stream**: a caller that
 //! gives up (its future is dropped or times out) leaves its waiter in the
@@ -34,6 +48,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind};
+use crate::merge::{self, Merged, ReplyTx};
 
 /// Settings of one connection.
 #[derive(Debug, Clone)]
@@ -41,6 +56,10 @@ pub(crate) struct ConnSettings {
     pub(crate) connect_timeout: Duration,
     pub(crate) nodelay: bool,
     pub(crate) max_in_flight: usize,
+    /// Written batches allowed without their last reply before requests wait.
+    pub(crate) max_batches: usize,
+    /// Whether queued single-key retrievals join into one command.
+    pub(crate) merge_gets: bool,
     pub(crate) limits: Limits,
 }
 
@@ -73,6 +92,10 @@ struct Shared {
     server: Arc<str>,
     state: Mutex<State>,
     wake_writer: Notify,
+    /// Written batches allowed without a reply before new requests wait.
+    max_batches: usize,
+    /// Whether queued single-key `get`s join into one command.
+    merge_gets: bool,
     permits: Arc<Semaphore>,
     socket: OwnedWriteHalf,
 }
@@ -83,25 +106,139 @@ struct State {
     front: BytesMut,
     /// Encoded requests not yet handed to the socket.
     out: BytesMut,
-    /// Someone (a caller or the writer task) is writing: others only queue.
+    /// The writer role is taken (by a caller writing now, or by the writer
+    /// task, woken or about to be): others only queue.
     writing: bool,
+    /// Written batches whose last reply has not arrived yet (the number of
+    /// waiters with `ends_batch` set).
+    batches: usize,
     /// Requests written or about to be, oldest first, awaiting replies.
     waiters: VecDeque<Waiter>,
     /// Set once the connection failed; every later call fails with it.
     closed: Option<Error>,
+    /// See [`OpenGet`]; cleared whenever anything else is queued after it or
+    /// `out` is taken for writing.
+    open: Option<OpenGet>,
+}
+
+impl State {
+    /// Joins a caller's single-key retrieval to the open `get`/`gets`, or
+    /// hands the reply sender and permit back when it cannot.
+    fn join_open(
+        &mut self,
+        gets: bool,
+        key: &[u8],
+        tx: ReplyTx,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<(), (ReplyTx, OwnedSemaphorePermit)> {
+        let Some(open) = self.open.as_mut() else {
+            return Err((tx, permit));
+        };
+        let line = self.out.len() - open.start;
+        if open.gets != gets
+            || open.keys >= merge::MAX_KEYS
+            || line + 1 + key.len() > merge::MAX_LINE
+        {
+            return Err((tx, permit));
+        }
+        let Some(waiter) = self.waiters.back_mut() else {
+            return Err((tx, permit));
+        };
+        let mut merged = match waiter.reply.take() {
+            Some(Reply::One(first, first_permit)) => {
+                // The line is still `get <key>\r\n` / `gets <key>\r\n`.
+                let verb = if gets { 4 } else { 3 };
+                let first_key = &self.out[open.start + verb + 1..self.out.len() - 2];
+                Box::new(Merged::new(first_key, first, first_permit))
+            }
+            Some(Reply::Merged(merged)) => merged,
+            None => return Err((tx, permit)),
+        };
+        if merged.add(key, tx, permit) {
+            let end = self.out.len() - 2;
+            self.out.truncate(end);
+            self.out.extend_from_slice(b" ");
+            self.out.extend_from_slice(key);
+            self.out.extend_from_slice(b"\r\n");
+        }
+        open.keys += 1;
+        waiter.reply = Some(Reply::Merged(merged));
+        Ok(())
+    }
+
+    /// Takes everything queued for the socket, as the holder of the writer
+    /// role, and marks the newest waiter as the end of this batch.
+    fn take_batch(&mut self, into: &mut BytesMut) {
+        self.open = None;
+        if self.front.is_empty() {
+            std::mem::swap(into, &mut self.out);
+        } else {
+            std::mem::swap(into, &mut self.front);
+            into.extend_from_slice(&self.out);
+            self.out.clear();
+        }
+        self.mark_batch();
+    }
+
+    /// Marks the newest waiter as the last of the batch being written.
+    fn mark_batch(&mut self) {
+        if let Some(last) = self.waiters.back_mut() {
+            if !last.ends_batch {
+                last.ends_batch = true;
+                self.batches += 1;
+            }
+        }
+    }
+
+    fn has_output(&self) -> bool {
+        !self.front.is_empty() || !self.out.is_empty()
+    }
 }
 
 #[derive(Debug)]
 struct Waiter {
     expect: Expect,
-    reply: oneshot::Sender<Result<Response, Error>>,
-    /// Released when the reply arrives (or the connection fails).
-    _permit: OwnedSemaphorePermit,
+    /// The last request of a batch written with one `write`.
+    ends_batch: bool,
+    /// `None` only for a moment while callers join a merged `get`.
+    reply: Option<Reply>,
+}
+
+/// Who gets a reply.
+#[derive(Debug)]
+enum Reply {
+    /// One caller, holding one in-flight permit (released with the reply).
+    One(ReplyTx, OwnedSemaphorePermit),
+    /// Several callers' `get`s merged into one command.
+    Merged(Box<Merged>),
+}
+
+impl Reply {
+    fn deliver(self, reply: Result<Response, Error>) {
+        match self {
+            // The caller may have given up: then the reply is dropped here.
+            Reply::One(tx, _permit) => {
+                let _ = tx.send(reply);
+            }
+            Reply::Merged(merged) => merged.deliver(reply),
+        }
+    }
+}
+
+/// The newest request in `out`, a `get`/`gets` that later single-key
+/// retrievals may join.
+#[derive(Debug, Clone, Copy)]
+struct OpenGet {
+    /// Where its line starts in `out`.
+    start: usize,
+    gets: bool,
+    keys: usize,
 }
 
 impl Shared {
     /// Writes `chunk` without blocking, as the holder of the writer role;
-    /// what does not fit in the socket buffer is handed to the writer task.
+    /// what does not fit in the socket buffer, and whatever other callers
+    /// queued meanwhile, is handed to the writer task.
     fn write_now(&self, mut chunk: BytesMut) {
         while !chunk.is_empty() {
             match self.socket.try_write(&chunk) {
@@ -116,13 +253,16 @@ impl Shared {
             }
         }
         let mut state = self.state.lock();
-        state.writing = false;
-        let more = !chunk.is_empty() || !state.out.is_empty();
-        if !chunk.is_empty() {
+        let hand_over = if chunk.is_empty() {
+            state.has_output() && state.batches < self.max_batches
+        } else {
             state.front = chunk;
-        }
+            true
+        };
+        // The role passes to the writer task, or is given up.
+        state.writing = hand_over;
         drop(state);
-        if more {
+        if hand_over {
             self.wake_writer.notify_one();
         }
     }
@@ -134,10 +274,11 @@ impl Shared {
             if state.closed.is_none() {
                 state.closed = Some(error.clone());
             }
+            state.batches = 0;
             std::mem::take(&mut state.waiters)
         };
-        for w in waiters {
-            let _ = w.reply.send(Err(error.clone()));
+        for reply in waiters.into_iter().filter_map(|w| w.reply) {
+            reply.deliver(Err(error.clone()));
         }
         self.wake_writer.notify_one();
     }
@@ -179,6 +320,8 @@ impl Connection {
             server: server.into(),
             state: Mutex::new(State::default()),
             wake_writer: Notify::new(),
+            merge_gets: settings.merge_gets,
+            max_batches: settings.max_batches.max(1),
             permits: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
             socket: write,
         });
@@ -219,35 +362,66 @@ impl Connection {
             .acquire_owned()
             .await
             .map_err(|_| Error::new(ErrorKind::Connection, "connection closed"))?;
-        let (receiver, chunk) = {
+        let (receiver, write) = {
             let mut state = shared.state.lock();
             if let Some(error) = &state.closed {
                 return Err(error.clone());
             }
-            request.encode(&mut state.out);
             let receiver = match request.expect() {
                 Some(expect) => {
-                    let (reply, receiver) = oneshot::channel();
-                    state.waiters.push_back(Waiter {
-                        expect,
-                        reply,
-                        _permit: permit,
-                    });
+                    let (tx, receiver) = oneshot::channel();
+                    let single = match request {
+                        Request::Get { keys: [key] } if shared.merge_gets => Some((false, key)),
+                        Request::Gets { keys: [key] } if shared.merge_gets => Some((true, key)),
+                        _ => None,
+                    };
+                    let joined = match single {
+                        Some((gets, key)) => state.join_open(gets, key.as_bytes(), tx, permit),
+                        None => Err((tx, permit)),
+                    };
+                    if let Err((tx, permit)) = joined {
+                        let start = state.out.len();
+                        request.encode(&mut state.out);
+                        state.open = single.map(|(gets, _)| OpenGet {
+                            start,
+                            gets,
+                            keys: 1,
+                        });
+                        state.waiters.push_back(Waiter {
+                            expect,
+                            ends_batch: false,
+                            reply: Some(Reply::One(tx, permit)),
+                        });
+                    }
                     Some(receiver)
                 }
-                None => None,
+                None => {
+                    request.encode(&mut state.out);
+                    state.open = None;
+                    None
+                }
             };
-            // Take the writer role if it is free: everything queued goes out
-            // in this caller's write.
-            let chunk = (!state.writing && state.front.is_empty()).then(|| {
+            let write = if state.writing || state.batches >= shared.max_batches {
+                // The writer role's holder, or the reader when a batch's
+                // last reply arrives, sends this request.
+                Write::Queued
+            } else if state.batches == 0 && state.front.is_empty() {
+                // Nothing on the wire: send at once, from this task.
                 state.writing = true;
-                state.out.split()
-            });
-            (receiver, chunk)
+                let chunk = state.out.split();
+                state.open = None;
+                state.mark_batch();
+                Write::Now(chunk)
+            } else {
+                state.writing = true;
+                Write::Wake
+            };
+            (receiver, write)
         };
-        match chunk {
-            Some(chunk) => shared.write_now(chunk),
-            None => shared.wake_writer.notify_one(),
+        match write {
+            Write::Now(chunk) => shared.write_now(chunk),
+            Write::Wake => shared.wake_writer.notify_one(),
+            Write::Queued => {}
         }
         match receiver {
             Some(receiver) => match receiver.await {
@@ -261,57 +435,62 @@ impl Connection {
     }
 }
 
+/// What a caller does after queueing its request.
+enum Write {
+    /// It took the writer role: write this chunk now.
+    Now(BytesMut),
+    /// It took the writer role for the writer task.
+    Wake,
+    /// Someone else sends it.
+    Queued,
+}
+
+/// The writer task. It runs only while it holds the writer role, handed to
+/// it (with a notification) by a caller, by a caller's unfinished write, or
+/// by the reader when a batch's last reply arrives.
 async fn write_loop(shared: Arc<Shared>) {
     let mut chunk = BytesMut::with_capacity(16 * 1024);
     loop {
-        let idle = {
-            let state = shared.state.lock();
-            if state.closed.is_some() {
-                return;
-            }
-            // A caller is writing (it wakes us if it leaves anything), or
-            // there is nothing to write.
-            state.writing || (state.front.is_empty() && state.out.is_empty())
-        };
-        if idle {
-            shared.wake_writer.notified().await;
-            continue;
-        }
-        {
-            let mut state = shared.state.lock();
-            if state.writing {
-                continue;
-            }
-            state.writing = true;
-            // Swap buffers: callers keep encoding into a fresh one while this
-            // one is written, and its allocation is reused next round.
-            chunk.clear();
-            let front = std::mem::take(&mut state.front);
-            chunk.extend_from_slice(&front);
-            chunk.extend_from_slice(&state.out);
-            state.out.clear();
-        }
-        while !chunk.is_empty() {
-            let written = match shared.socket.writable().await {
-                Ok(()) => shared.socket.try_write(&chunk),
-                Err(e) => Err(e),
-            };
-            match written {
-                Ok(n) => {
-                    let _ = chunk.split_to(n);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => {
-                    shared.fail(
-                        &Error::new(ErrorKind::Connection, "write failed")
-                            .at(&shared.server)
-                            .with_source(e),
-                    );
+        shared.wake_writer.notified().await;
+        // Let the tasks that are ready to run now (typically the callers the
+        // reader just answered) queue their next requests first, so they all
+        // go out in one `write`.
+        tokio::task::yield_now().await;
+        loop {
+            {
+                let mut state = shared.state.lock();
+                if state.closed.is_some() {
                     return;
                 }
+                chunk.clear();
+                state.take_batch(&mut chunk);
+            }
+            while !chunk.is_empty() {
+                let written = match shared.socket.writable().await {
+                    Ok(()) => shared.socket.try_write(&chunk),
+                    Err(e) => Err(e),
+                };
+                match written {
+                    Ok(n) => {
+                        let _ = chunk.split_to(n);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => {
+                        shared.fail(
+                            &Error::new(ErrorKind::Connection, "write failed")
+                                .at(&shared.server)
+                                .with_source(e),
+                        );
+                        return;
+                    }
+                }
+            }
+            let mut state = shared.state.lock();
+            if !(state.has_output() && state.batches < shared.max_batches) {
+                state.writing = false;
+                break;
             }
         }
-        shared.state.lock().writing = false;
     }
 }
 
@@ -333,10 +512,25 @@ async fn read_loop(shared: Arc<Shared>, mut socket: OwnedReadHalf, mut decoder: 
             };
             match decoder.decode(&mut buf, expect) {
                 Ok(Some(reply)) => {
-                    let waiter = shared.state.lock().waiters.pop_front();
-                    if let Some(w) = waiter {
-                        // The caller may have given up: then the reply is dropped here.
-                        let _ = w.reply.send(Ok(reply));
+                    let (waiter, flush) = {
+                        let mut state = shared.state.lock();
+                        let waiter = state.waiters.pop_front();
+                        let mut flush = false;
+                        if waiter.as_ref().is_some_and(|w| w.ends_batch) {
+                            state.batches -= 1;
+                            // A batch is answered: send what queued behind it.
+                            flush = !state.writing
+                                && state.has_output()
+                                && state.batches < shared.max_batches;
+                            state.writing |= flush;
+                        }
+                        (waiter, flush)
+                    };
+                    if let Some(reply_to) = waiter.and_then(|w| w.reply) {
+                        reply_to.deliver(Ok(reply));
+                    }
+                    if flush {
+                        shared.wake_writer.notify_one();
                     }
                 }
                 Ok(None) => break,

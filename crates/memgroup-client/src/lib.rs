@@ -65,6 +65,7 @@ mod conn;
 pub mod crawler;
 mod error;
 mod join;
+mod merge;
 mod pool;
 pub mod value;
 

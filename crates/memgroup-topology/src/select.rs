@@ -22,6 +22,10 @@ struct Memo {
 impl Memo {
     #[inline]
     fn primary(&mut self, group: &Group, key: &[u8]) -> ServerId {
+        // Every strategy maps every key to a group's only server: skip the hash.
+        if let [only] = group.servers() {
+            return *only;
+        }
         let hash = match self.hash {
             Some((function, hash)) if function == group.hash_function => hash,
             _ => {

@@ -1,0 +1,314 @@
+//! Concurrent single-key `get`s (or `gets`) queued on one connection join
+//! into one multi-key command, the way spymemcached optimises its get queue:
+//! `get a` and `get b` waiting to be written become `get a b`.
+//!
+//! memcached answers every classic retrieval command with its own `write`,
+//! so 32 pipelined `get`s cost the server 32 `sendmsg` calls and the client
+//! up to 32 socket reads and wake-ups; one `get` of 32 keys costs one of each.
+//! The replies are the same: each caller gets its own key's value, or a miss.
+//!
+//! A key asked for twice in one merged command goes on the wire once and its
+//! value is handed to both callers, so the result does not depend on whether
+//! the server (or a proxy in between) repeats or folds duplicate keys. Values
+//! are matched to callers by key, not position, so a proxy that reorders a
+//! multi-get's values is also fine.
+
+use memgroup_proto::{Response, Values};
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
+
+use crate::error::Error;
+
+/// Where a caller's reply goes.
+pub(crate) type ReplyTx = oneshot::Sender<Result<Response, Error>>;
+
+/// Most keys one merged command carries.
+pub(crate) const MAX_KEYS: usize = 64;
+/// Longest command line a merge may grow (memcached reads lines this long
+/// without its large-multiget path).
+pub(crate) const MAX_LINE: usize = 8 * 1024;
+
+/// The callers of one merged retrieval command.
+#[derive(Debug)]
+pub(crate) struct Merged {
+    /// Every distinct key of the command, concatenated.
+    keys: Vec<u8>,
+    entries: Vec<Entry>,
+    /// A 256-bit filter of the keys, so checking for a duplicate rarely
+    /// compares keys.
+    filter: [u64; 4],
+    /// Some key has more than one caller.
+    dups: bool,
+}
+
+#[derive(Debug)]
+struct Entry {
+    /// The key's range in `keys`.
+    start: u32,
+    end: u32,
+    /// Taken when the reply is delivered.
+    reply: Option<ReplyTx>,
+    /// The caller's in-flight permit, released with the reply.
+    _permit: OwnedSemaphorePermit,
+}
+
+/// FNV-1a, for the duplicate filter only.
+fn filter_bit(key: &[u8]) -> (usize, u64) {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let bit = (h >> 56) as usize; // 0..256
+    (bit / 64, 1 << (bit % 64))
+}
+
+impl Merged {
+    /// A merged command whose first caller asked for `key`.
+    pub(crate) fn new(key: &[u8], reply: ReplyTx, permit: OwnedSemaphorePermit) -> Merged {
+        let mut merged = Merged {
+            keys: Vec::with_capacity(key.len() * 8),
+            entries: Vec::with_capacity(8),
+            filter: [0; 4],
+            dups: false,
+        };
+        merged.add(key, reply, permit);
+        merged
+    }
+
+    /// Adds a caller asking for `key`. Returns whether the key is new to the
+    /// command (and so must be appended to the command line).
+    pub(crate) fn add(&mut self, key: &[u8], reply: ReplyTx, permit: OwnedSemaphorePermit) -> bool {
+        let (word, bit) = filter_bit(key);
+        let existing = if self.filter[word] & bit != 0 {
+            self.entries
+                .iter()
+                .find(|e| &self.keys[e.start as usize..e.end as usize] == key)
+                .map(|e| (e.start, e.end))
+        } else {
+            None
+        };
+        let (start, end, new) = match existing {
+            Some((start, end)) => {
+                self.dups = true;
+                (start, end, false)
+            }
+            None => {
+                self.filter[word] |= bit;
+                let start = self.keys.len() as u32;
+                self.keys.extend_from_slice(key);
+                (start, self.keys.len() as u32, true)
+            }
+        };
+        self.entries.push(Entry {
+            start,
+            end,
+            reply: Some(reply),
+            _permit: permit,
+        });
+        new
+    }
+
+    /// Hands each caller its part of the command's reply: its key's value or
+    /// a miss (an empty `Values`). An error reply or a failure goes to every
+    /// caller.
+    pub(crate) fn deliver(mut self, reply: Result<Response, Error>) {
+        let values = match reply {
+            Ok(Response::Values(values)) => values,
+            other => {
+                for entry in &mut self.entries {
+                    if let Some(tx) = entry.reply.take() {
+                        let _ = tx.send(other.clone());
+                    }
+                }
+                return;
+            }
+        };
+        let n = self.entries.len();
+        // Values come in request order from memcached: scanning on from the
+        // last match finds the next one at once. A value for a key nobody
+        // (still) waits for, which a well-behaved server never sends, is
+        // dropped.
+        let mut cursor = 0;
+        for value in values {
+            let from = cursor;
+            for step in 0..n {
+                let i = (from + step) % n;
+                let entry = &mut self.entries[i];
+                if entry.reply.is_none()
+                    || self.keys[entry.start as usize..entry.end as usize] != value.key[..]
+                {
+                    continue;
+                }
+                if let Some(tx) = entry.reply.take() {
+                    let mut one = Values::new();
+                    one.push(value.clone());
+                    let _ = tx.send(Ok(Response::Values(one)));
+                }
+                cursor = i + 1;
+                if !self.dups {
+                    break;
+                }
+            }
+        }
+        for entry in &mut self.entries {
+            if let Some(tx) = entry.reply.take() {
+                let _ = tx.send(Ok(Response::Values(Values::new())));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use memgroup_proto::Value;
+    use tokio::sync::Semaphore;
+
+    use super::*;
+    use crate::error::ErrorKind;
+
+    type Rx = oneshot::Receiver<Result<Response, Error>>;
+
+    /// A merged command for `keys`, in caller order, and each caller's receiver.
+    fn merged(keys: &[&str]) -> (Merged, Vec<Rx>, Arc<Semaphore>, Vec<bool>) {
+        let permits = Arc::new(Semaphore::new(1000));
+        let mut rxs = Vec::new();
+        let mut sent = Vec::new();
+        let mut merged: Option<Merged> = None;
+        for key in keys {
+            let (tx, rx) = oneshot::channel();
+            rxs.push(rx);
+            let permit = permits.clone().try_acquire_owned().unwrap();
+            match &mut merged {
+                None => {
+                    merged = Some(Merged::new(key.as_bytes(), tx, permit));
+                    sent.push(true);
+                }
+                Some(m) => sent.push(m.add(key.as_bytes(), tx, permit)),
+            }
+        }
+        (merged.unwrap(), rxs, permits, sent)
+    }
+
+    fn value(key: &str) -> Value {
+        Value {
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            flags: 7,
+            cas: Some(1),
+            data: Bytes::from(format!("value of {key}")),
+        }
+    }
+
+    fn values(keys: &[&str]) -> Result<Response, Error> {
+        Ok(Response::Values(
+            keys.iter().map(|k| value(k)).collect::<Vec<_>>().into(),
+        ))
+    }
+
+    /// What each caller received: `Some(key)` for a value (checked to be that
+    /// key's), `None` for a miss.
+    fn outcomes(rxs: Vec<Rx>) -> Vec<Option<String>> {
+        rxs.into_iter()
+            .map(
+                |mut rx| match rx.try_recv().expect("every caller is answered") {
+                    Ok(Response::Values(v)) => {
+                        assert!(v.len() <= 1);
+                        v.first().map(|v| {
+                            let key = String::from_utf8(v.key.to_vec()).unwrap();
+                            assert_eq!(v.data, format!("value of {key}").as_bytes());
+                            key
+                        })
+                    }
+                    other => panic!("unexpected {other:?}"),
+                },
+            )
+            .collect()
+    }
+
+    fn some(keys: &[&str]) -> Vec<Option<String>> {
+        keys.iter()
+            .map(|k| (!k.is_empty()).then(|| k.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn values_in_order_with_misses() {
+        let (m, rxs, permits, sent) = merged(&["a", "bb", "c", "d"]);
+        assert_eq!(sent, [true; 4]);
+        m.deliver(values(&["a", "c"]));
+        assert_eq!(outcomes(rxs), some(&["a", "", "c", ""]));
+        assert_eq!(permits.available_permits(), 1000, "permits released");
+    }
+
+    #[test]
+    fn values_out_of_order() {
+        let (m, rxs, ..) = merged(&["a", "b", "c", "d"]);
+        m.deliver(values(&["d", "b", "a"]));
+        assert_eq!(outcomes(rxs), some(&["a", "b", "", "d"]));
+    }
+
+    #[test]
+    fn a_duplicate_key_is_sent_once_and_answers_every_caller() {
+        let (m, rxs, _, sent) = merged(&["a", "b", "a", "c", "a"]);
+        assert_eq!(sent, [true, true, false, true, false]);
+        m.deliver(values(&["a", "b", "c"]));
+        assert_eq!(outcomes(rxs), some(&["a", "b", "a", "c", "a"]));
+        // A server that repeats the value per occurrence: the extra copies
+        // find nobody waiting and are dropped.
+        let (m, rxs, ..) = merged(&["x", "x"]);
+        m.deliver(values(&["x", "x", "x"]));
+        assert_eq!(outcomes(rxs), some(&["x", "x"]));
+    }
+
+    #[test]
+    fn a_key_nobody_asked_for_is_ignored() {
+        let (m, rxs, ..) = merged(&["a", "b"]);
+        m.deliver(values(&["zz", "b"]));
+        assert_eq!(outcomes(rxs), some(&["", "b"]));
+    }
+
+    #[test]
+    fn many_keys_with_filter_collisions() {
+        let keys: Vec<String> = (0..200).map(|i| format!("k{}", i % 150)).collect();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let (m, rxs, _, sent) = merged(&refs);
+        assert_eq!(sent.iter().filter(|&&s| s).count(), 150);
+        let hits: Vec<&str> = refs[..150]
+            .iter()
+            .copied()
+            .filter(|k| k.len() % 2 == 0)
+            .collect();
+        m.deliver(values(&hits));
+        let want: Vec<Option<String>> = refs
+            .iter()
+            .map(|k| (k.len() % 2 == 0).then(|| k.to_string()))
+            .collect();
+        assert_eq!(outcomes(rxs), want);
+    }
+
+    #[test]
+    fn an_error_reply_or_a_failure_goes_to_every_caller() {
+        let (m, rxs, ..) = merged(&["a", "b", "a"]);
+        m.deliver(Ok(Response::ServerError(Bytes::from_static(
+            b"out of memory",
+        ))));
+        for mut rx in rxs {
+            assert!(matches!(rx.try_recv(), Ok(Ok(Response::ServerError(_)))));
+        }
+        let (m, rxs, ..) = merged(&["a", "b"]);
+        m.deliver(Err(Error::new(ErrorKind::Connection, "gone")));
+        for mut rx in rxs {
+            assert!(rx.try_recv().unwrap().unwrap_err().is_connection());
+        }
+    }
+
+    #[test]
+    fn a_caller_that_gave_up_does_not_disturb_the_others() {
+        let (m, mut rxs, permits, _) = merged(&["a", "b", "c"]);
+        drop(rxs.remove(1));
+        m.deliver(values(&["a", "b", "c"]));
+        assert_eq!(outcomes(rxs), some(&["a", "c"]));
+        assert_eq!(permits.available_permits(), 1000);
+    }
+}
