@@ -21,7 +21,9 @@
 //! - `memcache` is synchronous: N in flight means N OS threads sharing one
 //!   `Client` whose pool holds N connections per server.
 //! - memgroup: N tasks sharing one `Client`, pipelining on `pool_size`
-//!   connections (1, and 4 in extra rows).
+//!   connections (1, and 4 in extra rows), with its defaults: concurrent
+//!   single-key `get`s merge into multi-key commands. An extra row turns that
+//!   off (`merge_gets(false)`) to show what batching alone gives.
 //! - The async clients run on a multi-thread tokio runtime with 2 workers.
 //!
 //! Environment: `COMPARE_SECS` (measured seconds per throughput run, default
@@ -313,11 +315,21 @@ fn start_key(w: usize) -> usize {
 // ---- the clients ---------------------------------------------------------------------
 
 fn memgroup_client(rt: &Runtime, addrs: &[&str], pool: usize) -> memgroup_client::Client {
+    memgroup_client_with(rt, addrs, pool, true)
+}
+
+fn memgroup_client_with(
+    rt: &Runtime,
+    addrs: &[&str],
+    pool: usize,
+    merge_gets: bool,
+) -> memgroup_client::Client {
     rt.block_on(
         memgroup_client::Client::builder()
             .servers(&addrs.join(","))
             .expect("server list")
             .pool_size(pool)
+            .merge_gets(merge_gets)
             .connect(),
     )
     .expect("memgroup connect")
@@ -353,7 +365,7 @@ fn value_ok(len: usize) {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Config {
-    Memgroup { pool: usize },
+    Memgroup { pool: usize, merge: bool },
     Memcache,
     AsyncMemcached,
 }
@@ -369,8 +381,8 @@ fn throughput(
     let stop = Arc::new(AtomicBool::new(false));
     let counters: Vec<Arc<Counter>> = (0..in_flight).map(|_| Arc::default()).collect();
     match config {
-        Config::Memgroup { pool } => {
-            let client = memgroup_client(rt, &[addr], pool);
+        Config::Memgroup { pool, merge } => {
+            let client = memgroup_client_with(rt, &[addr], pool, merge);
             let tasks: Vec<_> = counters
                 .iter()
                 .enumerate()
@@ -609,10 +621,20 @@ fn main() {
 
     // 2 + 4. Throughput and CPU per op, rounds interleaved, best round kept.
     let configs = [
-        Config::Memgroup { pool: 1 },
-        Config::Memgroup { pool: 4 },
+        Config::Memgroup {
+            pool: 1,
+            merge: true,
+        },
+        Config::Memgroup {
+            pool: 4,
+            merge: true,
+        },
         Config::Memcache,
         Config::AsyncMemcached,
+        Config::Memgroup {
+            pool: 1,
+            merge: false,
+        },
     ];
     let mut best: HashMap<(usize, usize), Tput> = HashMap::new();
     for round in 0..rounds {
@@ -692,7 +714,7 @@ fn main() {
     drop(servers);
 
     // ---- the table ----
-    let (mg1c, mg4c, mcc, amc) = (0, 1, 2, 3);
+    let (mg1c, mg4c, mcc, amc, mg_nomerge) = (0, 1, 2, 3, 4);
     println!();
     println!(
         "## memgroup vs memcache vs async-memcached ({version}, 127.0.0.1, {VALUE_LEN}-byte values, {KEYS} keys pre-set)"
@@ -723,12 +745,17 @@ fn main() {
             "| get ops/s, {n} in flight, memgroup pool_size 4 | {} (4 conns, {n} tasks) | — | — |",
             kops(&tput(mg4c, n)),
         );
+        println!(
+            "| get ops/s, {n} in flight, memgroup `merge_gets(false)` | {} (1 conn, {n} tasks, one `get` per key) | — | — |",
+            kops(&tput(mg_nomerge, n)),
+        );
     }
     for &n in &IN_FLIGHT {
         println!(
-            "| client CPU µs/op, {n} in flight | {:.2} (pool 1) / {:.2} (pool 4) | {:.2} | {:.2} |",
+            "| client CPU µs/op, {n} in flight | {:.2} (pool 1) / {:.2} (pool 4) / {:.2} (no merging) | {:.2} | {:.2} |",
             tput(mg1c, n).cpu_us_per_op,
             tput(mg4c, n).cpu_us_per_op,
+            tput(mg_nomerge, n).cpu_us_per_op,
             tput(mcc, n).cpu_us_per_op,
             tput(amc, n).cpu_us_per_op,
         );
@@ -746,9 +773,10 @@ fn main() {
     );
     let errors = |c: usize| IN_FLIGHT.iter().map(|&n| tput(c, n).errors).sum::<u64>();
     println!(
-        "| errors/misses during throughput runs | {} (pool 1) / {} (pool 4) | {} | {} |",
+        "| errors/misses during throughput runs | {} (pool 1) / {} (pool 4) / {} (no merging) | {} | {} |",
         errors(mg1c),
         errors(mg4c),
+        errors(mg_nomerge),
         errors(mcc),
         errors(amc),
     );
@@ -766,13 +794,14 @@ fn main() {
         .unwrap();
         let r1 = tput(mg1c, n).ops_per_sec / best_peer.ops_per_sec;
         let r4 = tput(mg4c, n).ops_per_sec / best_peer.ops_per_sec;
+        let r_nm = tput(mg_nomerge, n).ops_per_sec / best_peer.ops_per_sec;
         let target = if n == 32 {
             format!(" — target ≥ 1.5× at 32 in flight: {}", verdict(r1 >= 1.5))
         } else {
             String::new()
         };
         println!(
-            "- Throughput, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}×** (pool 1), {r4:.2}× (pool 4){target}"
+            "- Throughput, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}×** (pool 1), {r4:.2}× (pool 4), {r_nm:.2}× (no merging){target}"
         );
     }
     for &n in &IN_FLIGHT {
@@ -785,8 +814,9 @@ fn main() {
         .unwrap();
         let r1 = tput(mg1c, n).cpu_us_per_op / best_peer.cpu_us_per_op;
         let r4 = tput(mg4c, n).cpu_us_per_op / best_peer.cpu_us_per_op;
+        let r_nm = tput(mg_nomerge, n).cpu_us_per_op / best_peer.cpu_us_per_op;
         println!(
-            "- Client CPU/op, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}** (pool 1), {r4:.2} (pool 4) — target ≤ 0.60: {}",
+            "- Client CPU/op, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}** (pool 1), {r4:.2} (pool 4), {r_nm:.2} (no merging) — target ≤ 0.60: {}",
             verdict(r1 <= 0.60)
         );
     }
@@ -807,6 +837,9 @@ fn main() {
     );
     println!(
         "- Commands per server come from each server's `bytes_read` and `get_hits + get_misses` deltas (memcached's `cmd_get` counts keys, not commands)."
+    );
+    println!(
+        "- memgroup merges concurrent single-key `get`s on a connection into one multi-key `get` (as spymemcached does); each caller still gets exactly its own key's reply. The `merge_gets(false)` rows show write batching alone."
     );
     println!(
         "- Client and the memcached servers share the machine's CPUs, and other work on the machine adds noise: compare within one run only."
