@@ -637,36 +637,38 @@ impl Client {
         let snap = self.snapshot();
         // Validate everything before sending anything.
         let mut wires = Vec::with_capacity(keys.len());
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = std::collections::HashSet::with_capacity(keys.len());
         for key in keys {
             let key = key.as_ref();
             if seen.insert(key) {
                 wires.push((key, Self::wire_key(&snap, key)?));
             }
         }
-        let plans: Vec<Vec<Target>> = {
+        // Every key's read targets, in order, in one flat list: key `i`'s
+        // are `targets[ends[i - 1]..ends[i]]`.
+        let (targets, ends) = {
             let rotation = self.rotation();
             let dead = self.inner.dead.lock();
             let now = Instant::now();
-            wires
-                .iter()
-                .map(|(_, w)| {
-                    snap.topology
-                        .read_targets(&w.bytes, &dead, now, rotation)
-                        .collect()
-                })
-                .collect()
+            let mut targets: Vec<Target> = Vec::with_capacity(wires.len() * 2);
+            let mut ends = Vec::with_capacity(wires.len());
+            for (_, w) in &wires {
+                targets.extend(snap.topology.read_targets(&w.bytes, &dead, now, rotation));
+                ends.push(targets.len());
+            }
+            (targets, ends)
         };
+        let plan = |i: usize| &targets[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
         let mut found: HashMap<Vec<u8>, Item> = HashMap::with_capacity(wires.len());
         let mut done = vec![false; wires.len()];
         let mut answered = vec![false; wires.len()];
         let mut last_error = None;
-        let rounds = plans.iter().map(Vec::len).max().unwrap_or(0);
+        let rounds = (0..wires.len()).map(|i| plan(i).len()).max().unwrap_or(0);
         for round in 0..rounds {
             // (server, slot) → indices of the keys to ask it for.
             let mut batches: HashMap<(ServerId, usize), Vec<usize>> = HashMap::new();
-            for (i, plan) in plans.iter().enumerate() {
-                if let (false, Some(t)) = (done[i], plan.get(round)) {
+            for (i, &done) in done.iter().enumerate() {
+                if let (false, Some(t)) = (done, plan(i).get(round)) {
                     batches.entry((t.server, t.slot)).or_default().push(i);
                 }
             }
@@ -674,7 +676,7 @@ impl Client {
             for ((server, slot), indices) in batches {
                 let snap = &snap;
                 let wires = &wires;
-                let group = plans[indices[0]][round].group;
+                let group = plan(indices[0])[round].group;
                 futures.push(Box::pin(async move {
                     let keys: Vec<Key<'_>> = indices.iter().map(|&i| wires[i].1.key()).collect();
                     let target = Target {
@@ -692,10 +694,17 @@ impl Client {
                         for &i in &indices {
                             answered[i] = true;
                         }
+                        // Values come in request order: scan on from the
+                        // last match.
+                        let mut cursor = 0;
                         for v in values {
-                            if let Some(&i) =
-                                indices.iter().find(|&&i| *wires[i].1.bytes == v.key[..])
-                            {
+                            let n = indices.len();
+                            let found_at = (0..n)
+                                .map(|step| (cursor + step) % n)
+                                .find(|&j| *wires[indices[j]].1.bytes == v.key[..]);
+                            if let Some(j) = found_at {
+                                cursor = j + 1;
+                                let i = indices[j];
                                 done[i] = true;
                                 found.insert(
                                     wires[i].0.to_vec(),
