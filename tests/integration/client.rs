@@ -606,3 +606,48 @@ async fn merging_can_be_turned_off() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_gets_on_a_server_killed_mid_flight_fall_back_together() {
+    bounded(async {
+        let mut groups = spawn_groups(2, 1);
+        let client = Client::builder()
+            .evcache_groups(&evcache_list(&groups))
+            .unwrap()
+            .zone("sg0")
+            .read_fallback(ReadFallback::OneMore)
+            // Longer than `bounded`: a caller the failure does not reach
+            // hangs the test instead of falling back after a timeout.
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
+        let keys: Vec<String> = (0..300).map(|i| format!("midkill:{i}")).collect();
+        for k in &keys {
+            client.set(k, k, 0).await.unwrap();
+        }
+        // Stall sg0's server, queue 300 gets on its connection (they merge and
+        // are written, unanswered), then kill it: the merged commands fail
+        // together and every caller reads its own value from sg1.
+        groups[0][0].stop();
+        let reads = tokio::spawn({
+            let (client, keys) = (client.clone(), keys.clone());
+            async move { join(keys.iter().map(|k| client.get(k))).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let sg1_hits = raw::stat(groups[1][0].addr(), "get_hits");
+        assert!(
+            !reads.is_finished(),
+            "reads finished while their server was stopped"
+        );
+        groups[0][0].kill();
+        let got = reads.await.unwrap();
+        for (k, got) in keys.iter().zip(got) {
+            let item = got.unwrap().unwrap_or_else(|| panic!("{k}: miss"));
+            assert_eq!(item.value, k.as_bytes(), "{k} got another key's value");
+        }
+        // They really were served by sg1, after the kill.
+        let served = raw::stat(groups[1][0].addr(), "get_hits") - sg1_hits;
+        assert_eq!(served, keys.len() as u64);
+    })
+    .await;
+}

@@ -311,4 +311,61 @@ mod tests {
         assert_eq!(outcomes(rxs), some(&["a", "c"]));
         assert_eq!(permits.available_permits(), 1000);
     }
+
+    proptest::proptest! {
+        /// Whatever the callers ask for (repeats included) and however the
+        /// server answers (any order, repeated values per occurrence or one
+        /// per key, stray keys), each caller gets exactly its own key's value
+        /// when it is a hit and a miss otherwise.
+        #[test]
+        fn every_caller_gets_its_own_key(
+            asked in proptest::collection::vec(0u8..24, 1..80),
+            hits in proptest::collection::vec(proptest::bool::ANY, 24),
+            order_seed in proptest::num::u64::ANY,
+            repeat_per_occurrence in proptest::bool::ANY,
+            strays in proptest::collection::vec(24u8..30, 0..4),
+        ) {
+            let names: Vec<String> = asked.iter().map(|k| format!("key{k}")).collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let (m, rxs, permits, sent) = merged(&refs);
+            // The command line: every distinct key once, in first-asked order.
+            let mut line: Vec<u8> = Vec::new();
+            for (k, &s) in asked.iter().zip(&sent) {
+                proptest::prop_assert_eq!(s, !line.contains(k));
+                if s {
+                    line.push(*k);
+                }
+            }
+            // The server's reply.
+            let mut reply: Vec<u8> = Vec::new();
+            for k in &line {
+                if hits[*k as usize] {
+                    let copies = if repeat_per_occurrence {
+                        asked.iter().filter(|a| *a == k).count()
+                    } else {
+                        1
+                    };
+                    reply.extend(std::iter::repeat_n(*k, copies));
+                }
+            }
+            reply.extend(&strays);
+            // A deterministic shuffle.
+            let mut seed = order_seed | 1;
+            for i in (1..reply.len()).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                reply.swap(i, (seed % (i as u64 + 1)) as usize);
+            }
+            let reply_names: Vec<String> = reply.iter().map(|k| format!("key{k}")).collect();
+            let reply_refs: Vec<&str> = reply_names.iter().map(String::as_str).collect();
+            m.deliver(values(&reply_refs));
+            let want: Vec<Option<String>> = asked
+                .iter()
+                .map(|&k| hits[k as usize].then(|| format!("key{k}")))
+                .collect();
+            proptest::prop_assert_eq!(outcomes(rxs), want);
+            proptest::prop_assert_eq!(permits.available_permits(), 1000);
+        }
+    }
 }
