@@ -651,3 +651,40 @@ async fn merged_gets_on_a_server_killed_mid_flight_fall_back_together() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_connection_is_closed_and_replaced_after_the_backoff() {
+    bounded(async {
+        let server = Memcached::spawn();
+        let big = vec![b'x'; 4096];
+        let small = Client::builder()
+            .servers(&server.addr_string())
+            .unwrap()
+            .max_value_size(1024)
+            .build()
+            .unwrap();
+        // Written past the client, which refuses to read it.
+        raw::set(server.addr(), b"big", &big);
+        small.set("ok", "fine", 0).await.unwrap();
+        let open = || raw::stat(server.addr(), "curr_connections");
+        let before = open();
+        // A value over the limit is a protocol error: the connection closes.
+        let err = small.get("big").await.unwrap_err();
+        assert!(err.is_protocol(), "{err}");
+        // During the backoff the server is skipped, and the failed
+        // connection's socket is let go: the server sees it close.
+        assert!(small.get("ok").await.unwrap_err().is_server_dead());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while open() >= before {
+            assert!(
+                Instant::now() < deadline,
+                "the failed connection stayed open"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // After the backoff (1 s) a new connection serves again.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert_eq!(small.get("ok").await.unwrap().unwrap().value, "fine");
+    })
+    .await;
+}

@@ -206,6 +206,15 @@ fn classic_commands_round_trip() {
         }),
         Response::Stats(_)
     ));
+    // `stats reset` answers `RESET` and zeroes the counters.
+    assert!(stat(&mut c, "cmd_get") > 0);
+    assert_eq!(
+        c.call(Request::Stats {
+            arg: Some(key("reset"))
+        }),
+        Response::Ok
+    );
+    assert_eq!(stat(&mut c, "cmd_get"), 0);
 
     // noreply commands get no answer: the next reply belongs to the next request.
     c.send(&[

@@ -281,8 +281,10 @@ impl ClientBuilder {
     }
 
     /// The largest value accepted for writing and reading (default 1 MiB,
-    /// memcached's default item size limit).
+    /// memcached's default item size limit; at most 1 GiB, memcached's
+    /// largest possible item).
     pub fn max_value_size(mut self, bytes: usize) -> Self {
+        let bytes = bytes.min(memgroup_proto::MAX_ITEM_SIZE);
         self.max_value_size = bytes;
         self.conn.limits.max_value = bytes;
         self
@@ -518,6 +520,8 @@ impl Client {
                         .dead
                         .lock()
                         .record_failure(target.server, Instant::now());
+                    drop(conn);
+                    snap.slot(target.server, target.slot).release_failed();
                     Err(e)
                 }
                 other => other,
@@ -1151,7 +1155,8 @@ impl Client {
 
     // ---- per-server commands ------------------------------------------------
 
-    /// `stats` (or `stats <group>`) of every server.
+    /// `stats` (or `stats <group>`) of every server. `stats reset` (which
+    /// zeroes the servers' counters) answers with no statistics.
     pub async fn stats(&self, arg: Option<&str>) -> Result<Vec<ServerStats>, Error> {
         let arg = arg.map(|a| Key::new(a.as_bytes())).transpose()?;
         let request = Request::Stats { arg };
@@ -1166,6 +1171,8 @@ impl Client {
                         .iter()
                         .map(|s| (s.name_str().to_string(), s.value_str().to_string()))
                         .collect()),
+                    // `stats reset` answers `RESET`.
+                    Some(Response::Ok) => Ok(Default::default()),
                     other => Err(unexpected(other.as_ref())),
                 }),
             })

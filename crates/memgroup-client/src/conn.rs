@@ -36,6 +36,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -92,6 +93,9 @@ struct Shared {
     server: Arc<str>,
     state: Mutex<State>,
     wake_writer: Notify,
+    /// Set with `State::closed`, readable without the lock: writers stop
+    /// writing at once, so nothing is sent after callers were told it failed.
+    failed: AtomicBool,
     /// Written batches allowed without a reply before new requests wait.
     max_batches: usize,
     /// Whether queued single-key `get`s join into one command.
@@ -241,7 +245,11 @@ impl Shared {
     /// queued meanwhile, is handed to the writer task.
     fn write_now(&self, mut chunk: BytesMut) {
         while !chunk.is_empty() {
+            if self.failed.load(Ordering::Acquire) {
+                return;
+            }
             match self.socket.try_write(&chunk) {
+                Ok(0) => return self.fail(&write_zero(&self.server)),
                 Ok(n) => {
                     let _ = chunk.split_to(n);
                 }
@@ -274,6 +282,7 @@ impl Shared {
             if state.closed.is_none() {
                 state.closed = Some(error.clone());
             }
+            self.failed.store(true, Ordering::Release);
             state.batches = 0;
             std::mem::take(&mut state.waiters)
         };
@@ -320,6 +329,7 @@ impl Connection {
             server: server.into(),
             state: Mutex::new(State::default()),
             wake_writer: Notify::new(),
+            failed: AtomicBool::new(false),
             merge_gets: settings.merge_gets,
             max_batches: settings.max_batches.max(1),
             permits: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
@@ -346,7 +356,7 @@ impl Connection {
 
     /// Whether the connection has failed (a new one must be made).
     pub(crate) fn is_closed(&self) -> bool {
-        self.inner.shared.state.lock().closed.is_some()
+        self.inner.shared.failed.load(Ordering::Acquire)
     }
 
     /// Sends `request` and waits for its reply. Requests without a reply
@@ -435,6 +445,10 @@ impl Connection {
     }
 }
 
+fn write_zero(server: &str) -> Error {
+    Error::new(ErrorKind::Connection, "the socket accepted no bytes").at(server)
+}
+
 /// What a caller does after queueing its request.
 enum Write {
     /// It took the writer role: write this chunk now.
@@ -467,10 +481,12 @@ async fn write_loop(shared: Arc<Shared>) {
             }
             while !chunk.is_empty() {
                 let written = match shared.socket.writable().await {
+                    Ok(()) if shared.failed.load(Ordering::Acquire) => return,
                     Ok(()) => shared.socket.try_write(&chunk),
                     Err(e) => Err(e),
                 };
                 match written {
+                    Ok(0) => return shared.fail(&write_zero(&shared.server)),
                     Ok(n) => {
                         let _ = chunk.split_to(n);
                     }

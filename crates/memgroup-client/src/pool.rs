@@ -21,11 +21,21 @@ pub(crate) struct Slot {
 impl Slot {
     /// The slot's connection, if it is open.
     pub(crate) fn live(&self) -> Option<Connection> {
-        self.conn
-            .lock()
-            .as_ref()
-            .filter(|c| !c.is_closed())
-            .cloned()
+        let conn = self.conn.lock().clone()?;
+        if conn.is_closed() {
+            self.release_failed();
+            return None;
+        }
+        Some(conn)
+    }
+
+    /// Lets go of the slot's connection if it has failed, so its socket
+    /// closes as soon as the callers still holding it are done.
+    pub(crate) fn release_failed(&self) {
+        let mut slot = self.conn.lock();
+        let failed = slot.take_if(|c| c.is_closed());
+        drop(slot);
+        drop(failed);
     }
 }
 

@@ -42,8 +42,13 @@ pub struct Limits {
     /// The longest reply line, without its `\r\n` (default 8 KiB).
     pub max_line: usize,
     /// The largest value (data block) in bytes (default 1 MiB, memcached's `-I` default).
+    /// Values over [`MAX_ITEM_SIZE`] are refused whatever this says.
     pub max_value: usize,
 }
+
+/// The largest item memcached can hold (`-I 1024m`): a longer data block is a
+/// corrupt or hostile header, refused before anything is allocated for it.
+pub const MAX_ITEM_SIZE: usize = 1 << 30;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -195,6 +200,8 @@ enum Line {
         cas: Option<u64>,
     },
     End,
+    /// `RESET`, the reply to `stats reset`.
+    Reset,
     Stat {
         name: Range<usize>,
         value: Range<usize>,
@@ -338,6 +345,10 @@ impl Decoder {
                     buf.advance(line_len + 2);
                     return Ok(Some(Response::Stats(std::mem::take(&mut self.stats))));
                 }
+                (Line::Reset, Expect::Stats) if self.stats.is_empty() => {
+                    buf.advance(line_len + 2);
+                    return Ok(Some(Response::Ok));
+                }
                 (Line::Stat { name, value }, Expect::Stats) => {
                     let line = split_line(buf, line_len);
                     self.stats.push(Stat {
@@ -383,10 +394,10 @@ impl Decoder {
 
     fn check_len(&self, len: u64) -> Result<usize, ProtoError> {
         match usize::try_from(len) {
-            Ok(n) if n <= self.limits.max_value => Ok(n),
+            Ok(n) if n <= self.limits.max_value.min(MAX_ITEM_SIZE) => Ok(n),
             _ => Err(ProtoError::ValueTooLarge {
                 len,
-                limit: self.limits.max_value,
+                limit: self.limits.max_value.min(MAX_ITEM_SIZE),
             }),
         }
     }
@@ -541,6 +552,7 @@ fn classify(line: &[u8]) -> Result<Line, ProtoError> {
     // The common fixed replies first: one comparison each.
     let plain = match line {
         b"END" => return Ok(Line::End),
+        b"RESET" => return Ok(Line::Reset),
         b"STORED" => Response::Stored,
         b"NOT_STORED" => Response::NotStored,
         b"EXISTS" => Response::Exists,

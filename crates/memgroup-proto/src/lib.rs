@@ -42,7 +42,7 @@ mod response;
 #[cfg(test)]
 mod tests;
 
-pub use decode::{Decoder, Expect, Limits, ProtoError};
+pub use decode::{Decoder, Expect, Limits, MAX_ITEM_SIZE, ProtoError};
 pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};
 pub use request::{ArithMode, MetaFlag, Request, SetMode, StoreCommand};
 pub use response::{MetaResponse, MetaStatus, Response, Stat, Value, Values};

@@ -238,7 +238,7 @@ pub enum Response {
     Deleted,
     /// `TOUCHED`
     Touched,
-    /// `OK` (`flush_all`, `verbosity`).
+    /// `OK` (`flush_all`, `verbosity`), and `RESET` (`stats reset`).
     Ok,
     /// The new value after `incr`/`decr`.
     Number(u64),

@@ -168,6 +168,59 @@ fn fixtures_from_memcached_1_6() {
         Response::ServerError(b(b"out of memory")),
     );
     check(b"ERROR\r\n", Stats, Response::Error);
+    // `stats reset` answers `RESET`.
+    check(b"RESET\r\n", Stats, Response::Ok);
+}
+
+#[test]
+fn an_absurd_value_length_is_refused_whatever_the_limit() {
+    let mut dec = Decoder::new(Limits {
+        max_line: 8 * 1024,
+        max_value: usize::MAX,
+    });
+    for header in [
+        &b"VALUE k 0 18446744073709551615\r\n"[..],
+        b"VALUE k 0 4611686018427387904\r\n",
+        b"VA 1073741825 f0\r\n",
+    ] {
+        let mut buf = BytesMut::from(header);
+        let expect = if header.starts_with(b"VA") {
+            Expect::Single
+        } else {
+            Expect::Values
+        };
+        // Too large, or (past u64) not a number: an error either way, and
+        // nothing reserved for it.
+        assert!(
+            dec.decode(&mut buf, expect).is_err(),
+            "{}",
+            String::from_utf8_lossy(header)
+        );
+        assert!(buf.capacity() < 1024, "reserved {} bytes", buf.capacity());
+        dec = Decoder::new(Limits {
+            max_line: 8 * 1024,
+            max_value: usize::MAX,
+        });
+    }
+}
+
+#[test]
+fn reset_is_only_a_stats_reply() {
+    for expect in [Expect::Single, Expect::Values] {
+        let mut buf = BytesMut::from(&b"RESET\r\n"[..]);
+        assert!(
+            Decoder::new(Limits::default())
+                .decode(&mut buf, expect)
+                .is_err()
+        );
+    }
+    // Not in the middle of STAT lines either.
+    let mut buf = BytesMut::from(&b"STAT pid 1\r\nRESET\r\n"[..]);
+    assert!(
+        Decoder::new(Limits::default())
+            .decode(&mut buf, Expect::Stats)
+            .is_err()
+    );
 }
 
 #[test]

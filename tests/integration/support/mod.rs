@@ -208,6 +208,19 @@ pub mod raw {
         }
     }
 
+    /// Stores `value` under `key` (flags 0, no expiry).
+    pub fn set(addr: SocketAddr, key: &[u8], value: &[u8]) {
+        let request = Request::Store {
+            command: memgroup::proto::StoreCommand::Set,
+            key: Key::new(key).unwrap(),
+            flags: 0,
+            exptime: 0,
+            data: value,
+            noreply: false,
+        };
+        assert_eq!(call(addr, request), Response::Stored);
+    }
+
     /// The value stored under `key`, if any.
     pub fn get(addr: SocketAddr, key: &[u8]) -> Option<Vec<u8>> {
         let keys = [Key::new(key).unwrap()];
