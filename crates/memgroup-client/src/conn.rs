@@ -31,6 +31,12 @@
 //! that does not parse) closes the connection, and then every waiting caller
 //! fails at once with a connection or protocol error.
 //!
+//! Requests sent with `noreply` get no waiter: pairing relies on the server
+//! staying silent for them. memcached 1.6 answers a `noreply` command only
+//! when its data block does not match its declared length (checked by hand:
+//! an over-size value is swallowed silently), which the encoder never
+//! produces.
+//!
 //! A semaphore caps the requests in flight per connection: callers beyond the
 //! cap wait (inside their timeout) instead of growing queues without bound.
 
