@@ -688,3 +688,25 @@ async fn a_failed_connection_is_closed_and_replaced_after_the_backoff() {
     })
     .await;
 }
+
+/// The batching writer yields to let callers queue: on a single-threaded
+/// runtime that must still make progress (nothing else runs the writer).
+#[tokio::test(flavor = "current_thread")]
+async fn batching_and_merging_work_on_a_current_thread_runtime() {
+    bounded(async {
+        let server = Memcached::spawn();
+        let client = one_server(&server).build().unwrap();
+        let keys: Vec<String> = (0..300).map(|i| format!("ct:{i}")).collect();
+        for got in join(keys.iter().map(|k| client.set(k, k, 0))).await {
+            assert!(got.unwrap().applied());
+        }
+        for _ in 0..5 {
+            let got = join(keys.iter().map(|k| client.get(k))).await;
+            for (k, got) in keys.iter().zip(got) {
+                assert_eq!(got.unwrap().unwrap().value, k.as_bytes());
+            }
+        }
+        assert_eq!(raw::stat(server.addr(), "get_hits"), 5 * 300);
+    })
+    .await;
+}
