@@ -8,9 +8,10 @@
 //!
 //! **Writes are batched.** Whoever holds the writer role writes everything
 //! queued so far with one `write` call:
-//! - When nothing is on the wire, the caller takes the role and writes at
-//!   once without blocking (`try_write`, no task switch): an idle connection
-//!   adds no latency.
+//! - When nothing is on the wire, or only a few callers
+//!   (`DIRECT_WRITE_CALLERS`) have requests in flight, the caller takes the
+//!   role and writes at once without blocking (`try_write`, no task switch):
+//!   a lightly loaded connection adds no latency.
 //! - Otherwise, while fewer than `max_batches` written batches await their
 //!   last reply, the writer task takes the role. It first yields once, so the
 //!   tasks that are ready to run (typically the callers the reader just
@@ -104,6 +105,8 @@ struct Shared {
     failed: AtomicBool,
     /// Written batches allowed without a reply before new requests wait.
     max_batches: usize,
+    /// The size of `permits`.
+    max_in_flight: usize,
     /// Whether queued single-key `get`s join into one command.
     merge_gets: bool,
     permits: Arc<Semaphore>,
@@ -245,7 +248,21 @@ struct OpenGet {
     keys: usize,
 }
 
+/// Up to this many callers in flight on a connection (this one included), a
+/// caller writes its request at once even behind unanswered writes: so few
+/// requests would rarely share a batch, and handing the write to the writer
+/// task costs a scheduler round trip (measured on loopback: 4 closed-loop
+/// callers went from ~81k to ~61k gets/s when every such write was handed
+/// over; 16 and more gain from batching).
+const DIRECT_WRITE_CALLERS: usize = 4;
+
 impl Shared {
+    /// Callers holding an in-flight permit (requests queued or awaiting a
+    /// reply, merged ones counted per caller).
+    fn callers_in_flight(&self) -> usize {
+        self.max_in_flight - self.permits.available_permits()
+    }
+
     /// Writes `chunk` without blocking, as the holder of the writer role;
     /// what does not fit in the socket buffer, and whatever other callers
     /// queued meanwhile, is handed to the writer task.
@@ -338,6 +355,7 @@ impl Connection {
             failed: AtomicBool::new(false),
             merge_gets: settings.merge_gets,
             max_batches: settings.max_batches.max(1),
+            max_in_flight: settings.max_in_flight.max(1),
             permits: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
             socket: write,
         });
@@ -421,8 +439,10 @@ impl Connection {
                 // The writer role's holder, or the reader when a batch's
                 // last reply arrives, sends this request.
                 Write::Queued
-            } else if state.batches == 0 && state.front.is_empty() {
-                // Nothing on the wire: send at once, from this task.
+            } else if state.front.is_empty()
+                && (state.batches == 0 || shared.callers_in_flight() <= DIRECT_WRITE_CALLERS)
+            {
+                // Nothing (or little) on the wire: send at once, from this task.
                 state.writing = true;
                 let chunk = state.out.split();
                 state.open = None;
