@@ -55,7 +55,7 @@ const MULTI_KEYS: usize = 100;
 const MULTI_CALLS: usize = 2_000;
 const MULTI_WARMUP: usize = 200;
 const WARMUP: Duration = Duration::from_millis(500);
-const IN_FLIGHT: [usize; 2] = [32, 256];
+const IN_FLIGHT: [usize; 3] = [4, 32, 256];
 
 fn key(i: usize) -> String {
     format!("key:{i:06}")
