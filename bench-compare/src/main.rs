@@ -815,9 +815,16 @@ fn main() {
         let r1 = tput(mg1c, n).cpu_us_per_op / best_peer.cpu_us_per_op;
         let r4 = tput(mg4c, n).cpu_us_per_op / best_peer.cpu_us_per_op;
         let r_nm = tput(mg_nomerge, n).cpu_us_per_op / best_peer.cpu_us_per_op;
+        // The targets are set for the throughput runs of the brief (32 and
+        // 256 in flight); 4 in flight shows a light load, where requests
+        // rarely share a write.
+        let target = if n >= 32 {
+            format!(" — target ≤ 0.60: {}", verdict(r1 <= 0.60))
+        } else {
+            " (light load: no target)".to_string()
+        };
         println!(
-            "- Client CPU/op, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}** (pool 1), {r4:.2} (pool 4), {r_nm:.2} (no merging) — target ≤ 0.60: {}",
-            verdict(r1 <= 0.60)
+            "- Client CPU/op, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}** (pool 1), {r4:.2} (pool 4), {r_nm:.2} (no merging){target}"
         );
     }
     let one_each = mg_rt.iter().all(|&(n, c)| n == 0 || c == 1.0)
