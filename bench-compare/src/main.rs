@@ -28,7 +28,7 @@
 //!
 //! Environment: `COMPARE_SECS` (measured seconds per throughput run, default
 //! 3), `COMPARE_ROUNDS` (interleaved rounds per throughput config, best one
-//! reported, default 2).
+//! reported, default 2; each round starts with a different client).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -639,7 +639,11 @@ fn main() {
     let mut best: HashMap<(usize, usize), Tput> = HashMap::new();
     for round in 0..rounds {
         for &n in &IN_FLIGHT {
-            for (c, &config) in configs.iter().enumerate() {
+            // Each round starts with another client, so none always runs
+            // first (or right after the same neighbour).
+            for k in 0..configs.len() {
+                let c = (k + round) % configs.len();
+                let config = configs[c];
                 eprintln!(
                     "throughput round {} / {rounds}: config {c}, {n} in flight …",
                     round + 1
