@@ -135,6 +135,68 @@ struct State {
 }
 
 impl State {
+    /// Encodes `request` into `out` (or joins it to the open `get`) and, if
+    /// it expects a reply, queues its waiter. Returns where the reply will
+    /// arrive.
+    fn queue(
+        &mut self,
+        request: &Request<'_>,
+        merge_gets: bool,
+        permit: OwnedSemaphorePermit,
+    ) -> Option<oneshot::Receiver<Result<Response, Error>>> {
+        let Some(expect) = request.expect() else {
+            request.encode(&mut self.out);
+            self.open = None;
+            return None;
+        };
+        let (tx, receiver) = oneshot::channel();
+        let single = match request {
+            Request::Get { keys: [key] } if merge_gets => Some((false, key)),
+            Request::Gets { keys: [key] } if merge_gets => Some((true, key)),
+            _ => None,
+        };
+        let joined = match single {
+            Some((gets, key)) => self.join_open(gets, key.as_bytes(), tx, permit),
+            None => Err((tx, permit)),
+        };
+        if let Err((tx, permit)) = joined {
+            let start = self.out.len();
+            request.encode(&mut self.out);
+            self.open = single.map(|(gets, _)| OpenGet {
+                start,
+                gets,
+                keys: 1,
+            });
+            self.waiters.push_back(Waiter {
+                expect,
+                ends_batch: false,
+                reply: Some(Reply::One(tx, permit)),
+            });
+        }
+        Some(receiver)
+    }
+
+    /// Who writes what was just queued (see the module docs).
+    fn next_write(&mut self, shared: &Shared) -> Write {
+        if self.writing || self.batches >= shared.max_batches {
+            // The writer role's holder, or the reader when a batch's last
+            // reply arrives, sends it.
+            Write::Queued
+        } else if self.front.is_empty()
+            && (self.batches == 0 || shared.callers_in_flight() <= DIRECT_WRITE_CALLERS)
+        {
+            // Nothing (or little) on the wire: send at once, from this task.
+            self.writing = true;
+            let chunk = self.out.split();
+            self.open = None;
+            self.mark_batch();
+            Write::Now(chunk)
+        } else {
+            self.writing = true;
+            Write::Wake
+        }
+    }
+
     /// Joins a caller's single-key retrieval to the open `get`/`gets`, or
     /// hands the reply sender and permit back when it cannot.
     fn join_open(
@@ -401,57 +463,8 @@ impl Connection {
             if let Some(error) = &state.closed {
                 return Err(error.clone());
             }
-            let receiver = match request.expect() {
-                Some(expect) => {
-                    let (tx, receiver) = oneshot::channel();
-                    let single = match request {
-                        Request::Get { keys: [key] } if shared.merge_gets => Some((false, key)),
-                        Request::Gets { keys: [key] } if shared.merge_gets => Some((true, key)),
-                        _ => None,
-                    };
-                    let joined = match single {
-                        Some((gets, key)) => state.join_open(gets, key.as_bytes(), tx, permit),
-                        None => Err((tx, permit)),
-                    };
-                    if let Err((tx, permit)) = joined {
-                        let start = state.out.len();
-                        request.encode(&mut state.out);
-                        state.open = single.map(|(gets, _)| OpenGet {
-                            start,
-                            gets,
-                            keys: 1,
-                        });
-                        state.waiters.push_back(Waiter {
-                            expect,
-                            ends_batch: false,
-                            reply: Some(Reply::One(tx, permit)),
-                        });
-                    }
-                    Some(receiver)
-                }
-                None => {
-                    request.encode(&mut state.out);
-                    state.open = None;
-                    None
-                }
-            };
-            let write = if state.writing || state.batches >= shared.max_batches {
-                // The writer role's holder, or the reader when a batch's
-                // last reply arrives, sends this request.
-                Write::Queued
-            } else if state.front.is_empty()
-                && (state.batches == 0 || shared.callers_in_flight() <= DIRECT_WRITE_CALLERS)
-            {
-                // Nothing (or little) on the wire: send at once, from this task.
-                state.writing = true;
-                let chunk = state.out.split();
-                state.open = None;
-                state.mark_batch();
-                Write::Now(chunk)
-            } else {
-                state.writing = true;
-                Write::Wake
-            };
+            let receiver = state.queue(request, shared.merge_gets, permit);
+            let write = state.next_write(shared);
             (receiver, write)
         };
         match write {
