@@ -702,9 +702,7 @@ impl Client {
                         // last match.
                         let mut cursor = 0;
                         for v in values {
-                            let n = indices.len();
-                            let found_at = (0..n)
-                                .map(|step| (cursor + step) % n)
+                            let found_at = crate::merge::circular(cursor, indices.len())
                                 .find(|&j| *wires[indices[j]].1.bytes == v.key[..]);
                             if let Some(j) = found_at {
                                 cursor = j + 1;

@@ -51,6 +51,13 @@ struct Entry {
     _permit: OwnedSemaphorePermit,
 }
 
+/// The indices `0..n` starting at `from` and wrapping around: where a reply's
+/// values are looked up among the keys asked for. Values come back in request
+/// order, so starting after the last match usually finds the next at once.
+pub(crate) fn circular(from: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |step| (from + step) % n)
+}
+
 /// FNV-1a, for the duplicate filter only.
 fn filter_bit(key: &[u8]) -> (usize, u64) {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -129,9 +136,7 @@ impl Merged {
         // dropped.
         let mut cursor = 0;
         for value in values {
-            let from = cursor;
-            for step in 0..n {
-                let i = (from + step) % n;
+            for i in circular(cursor, n) {
                 let entry = &mut self.entries[i];
                 if entry.reply.is_none()
                     || self.keys[entry.start as usize..entry.end as usize] != value.key[..]
