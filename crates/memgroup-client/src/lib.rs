@@ -60,17 +60,24 @@
 //! # Ok(()) }
 //! ```
 
+mod admin;
+mod builder;
 mod client;
 mod conn;
 pub mod crawler;
 mod error;
+mod item;
 mod join;
 mod merge;
 mod pool;
+mod read;
 pub mod value;
+mod write;
 
-pub use client::{Client, ClientBuilder, GroupOutcome, Item, ServerStats, WriteOutcome};
+pub use builder::ClientBuilder;
+pub use client::Client;
 pub use error::{Error, ErrorKind};
+pub use item::{GroupOutcome, Item, ServerStats, WriteOutcome};
 pub use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus};
 
 /// `Client` is shared across tasks: checked at compile time.

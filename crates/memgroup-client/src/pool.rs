@@ -1,26 +1,39 @@
 //! Connection slots: `pool_size` lazily opened connections per server,
-//! reconnected after the topology's dead-host backoff.
+//! opened on first use and reopened after the topology's dead-host backoff.
+//!
+//! The pool owns the two pieces of shared state every operation consults: the
+//! current [`Snapshot`] (topology plus slots, swapped whole on a change) and
+//! the [`DeadHosts`] record. Time comes from tokio's clock ([`now`]), so tests
+//! running under paused time drive the backoff without sleeping.
 
 use std::sync::Arc;
 
-use memgroup_topology::{ServerId, Topology};
-use parking_lot::Mutex;
+use memgroup_topology::{DeadHosts, ServerId, Topology};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use crate::conn::Connection;
+use crate::conn::{ConnSettings, Connection};
+use crate::error::{Error, ErrorKind};
+use crate::join::{BoxFuture, join_all};
+
+/// The current time on tokio's clock, as the `std` instant the pure topology
+/// takes. Under `tokio::time::pause` it moves only when the test moves it.
+pub(crate) fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// One connection slot of one server.
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
     /// The live connection, if any. A closed one is replaced on next use.
-    pub(crate) conn: Mutex<Option<Connection>>,
+    conn: Mutex<Option<Connection>>,
     /// Held while connecting so concurrent callers wait for one attempt
     /// instead of each opening a socket.
-    pub(crate) connecting: tokio::sync::Mutex<()>,
+    connecting: tokio::sync::Mutex<()>,
 }
 
 impl Slot {
     /// The slot's connection, if it is open.
-    pub(crate) fn live(&self) -> Option<Connection> {
+    fn live(&self) -> Option<Connection> {
         let conn = self.conn.lock().clone()?;
         if conn.is_closed() {
             self.release_failed();
@@ -31,7 +44,7 @@ impl Slot {
 
     /// Lets go of the slot's connection if it has failed, so its socket
     /// closes as soon as the callers still holding it are done.
-    pub(crate) fn release_failed(&self) {
+    fn release_failed(&self) {
         let mut slot = self.conn.lock();
         let failed = slot.take_if(|c| c.is_closed());
         drop(slot);
@@ -47,13 +60,13 @@ pub(crate) struct Snapshot {
     pub(crate) topology: Arc<Topology>,
     /// `slots[server][slot]`, the number of slots being the largest
     /// `pool_size` of the groups the server belongs to.
-    pub(crate) slots: Vec<Vec<Arc<Slot>>>,
+    slots: Vec<Vec<Arc<Slot>>>,
     /// `host:port` of each server, for connecting and for error messages.
-    pub(crate) names: Vec<Arc<str>>,
+    names: Vec<Arc<str>>,
 }
 
 impl Snapshot {
-    pub(crate) fn new(topology: Arc<Topology>, previous: Option<&Snapshot>) -> Snapshot {
+    fn new(topology: Arc<Topology>, previous: Option<&Snapshot>) -> Snapshot {
         let names: Vec<Arc<str>> = topology
             .servers()
             .iter()
@@ -83,12 +96,124 @@ impl Snapshot {
         }
     }
 
-    pub(crate) fn slot(&self, server: ServerId, slot: usize) -> &Arc<Slot> {
+    fn slot(&self, server: ServerId, slot: usize) -> &Arc<Slot> {
         let slots = &self.slots[server.0];
         &slots[slot % slots.len()]
     }
 
+    /// `host:port` of `server`.
     pub(crate) fn name(&self, server: ServerId) -> &Arc<str> {
         &self.names[server.0]
+    }
+
+    /// How many distinct servers the topology has.
+    pub(crate) fn server_count(&self) -> usize {
+        self.names.len()
+    }
+}
+
+/// The snapshot, the dead-host record and the settings to open connections.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    snapshot: RwLock<Arc<Snapshot>>,
+    dead: Mutex<DeadHosts>,
+    settings: ConnSettings,
+}
+
+impl Pool {
+    pub(crate) fn new(topology: Topology, settings: ConnSettings) -> Pool {
+        let topology = Arc::new(topology);
+        Pool {
+            dead: Mutex::new(DeadHosts::new(&topology)),
+            snapshot: RwLock::new(Arc::new(Snapshot::new(topology, None))),
+            settings,
+        }
+    }
+
+    /// The current snapshot; operations hold it for their whole run.
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.read().clone()
+    }
+
+    /// The dead-host record, locked. Hold it only to select targets.
+    pub(crate) fn dead(&self) -> MutexGuard<'_, DeadHosts> {
+        self.dead.lock()
+    }
+
+    /// Switches to `topology`, keeping the slots and the dead-host state of
+    /// servers that stay.
+    pub(crate) fn set_topology(&self, topology: Topology) {
+        let topology = Arc::new(topology);
+        let mut current = self.snapshot.write();
+        let mut dead = self.dead.lock();
+        *dead = dead.carry_over(&current.topology, &topology);
+        *current = Arc::new(Snapshot::new(topology, Some(&current)));
+    }
+
+    /// The connection of a slot, opening it if needed (unless the server is
+    /// in its dead-host backoff).
+    pub(crate) async fn connection(
+        &self,
+        snap: &Snapshot,
+        server: ServerId,
+        slot: usize,
+    ) -> Result<Connection, Error> {
+        let entry = snap.slot(server, slot);
+        if let Some(conn) = entry.live() {
+            return Ok(conn);
+        }
+        let _connecting = entry.connecting.lock().await;
+        if let Some(conn) = entry.live() {
+            return Ok(conn);
+        }
+        let name = snap.name(server);
+        if self.dead.lock().is_dead(server, now()) {
+            return Err(
+                Error::new(ErrorKind::ServerDead, "server is marked dead (backoff)").at(name),
+            );
+        }
+        match Connection::connect(name, &self.settings).await {
+            Ok(conn) => {
+                self.dead.lock().record_success(server);
+                *entry.conn.lock() = Some(conn.clone());
+                Ok(conn)
+            }
+            Err(e) => {
+                self.dead.lock().record_failure(server, now());
+                Err(e)
+            }
+        }
+    }
+
+    /// Records that `server`'s connection in `slot` broke: the server enters
+    /// its backoff and the slot lets go of the connection.
+    pub(crate) fn connection_failed(&self, snap: &Snapshot, server: ServerId, slot: usize) {
+        self.dead.lock().record_failure(server, now());
+        snap.slot(server, slot).release_failed();
+    }
+
+    /// Opens every connection slot of every server now. Fails only if no
+    /// server could be reached.
+    pub(crate) async fn connect_all(&self) -> Result<(), Error> {
+        let snap = self.snapshot();
+        let mut futures: Vec<BoxFuture<'_, Result<(), Error>>> = Vec::new();
+        for (server, slots) in snap.slots.iter().enumerate() {
+            for slot in 0..slots.len() {
+                let snap = &snap;
+                futures.push(Box::pin(async move {
+                    self.connection(snap, ServerId(server), slot)
+                        .await
+                        .map(drop)
+                }));
+            }
+        }
+        let results = join_all(futures).await;
+        if results.iter().any(Result::is_ok) {
+            return Ok(());
+        }
+        Err(results
+            .into_iter()
+            .find_map(Result::err)
+            .unwrap_or_else(|| Error::new(ErrorKind::Config, "no servers")))
     }
 }

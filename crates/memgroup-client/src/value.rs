@@ -35,8 +35,8 @@
 
 use bytes::Bytes;
 
-use crate::client::Item;
 use crate::error::{Error, ErrorKind};
+use crate::item::Item;
 
 /// `Byte`
 pub const FLAG_BYTE: u32 = 0x1;

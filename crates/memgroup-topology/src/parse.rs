@@ -4,8 +4,6 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use memgroup_hash::{HashStrategy, NodeNaming};
-
 use crate::{
     ClusterSpec, GroupSpec, ReadFallback, ServerAddr, ServerSpec, TopologyError, WritePolicy,
 };
@@ -253,7 +251,7 @@ impl ClusterSpec {
     ///
     /// | parameter | value | effect |
     /// |---|---|---|
-    /// | `hash` | a [`HashStrategy`] name | every group's strategy |
+    /// | `hash` | a [`HashStrategy`](memgroup_hash::HashStrategy) name | every group's strategy |
     /// | `naming` | `spymemcached`, `libmemcached`, `evcache` | every group's ketama names |
     /// | `sanitize` | `true` / `false` | every group's key sanitising |
     /// | `pool_size` | integer ≥ 1 | every group's connection slots per server |
@@ -316,30 +314,19 @@ impl ClusterSpec {
             let millis = || parse_decimal::<u64>(value).map(Duration::from_millis);
             match name {
                 "hash" => {
-                    let strategy: HashStrategy = value.parse().map_err(|_| bad())?;
-                    for group in &mut spec.groups {
-                        group.locator.strategy = strategy;
-                    }
+                    spec = spec.with_hash(value.parse().map_err(|_| bad())?);
                 }
                 "naming" => {
-                    let naming: NodeNaming = value.parse().map_err(|_| bad())?;
-                    for group in &mut spec.groups {
-                        group.locator.node_naming = naming;
-                    }
+                    spec = spec.with_node_naming(value.parse().map_err(|_| bad())?);
                 }
                 "sanitize" => {
-                    let sanitize = parse_bool(value).ok_or_else(bad)?;
-                    for group in &mut spec.groups {
-                        group.locator.sanitize_keys = sanitize;
-                    }
+                    spec = spec.with_sanitize_keys(parse_bool(value).ok_or_else(bad)?);
                 }
                 "pool_size" => {
                     let size = parse_decimal::<usize>(value)
                         .filter(|&n| n > 0)
                         .ok_or_else(bad)?;
-                    for group in &mut spec.groups {
-                        group.pool_size = size;
-                    }
+                    spec = spec.with_pool_size(size);
                 }
                 "zone" if !value.is_empty() => spec.settings.local_zone = Some(value.to_owned()),
                 "read_fallback" => {
@@ -391,6 +378,7 @@ fn parse_bool(value: &str) -> Option<bool> {
 mod tests {
     use super::*;
     use crate::Settings;
+    use memgroup_hash::{HashStrategy, NodeNaming};
 
     fn addr(host: &str, port: u16) -> ServerAddr {
         ServerAddr::new(host, port)

@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use memgroup_hash::{HashStrategy, LocatorConfig, Node};
+use memgroup_hash::{HashStrategy, LocatorConfig, Node, NodeNaming};
 
 use crate::TopologyError;
 
@@ -553,6 +553,48 @@ impl ClusterSpec {
     pub fn with_pool_size(mut self, pool_size: usize) -> ClusterSpec {
         for group in &mut self.groups {
             group.pool_size = pool_size;
+        }
+        self
+    }
+
+    /// Gives every group the hashing strategy `strategy`, keeping each group's other
+    /// locator settings (node naming, key sanitising, failover probe bound).
+    ///
+    /// This and the other `with_*` overrides are the one place cluster-wide settings are
+    /// applied: the client builder, the `memcache://` URL parser and the tool all call them.
+    ///
+    /// ```
+    /// use memgroup_hash::HashStrategy;
+    /// use memgroup_topology::ClusterSpec;
+    /// let spec = ClusterSpec::parse_server_list("h1:1,h2:1")?
+    ///     .with_sanitize_keys(true)
+    ///     .with_hash(HashStrategy::Native);
+    /// assert_eq!(spec.groups[0].locator.strategy, HashStrategy::Native);
+    /// assert!(spec.groups[0].locator.sanitize_keys); // kept
+    /// # Ok::<(), memgroup_topology::TopologyError>(())
+    /// ```
+    #[must_use]
+    pub fn with_hash(mut self, strategy: HashStrategy) -> ClusterSpec {
+        for group in &mut self.groups {
+            group.locator.strategy = strategy;
+        }
+        self
+    }
+
+    /// Gives every group the ketama node-naming policy `naming`.
+    #[must_use]
+    pub fn with_node_naming(mut self, naming: NodeNaming) -> ClusterSpec {
+        for group in &mut self.groups {
+            group.locator.node_naming = naming;
+        }
+        self
+    }
+
+    /// Turns Whalin-style key sanitising on or off in every group.
+    #[must_use]
+    pub fn with_sanitize_keys(mut self, sanitize: bool) -> ClusterSpec {
+        for group in &mut self.groups {
+            group.locator.sanitize_keys = sanitize;
         }
         self
     }

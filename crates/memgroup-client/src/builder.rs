@@ -1,0 +1,246 @@
+//! [`ClientBuilder`]: the cluster description, cluster-wide overrides and the
+//! client's own settings, validated into a [`Client`].
+
+use std::time::Duration;
+
+use memgroup_hash::{HashStrategy, NodeNaming};
+use memgroup_proto::Limits;
+use memgroup_topology::{ClusterSpec, GroupSpec, ReadFallback, Settings, Topology, WritePolicy};
+
+use crate::client::Client;
+use crate::conn::ConnSettings;
+use crate::error::{Error, ErrorKind};
+
+/// Configures and builds a [`Client`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), memgroup_client::Error> {
+/// use std::time::Duration;
+/// use memgroup_client::Client;
+/// use memgroup_hash::HashStrategy;
+///
+/// let client = Client::builder()
+///     .evcache_groups("us-east-1a=10.0.0.1:11211,10.0.0.2:11211;us-east-1b=10.0.1.1:11211,10.0.1.2:11211")?
+///     .zone("us-east-1a")
+///     .hash(HashStrategy::Ketama)
+///     .pool_size(4)
+///     .timeout(Duration::from_millis(200))
+///     .build()?;
+/// client.set("user:42", "Ada", 300).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    spec: ClusterSpec,
+    hash: Option<HashStrategy>,
+    naming: Option<NodeNaming>,
+    sanitize: Option<bool>,
+    pool_size: Option<usize>,
+    pub(crate) op_timeout: Duration,
+    pub(crate) conn: ConnSettings,
+    pub(crate) max_value_size: usize,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            spec: ClusterSpec::default(),
+            hash: None,
+            naming: None,
+            sanitize: None,
+            pool_size: None,
+            op_timeout: Duration::from_millis(500),
+            conn: ConnSettings {
+                connect_timeout: Duration::from_secs(1),
+                nodelay: true,
+                max_in_flight: 1024,
+                max_batches: 4,
+                merge_gets: true,
+                limits: Limits::default(),
+            },
+            max_value_size: 1024 * 1024,
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// Adds a server group.
+    pub fn group(mut self, group: GroupSpec) -> Self {
+        self.spec.groups.push(group);
+        self
+    }
+
+    /// Adds the groups and settings of a parsed cluster description.
+    pub fn cluster(mut self, spec: ClusterSpec) -> Self {
+        self.spec.groups.extend(spec.groups);
+        self.spec.settings = spec.settings;
+        self
+    }
+
+    /// Adds one group from a libmemcached-style list, `host:port[:weight],…`.
+    pub fn servers(self, list: &str) -> Result<Self, Error> {
+        Ok(self.cluster_groups(ClusterSpec::parse_server_list(list)?))
+    }
+
+    /// Adds groups from EVCache's node list, `sg1=host:port,…;sg2=…`.
+    pub fn evcache_groups(self, list: &str) -> Result<Self, Error> {
+        Ok(self.cluster_groups(ClusterSpec::parse_evcache(list)?))
+    }
+
+    fn cluster_groups(mut self, spec: ClusterSpec) -> Self {
+        self.spec.groups.extend(spec.groups);
+        self
+    }
+
+    fn settings(mut self, change: impl FnOnce(Settings) -> Settings) -> Self {
+        self.spec.settings = change(std::mem::take(&mut self.spec.settings));
+        self
+    }
+
+    /// The caller's zone: reads prefer groups in it.
+    pub fn zone(self, zone: impl Into<String>) -> Self {
+        self.settings(|s| s.with_local_zone(zone))
+    }
+
+    /// Where reads go after a miss or an error in the first group.
+    pub fn read_fallback(self, fallback: ReadFallback) -> Self {
+        self.settings(|s| s.with_read_fallback(fallback))
+    }
+
+    /// How many read-write groups a write must reach to succeed.
+    pub fn write_policy(self, policy: WritePolicy) -> Self {
+        self.settings(|s| s.with_write_policy(policy))
+    }
+
+    /// Whalin-style failover to the next live server of a group when the
+    /// key's server is dead (default: on for one group, off for several).
+    pub fn failover(self, on: bool) -> Self {
+        self.settings(|s| s.with_failover(on))
+    }
+
+    /// First dead-host backoff (doubles per consecutive failure).
+    pub fn backoff(self, initial: Duration, max: Duration) -> Self {
+        self.settings(|s| s.with_backoff(initial, max))
+    }
+
+    /// The hashing strategy of every group (see [`ClusterSpec::with_hash`];
+    /// the groups' other locator settings are kept).
+    pub fn hash(mut self, strategy: HashStrategy) -> Self {
+        self.hash = Some(strategy);
+        self
+    }
+
+    /// The ketama node-naming policy of every group.
+    pub fn node_naming(mut self, naming: NodeNaming) -> Self {
+        self.naming = Some(naming);
+        self
+    }
+
+    /// Whalin-style key sanitizing (URL-encoding), applied to routing and to
+    /// the key sent on the wire, so keys match a default Java client's.
+    pub fn sanitize_keys(mut self, on: bool) -> Self {
+        self.sanitize = Some(on);
+        self
+    }
+
+    /// Connections per server in every group (EVCache's poolSize).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = Some(size);
+        self
+    }
+
+    /// Per-operation timeout (default 500 ms); see also [`Client::with_timeout`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.op_timeout = timeout;
+        self
+    }
+
+    /// Connect timeout (default 1 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.conn.connect_timeout = timeout;
+        self
+    }
+
+    /// `TCP_NODELAY` (default on).
+    pub fn nodelay(mut self, on: bool) -> Self {
+        self.conn.nodelay = on;
+        self
+    }
+
+    /// Requests in flight per connection before callers wait (default 1024).
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.conn.max_in_flight = n.max(1);
+        self
+    }
+
+    /// Writes per connection whose replies have not all arrived before new
+    /// requests wait for one of them (default 4).
+    ///
+    /// A request sent while nothing else is on the wire goes out at once.
+    /// Under load, requests queue while this many writes are answered and
+    /// then go out together in one `write`: fewer, fuller writes cost the
+    /// client and the server far fewer system calls and wake-ups per request
+    /// (and let queued `get`s merge, see [`merge_gets`](Self::merge_gets)),
+    /// at the price of waiting up to one of those replies. Higher values
+    /// favour latency under load, lower ones throughput.
+    pub fn max_unanswered_writes(mut self, n: usize) -> Self {
+        self.conn.max_batches = n.max(1);
+        self
+    }
+
+    /// Whether single-key `get`s (and `gets`) queued on one connection at the
+    /// same time are sent as one multi-key command (default on), as
+    /// spymemcached does. Each caller still gets exactly its own key's value
+    /// or miss, and a key asked for by several callers is sent once. The
+    /// server answers one command with one `write` instead of one per key,
+    /// which is most of its cost for small values.
+    pub fn merge_gets(mut self, on: bool) -> Self {
+        self.conn.merge_gets = on;
+        self
+    }
+
+    /// The largest value accepted for writing and reading (default 1 MiB,
+    /// memcached's default item size limit; at most 1 GiB, memcached's
+    /// largest possible item).
+    pub fn max_value_size(mut self, bytes: usize) -> Self {
+        let bytes = bytes.min(memgroup_proto::MAX_ITEM_SIZE);
+        self.max_value_size = bytes;
+        self.conn.limits.max_value = bytes;
+        self
+    }
+
+    /// The cluster description with the cluster-wide overrides applied.
+    fn spec(&self) -> ClusterSpec {
+        let mut spec = self.spec.clone();
+        if let Some(strategy) = self.hash {
+            spec = spec.with_hash(strategy);
+        }
+        if let Some(naming) = self.naming {
+            spec = spec.with_node_naming(naming);
+        }
+        if let Some(sanitize) = self.sanitize {
+            spec = spec.with_sanitize_keys(sanitize);
+        }
+        if let Some(size) = self.pool_size {
+            spec = spec.with_pool_size(size);
+        }
+        spec
+    }
+
+    /// Builds the client. Connections open lazily, on first use.
+    pub fn build(self) -> Result<Client, Error> {
+        if self.spec.groups.is_empty() {
+            return Err(Error::new(ErrorKind::Config, "no server groups configured"));
+        }
+        let topology = Topology::new(self.spec())?;
+        Ok(Client::new(topology, &self))
+    }
+
+    /// Builds the client and opens every connection now, failing if no
+    /// server at all can be reached.
+    pub async fn connect(self) -> Result<Client, Error> {
+        let client = self.build()?;
+        client.connect_all().await?;
+        Ok(client)
+    }
+}

@@ -1,0 +1,89 @@
+//! What operations hand back: items read, per-group write outcomes, server
+//! statistics. Plain data, no behaviour beyond summaries.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use memgroup_topology::GroupId;
+
+use crate::error::Error;
+
+/// A value read from memcached: the bytes and the 32-bit client flags stored
+/// with them (and the CAS unique, for `gets`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// The value.
+    pub value: Bytes,
+    /// The client flags (see [`crate::value`] for the conventions of typed values).
+    pub flags: u32,
+    /// The CAS unique, when it was asked for ([`Client::gets`](crate::Client::gets)).
+    pub cas: Option<u64>,
+}
+
+impl From<memgroup_proto::Value> for Item {
+    fn from(v: memgroup_proto::Value) -> Item {
+        Item {
+            value: v.data,
+            flags: v.flags,
+            cas: v.cas,
+        }
+    }
+}
+
+/// What happened in one server group during a replicated write.
+#[derive(Debug, Clone)]
+pub struct GroupOutcome {
+    /// The group, as numbered by the client's [`Topology`](memgroup_topology::Topology)
+    /// at the time of the write.
+    pub id: GroupId,
+    /// The group's name.
+    pub group: String,
+    /// The server written to (`host:port`), when one was selected.
+    pub server: Option<String>,
+    /// `Ok(true)` stored (or deleted/touched), `Ok(false)` the server refused
+    /// by the command's condition (`NOT_STORED`, `NOT_FOUND`, `EXISTS`),
+    /// `Err` the write did not happen.
+    pub result: Result<bool, Error>,
+}
+
+/// The result of a write to several server groups.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOutcome {
+    /// One entry per group written to (read-write and write-only).
+    pub groups: Vec<GroupOutcome>,
+}
+
+impl WriteOutcome {
+    /// Whether every group that answered applied the write (e.g. `add` found
+    /// no existing key anywhere).
+    pub fn applied(&self) -> bool {
+        self.groups.iter().any(|g| matches!(g.result, Ok(true)))
+            && self.groups.iter().all(|g| !matches!(g.result, Ok(false)))
+    }
+
+    /// The names of the groups whose server answered.
+    pub fn succeeded(&self) -> impl Iterator<Item = &str> {
+        self.groups
+            .iter()
+            .filter(|g| g.result.is_ok())
+            .map(|g| g.group.as_str())
+    }
+
+    /// The groups where the write failed, with the reason.
+    pub fn failed(&self) -> impl Iterator<Item = (&str, &Error)> {
+        self.groups
+            .iter()
+            .filter_map(|g| g.result.as_ref().err().map(|e| (g.group.as_str(), e)))
+    }
+}
+
+/// Statistics of one server, from `stats`.
+#[derive(Debug, Clone)]
+pub struct ServerStats {
+    /// The group the server belongs to (the first, if several).
+    pub group: String,
+    /// `host:port`.
+    pub server: String,
+    /// The `STAT` name/value pairs, or why they could not be read.
+    pub stats: Result<HashMap<String, String>, Error>,
+}

@@ -1,0 +1,368 @@
+//! Reads: one engine for every retrieval, single-key or many.
+//!
+//! Each key walks its own [`ReadCursor`]: the local group first, then — after
+//! an I/O error, with failover on — the next live server of the same group,
+//! then the fallback groups the read policy allows, until a hit. The engine
+//! runs in rounds: every key still looking asks its cursor for its next
+//! target, keys bound for the same connection slot share one request
+//! (`get k1 k2 …`), the requests of a round go out concurrently, and the
+//! replies settle each key as a hit, a miss (on to the next group) or an error
+//! (also on). A single-key `get` is a batch of one, so `get` and `get_multi`
+//! fail over and fall back by the same rules.
+//!
+//! A key's result: its hit; else a miss if any group answered for it; else
+//! the last error, or "no live server" when every candidate was dead.
+
+use std::collections::{HashMap, HashSet};
+
+use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request, Response};
+use memgroup_topology::{ReadCursor, Target};
+
+use crate::client::{Client, WireKey, unexpected};
+use crate::error::{Error, ErrorKind};
+use crate::item::Item;
+use crate::join::{BoxFuture, join_all};
+use crate::merge::circular;
+use crate::pool::{Snapshot, now};
+use crate::value::FromValue;
+
+/// A kind of read: the request that carries a batch of keys, and how its
+/// reply turns into hits.
+trait ReadOp: Sync {
+    type Hit: Send;
+    /// Whether keys bound for the same slot share one request.
+    const BATCHES: bool;
+    /// The request for `keys` (exactly one key unless `BATCHES`).
+    fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a>;
+    /// Calls `hit(j, …)` for every `keys[j]` the reply holds; the other keys
+    /// missed.
+    fn hits(
+        &self,
+        reply: Response,
+        keys: &[Key<'_>],
+        hit: impl FnMut(usize, Self::Hit),
+    ) -> Result<(), Error>;
+}
+
+/// The classic retrieval commands.
+#[derive(Debug, Clone, Copy)]
+enum Retrieve {
+    Get,
+    Gets,
+    Gat(u32),
+}
+
+impl ReadOp for Retrieve {
+    type Hit = Item;
+    const BATCHES: bool = true;
+
+    fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a> {
+        match *self {
+            Retrieve::Get => Request::Get { keys },
+            Retrieve::Gets => Request::Gets { keys },
+            Retrieve::Gat(exptime) => Request::Gat { exptime, keys },
+        }
+    }
+
+    fn hits(
+        &self,
+        reply: Response,
+        keys: &[Key<'_>],
+        mut hit: impl FnMut(usize, Item),
+    ) -> Result<(), Error> {
+        let Response::Values(values) = reply else {
+            return Err(unexpected(Some(&reply)));
+        };
+        // Values come in request order: scan on from the last match. A value
+        // for a key not asked for is dropped.
+        let mut from = 0;
+        for v in values {
+            if let Some(j) = circular(from, keys.len()).find(|&j| keys[j].as_bytes() == v.key) {
+                from = j + 1;
+                hit(j, Item::from(v));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A meta get (`mg`) with its flags; one key per request.
+struct MetaGet<'f>(&'f [MetaFlag]);
+
+impl ReadOp for MetaGet<'_> {
+    type Hit = MetaResponse;
+    const BATCHES: bool = false;
+
+    fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a> {
+        Request::MetaGet {
+            key: keys[0],
+            flags: self.0,
+        }
+    }
+
+    fn hits(
+        &self,
+        reply: Response,
+        _keys: &[Key<'_>],
+        mut hit: impl FnMut(usize, MetaResponse),
+    ) -> Result<(), Error> {
+        match reply {
+            Response::Meta(m) if m.status == MetaStatus::En => Ok(()),
+            Response::Meta(m) => {
+                hit(0, m);
+                Ok(())
+            }
+            other => Err(unexpected(Some(&other))),
+        }
+    }
+}
+
+/// One key's walk through its read targets.
+struct KeyRead<'a, T> {
+    key: Key<'a>,
+    cursor: ReadCursor<'a>,
+    hit: Option<T>,
+    /// Some group answered (with a miss, as a hit ends the walk).
+    answered: bool,
+    /// The last error met.
+    error: Option<Error>,
+    /// Still looking: no hit, and the cursor may offer more.
+    looking: bool,
+}
+
+impl<'a, T> KeyRead<'a, T> {
+    fn new(snap: &'a Snapshot, wire: &'a WireKey<'_>, rotation: u64) -> Self {
+        KeyRead {
+            key: wire.key(),
+            cursor: snap.topology.read_cursor(&wire.bytes, rotation),
+            hit: None,
+            answered: false,
+            error: None,
+            looking: true,
+        }
+    }
+
+    /// The key's result once the engine is done with it.
+    fn outcome(self, snap: &Snapshot) -> Result<Option<T>, Error> {
+        if self.hit.is_some() {
+            return Ok(self.hit);
+        }
+        if self.cursor.groups_tried() == 0 {
+            let mut error = Error::new(
+                ErrorKind::ServerDead,
+                "no live server holds this key (all candidates are marked dead)",
+            );
+            if let Some(skipped) = self.cursor.skipped() {
+                error = error.at(snap.name(skipped.server));
+            }
+            return Err(error);
+        }
+        match self.error {
+            Some(e) if !self.answered => Err(e),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// Whether two planned reads go to the same connection slot.
+fn same_slot(a: &(Target, usize), b: &(Target, usize)) -> bool {
+    a.0.server == b.0.server && a.0.slot == b.0.slot
+}
+
+impl Client {
+    /// Runs `reads` to the end (see the module docs).
+    async fn read<R: ReadOp>(&self, snap: &Snapshot, op: &R, reads: &mut [KeyRead<'_, R::Hit>]) {
+        // (target, index into `reads`), sorted into one run per slot.
+        let mut plan: Vec<(Target, usize)> = Vec::with_capacity(reads.len());
+        loop {
+            plan.clear();
+            {
+                let dead = self.inner.pool.dead();
+                let now = now();
+                for (i, r) in reads.iter_mut().enumerate().filter(|(_, r)| r.looking) {
+                    match r.cursor.next(&dead, now) {
+                        Some(target) => plan.push((target, i)),
+                        None => r.looking = false,
+                    }
+                }
+            }
+            if plan.is_empty() {
+                return;
+            }
+            // Stable, so keys keep their order within a request; a plan that
+            // is already in order (one server) costs one pass.
+            plan.sort_by_key(|(t, _)| (t.server, t.slot));
+            let batches: Vec<&[(Target, usize)]> = if R::BATCHES {
+                plan.chunk_by(same_slot).collect()
+            } else {
+                plan.chunks(1).collect()
+            };
+            let keys: Vec<Vec<Key<'_>>> = batches
+                .iter()
+                .map(|b| b.iter().map(|&(_, i)| reads[i].key).collect())
+                .collect();
+            if let ([batch], [keys]) = (&batches[..], &keys[..]) {
+                // The common case needs no joining.
+                let reply = self.exec(snap, batch[0].0, &op.request(keys)).await;
+                settle(op, reply, batch, keys, reads);
+            } else {
+                let futures: Vec<BoxFuture<'_, _>> = batches
+                    .iter()
+                    .zip(&keys)
+                    .map(|(batch, keys)| {
+                        Box::pin(
+                            async move { self.exec(snap, batch[0].0, &op.request(keys)).await },
+                        ) as BoxFuture<'_, _>
+                    })
+                    .collect();
+                for ((reply, batch), keys) in
+                    join_all(futures).await.into_iter().zip(&batches).zip(&keys)
+                {
+                    settle(op, reply, batch, keys, reads);
+                }
+            }
+        }
+    }
+
+    /// Reads one key with `op`.
+    async fn read_one<R: ReadOp>(&self, key: &[u8], op: &R) -> Result<Option<R::Hit>, Error> {
+        let snap = self.snapshot();
+        let wire = Self::wire_key(&snap, key)?;
+        let mut reads = [KeyRead::new(&snap, &wire, self.rotation())];
+        self.read(&snap, op, &mut reads).await;
+        let [read] = reads;
+        read.outcome(&snap)
+    }
+
+    /// Reads a key: `Ok(None)` on a miss. Tries the local group first and
+    /// falls back to other groups on a miss or an error, per the read policy.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// if let Some(item) = client.get("user:42").await? {
+    ///     println!("{} bytes, flags {}", item.value.len(), item.flags);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Item>, Error> {
+        self.read_one(key.as_ref(), &Retrieve::Get).await
+    }
+
+    /// Reads a key with its CAS unique, for a later [`Client::cas`].
+    pub async fn gets(&self, key: impl AsRef<[u8]>) -> Result<Option<Item>, Error> {
+        self.read_one(key.as_ref(), &Retrieve::Gets).await
+    }
+
+    /// Reads a key and sets its expiration time (`gat`).
+    pub async fn get_and_touch(
+        &self,
+        key: impl AsRef<[u8]>,
+        exptime: u32,
+    ) -> Result<Option<Item>, Error> {
+        self.read_one(key.as_ref(), &Retrieve::Gat(exptime)).await
+    }
+
+    /// Reads many keys at once. Keys are grouped by server: one `get k1 k2 …`
+    /// per connection, sent concurrently; keys missing from the first group
+    /// are then asked from the fallback groups, and after an I/O error a key
+    /// fails over like [`Client::get`]. The map holds the hits, keyed by the
+    /// key as given; duplicates are fetched once. Fails only if some key got
+    /// no answer from any group.
+    pub async fn get_multi<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+    ) -> Result<HashMap<Vec<u8>, Item>, Error> {
+        let snap = self.snapshot();
+        // Validate everything before sending anything.
+        let mut given = Vec::with_capacity(keys.len());
+        let mut wires = Vec::with_capacity(keys.len());
+        let mut seen = HashSet::with_capacity(keys.len());
+        for key in keys {
+            let key = key.as_ref();
+            if seen.insert(key) {
+                wires.push(Self::wire_key(&snap, key)?);
+                given.push(key);
+            }
+        }
+        let rotation = self.rotation();
+        let mut reads: Vec<KeyRead<'_, Item>> = wires
+            .iter()
+            .map(|w| KeyRead::new(&snap, w, rotation))
+            .collect();
+        self.read(&snap, &Retrieve::Get, &mut reads).await;
+        let mut found = HashMap::with_capacity(reads.len());
+        let mut error = None;
+        for (key, read) in given.into_iter().zip(reads) {
+            match read.outcome(&snap) {
+                Ok(Some(item)) => {
+                    found.insert(key.to_vec(), item);
+                }
+                Ok(None) => {}
+                Err(e) => error = Some(e),
+            }
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok(found),
+        }
+    }
+
+    /// A meta get (`mg`) with the given flags, read like [`Client::get`]
+    /// (local group first, fallback on miss or error). `Ok(None)` on a miss.
+    pub async fn meta_get(
+        &self,
+        key: impl AsRef<[u8]>,
+        flags: &[MetaFlag],
+    ) -> Result<Option<MetaResponse>, Error> {
+        if flags.iter().any(|f| f.is_quiet()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "quiet mode (q) is not supported by meta_get",
+            ));
+        }
+        self.read_one(key.as_ref(), &MetaGet(flags)).await
+    }
+
+    /// Reads a key as a typed value, following the Whalin Java client's flag
+    /// conventions (see [`crate::value`]). `Ok(None)` on a miss.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// client.set_as("visits", &41i64, 0).await?;
+    /// let visits: Option<i64> = client.get_as("visits").await?;
+    /// assert_eq!(visits, Some(41));
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_as<T: FromValue>(&self, key: impl AsRef<[u8]>) -> Result<Option<T>, Error> {
+        match self.get(key).await? {
+            Some(item) => T::from_item(&item).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Applies one request's reply to the keys it carried: hits end their walk;
+/// an answer marks the others as missed there; an error is remembered.
+fn settle<R: ReadOp>(
+    op: &R,
+    reply: Result<Option<Response>, Error>,
+    batch: &[(Target, usize)],
+    keys: &[Key<'_>],
+    reads: &mut [KeyRead<'_, R::Hit>],
+) {
+    let result = reply
+        .and_then(|r| r.ok_or_else(|| unexpected(None)))
+        .and_then(|r| {
+            op.hits(r, keys, |j, hit| {
+                let read = &mut reads[batch[j].1];
+                read.hit = Some(hit);
+                read.looking = false;
+            })
+        });
+    for &(_, i) in batch {
+        match &result {
+            Ok(()) => reads[i].answered = true,
+            Err(e) => reads[i].error = Some(e.clone()),
+        }
+    }
+}

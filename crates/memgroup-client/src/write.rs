@@ -1,0 +1,427 @@
+//! Writes: replication to exactly one connection of every (or every targeted)
+//! server group, concurrently, judged by the write policy.
+//!
+//! The topology picks one target per group; the pool size chooses which
+//! connection, never how many requests. Each group's part keeps its
+//! [`GroupId`] and its reply, so the policy is evaluated on ids and `incr`
+//! reads its number from the reply itself.
+
+use memgroup_proto::{Key, MetaFlag, MetaStatus, Request, Response, StoreCommand};
+use memgroup_topology::{GroupId, ServerId, Skipped, Target};
+
+use crate::client::{Client, unexpected};
+use crate::error::{Error, ErrorKind};
+use crate::item::{GroupOutcome, WriteOutcome};
+use crate::join::{BoxFuture, join_all};
+use crate::pool::{Snapshot, now};
+use crate::value::ToValue;
+
+/// A write, minus its key: built into a request once the wire key is known.
+#[derive(Debug, Clone, Copy)]
+enum WriteOp<'a> {
+    Store {
+        command: StoreCommand,
+        data: &'a [u8],
+        flags: u32,
+        exptime: u32,
+        noreply: bool,
+    },
+    Delete {
+        noreply: bool,
+    },
+    Touch {
+        exptime: u32,
+    },
+    Arith {
+        increment: bool,
+        delta: u64,
+    },
+    MetaSet {
+        data: &'a [u8],
+        flags: &'a [MetaFlag],
+    },
+}
+
+impl<'a> WriteOp<'a> {
+    fn request<'k>(&self, key: Key<'k>) -> Request<'k>
+    where
+        'a: 'k,
+    {
+        match *self {
+            WriteOp::Store {
+                command,
+                data,
+                flags,
+                exptime,
+                noreply,
+            } => Request::Store {
+                command,
+                key,
+                flags,
+                exptime,
+                data,
+                noreply,
+            },
+            WriteOp::Delete { noreply } => Request::Delete { key, noreply },
+            WriteOp::Touch { exptime } => Request::Touch {
+                key,
+                exptime,
+                noreply: false,
+            },
+            WriteOp::Arith { increment, delta } => Request::Arith {
+                key,
+                increment,
+                delta,
+                noreply: false,
+            },
+            WriteOp::MetaSet { data, flags } => Request::MetaSet { key, data, flags },
+        }
+    }
+}
+
+/// Whether a write reply means "applied" (`true`) or "refused by its
+/// condition" (`false`).
+fn applied(reply: &Response) -> Result<bool, Error> {
+    match reply {
+        Response::Stored
+        | Response::Deleted
+        | Response::Touched
+        | Response::Ok
+        | Response::Number(_) => Ok(true),
+        Response::NotStored | Response::NotFound | Response::Exists => Ok(false),
+        Response::Meta(m) => Ok(matches!(m.status, MetaStatus::Hd | MetaStatus::Va)),
+        other => Err(unexpected(Some(other))),
+    }
+}
+
+impl Client {
+    /// Writes one request to exactly one slot of every group (of the groups
+    /// in `only`, for targeted writes), concurrently, and applies the write
+    /// policy. Returns the outcome and, aligned with its groups, each reply.
+    async fn replicate(
+        &self,
+        key: &[u8],
+        only: Option<&[&str]>,
+        op: WriteOp<'_>,
+    ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
+        let snap = self.snapshot();
+        let wire = Self::wire_key(&snap, key)?;
+        let only = only
+            .map(|names| names.iter().map(|name| group_id(&snap, name)).collect())
+            .transpose()?;
+        let only: Option<Vec<GroupId>> = only;
+        let plan: Vec<Result<Target, Skipped>> = {
+            let rotation = self.rotation();
+            let dead = self.inner.pool.dead();
+            let now = now();
+            let topology = &snap.topology;
+            match &only {
+                None => topology
+                    .write_targets(&wire.bytes, &dead, now, rotation)
+                    .collect(),
+                Some(groups) => topology
+                    .targeted_write_targets(&wire.bytes, groups, &dead, now, rotation, None)
+                    .collect(),
+            }
+        };
+        let request = op.request(wire.key());
+        type Part = (GroupId, ServerId, Result<Option<Response>, Error>);
+        let futures: Vec<BoxFuture<'_, Part>> = plan
+            .into_iter()
+            .map(|target| {
+                let (snap, request) = (&snap, &request);
+                Box::pin(async move {
+                    match target {
+                        Ok(t) => (t.group, t.server, self.exec(snap, t, request).await),
+                        Err(skip) => {
+                            let error = Error::new(ErrorKind::ServerDead, "server is marked dead")
+                                .at(snap.name(skip.server));
+                            (skip.group, skip.server, Err(error))
+                        }
+                    }
+                }) as BoxFuture<'_, Part>
+            })
+            .collect();
+        let mut outcome = WriteOutcome::default();
+        let mut replies = Vec::new();
+        for (id, server, reply) in join_all(futures).await {
+            let result = match &reply {
+                Ok(None) => Ok(true),
+                Ok(Some(reply)) => applied(reply),
+                Err(e) => Err(e.clone()),
+            };
+            outcome.groups.push(GroupOutcome {
+                id,
+                group: snap.topology.group(id).name().to_string(),
+                server: Some(snap.name(server).to_string()),
+                result,
+            });
+            replies.push(reply.ok().flatten());
+        }
+        let succeeded = match &only {
+            // A targeted write succeeds when every targeted group took it.
+            Some(_) => outcome.groups.iter().all(|g| g.result.is_ok()),
+            None => snap.topology.write_succeeded(
+                outcome
+                    .groups
+                    .iter()
+                    .filter(|g| g.result.is_ok())
+                    .map(|g| g.id),
+            ),
+        };
+        if succeeded {
+            return Ok((outcome, replies));
+        }
+        let reasons: Vec<String> = outcome.failed().map(|(g, e)| format!("{g}: {e}")).collect();
+        let mut error = Error::new(
+            ErrorKind::WritePolicy,
+            format!("write missed its policy ({})", reasons.join("; ")),
+        );
+        if let Some((_, first)) = outcome.failed().next() {
+            error = error.with_source(first.clone());
+        }
+        Err(error)
+    }
+
+    async fn write(&self, key: &[u8], op: WriteOp<'_>) -> Result<WriteOutcome, Error> {
+        self.replicate(key, None, op)
+            .await
+            .map(|(outcome, _)| outcome)
+    }
+
+    async fn store(
+        &self,
+        command: StoreCommand,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+    ) -> Result<WriteOutcome, Error> {
+        self.check_value(value)?;
+        let op = WriteOp::Store {
+            command,
+            data: value,
+            flags,
+            exptime,
+            noreply: false,
+        };
+        self.write(key, op).await
+    }
+
+    /// Stores a value in every server group (`set`).
+    pub async fn set(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        exptime: u32,
+    ) -> Result<WriteOutcome, Error> {
+        self.store(StoreCommand::Set, key.as_ref(), value.as_ref(), 0, exptime)
+            .await
+    }
+
+    /// Stores a value with explicit client flags in every group.
+    pub async fn set_with_flags(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: u32,
+    ) -> Result<WriteOutcome, Error> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.store(StoreCommand::Set, key, value, flags, exptime)
+            .await
+    }
+
+    /// Stores a typed value with the flags a Java client would use.
+    pub async fn set_as<T: ToValue + ?Sized>(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: &T,
+        exptime: u32,
+    ) -> Result<WriteOutcome, Error> {
+        let (bytes, flags) = value.to_value();
+        self.store(StoreCommand::Set, key.as_ref(), &bytes, flags, exptime)
+            .await
+    }
+
+    /// Stores only where the key is absent (`add`); see [`WriteOutcome::applied`].
+    pub async fn add(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        exptime: u32,
+    ) -> Result<WriteOutcome, Error> {
+        self.store(StoreCommand::Add, key.as_ref(), value.as_ref(), 0, exptime)
+            .await
+    }
+
+    /// Stores only where the key is present (`replace`).
+    pub async fn replace(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        exptime: u32,
+    ) -> Result<WriteOutcome, Error> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.store(StoreCommand::Replace, key, value, 0, exptime)
+            .await
+    }
+
+    /// Appends to the existing value (`append`).
+    pub async fn append(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<WriteOutcome, Error> {
+        self.store(StoreCommand::Append, key.as_ref(), value.as_ref(), 0, 0)
+            .await
+    }
+
+    /// Prepends to the existing value (`prepend`).
+    pub async fn prepend(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<WriteOutcome, Error> {
+        self.store(StoreCommand::Prepend, key.as_ref(), value.as_ref(), 0, 0)
+            .await
+    }
+
+    /// Stores only if the item still has the CAS unique from [`Client::gets`].
+    /// CAS values are per server: with several groups, only the group whose
+    /// copy was read can match.
+    pub async fn cas(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: u32,
+        cas: u64,
+    ) -> Result<WriteOutcome, Error> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.store(StoreCommand::Cas(cas), key, value, flags, exptime)
+            .await
+    }
+
+    /// Stores in every group without waiting for replies (`noreply`).
+    /// Returns once the request is queued on each group's connection.
+    pub async fn set_noreply(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: u32,
+    ) -> Result<(), Error> {
+        let value = value.as_ref();
+        self.check_value(value)?;
+        let op = WriteOp::Store {
+            command: StoreCommand::Set,
+            data: value,
+            flags,
+            exptime,
+            noreply: true,
+        };
+        self.write(key.as_ref(), op).await.map(drop)
+    }
+
+    /// Deletes a key from every group.
+    pub async fn delete(&self, key: impl AsRef<[u8]>) -> Result<WriteOutcome, Error> {
+        self.write(key.as_ref(), WriteOp::Delete { noreply: false })
+            .await
+    }
+
+    /// Deletes without waiting for replies.
+    pub async fn delete_noreply(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
+        self.write(key.as_ref(), WriteOp::Delete { noreply: true })
+            .await
+            .map(drop)
+    }
+
+    /// Sets a new expiration time in every group.
+    pub async fn touch(&self, key: impl AsRef<[u8]>, exptime: u32) -> Result<WriteOutcome, Error> {
+        self.write(key.as_ref(), WriteOp::Touch { exptime }).await
+    }
+
+    /// Increments a counter in every group; returns the new value from the
+    /// first group that had the key (`None` if none had it).
+    pub async fn incr(&self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>, Error> {
+        self.arith(key.as_ref(), true, delta).await
+    }
+
+    /// Decrements a counter (stopping at 0) in every group.
+    pub async fn decr(&self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>, Error> {
+        self.arith(key.as_ref(), false, delta).await
+    }
+
+    async fn arith(&self, key: &[u8], increment: bool, delta: u64) -> Result<Option<u64>, Error> {
+        let (_, replies) = self
+            .replicate(key, None, WriteOp::Arith { increment, delta })
+            .await?;
+        Ok(replies.into_iter().find_map(|r| match r {
+            Some(Response::Number(n)) => Some(n),
+            _ => None,
+        }))
+    }
+
+    /// A meta set (`ms`) with the given flags, in every group.
+    pub async fn meta_set(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: &[MetaFlag],
+    ) -> Result<WriteOutcome, Error> {
+        let value = value.as_ref();
+        self.check_value(value)?;
+        if flags.iter().any(|f| f.is_quiet()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "quiet mode (q) is not supported by meta_set",
+            ));
+        }
+        self.write(key.as_ref(), WriteOp::MetaSet { data: value, flags })
+            .await
+    }
+
+    /// The cache warmer's write (EVCache `addOrSet`): writes the key into the
+    /// named groups only — `set` when `replace` is true, else `add` (which
+    /// leaves a copy already there alone). Exactly one write per key per
+    /// target group, whatever the pool size.
+    pub async fn add_or_set(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: u32,
+        target_groups: &[&str],
+        replace: bool,
+    ) -> Result<WriteOutcome, Error> {
+        let value = value.as_ref();
+        self.check_value(value)?;
+        let command = if replace {
+            StoreCommand::Set
+        } else {
+            StoreCommand::Add
+        };
+        let op = WriteOp::Store {
+            command,
+            data: value,
+            flags,
+            exptime,
+            noreply: false,
+        };
+        let (outcome, _) = self
+            .replicate(key.as_ref(), Some(target_groups), op)
+            .await?;
+        Ok(outcome)
+    }
+}
+
+/// The id of the group named `name`, or an `InvalidArgument` error.
+pub(crate) fn group_id(snap: &Snapshot, name: &str) -> Result<GroupId, Error> {
+    snap.topology.group_by_name(name).ok_or_else(|| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("unknown server group {name:?}"),
+        )
+    })
+}
