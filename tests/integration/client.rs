@@ -390,6 +390,44 @@ async fn failover_picks_the_server_the_java_client_would() {
     .await;
 }
 
+/// `get_multi` walks the same read targets as `get`: after an I/O error on
+/// the key's server it fails over within the group (one group, failover on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_multi_fails_over_within_the_group_like_get() {
+    bounded(async {
+        let mut group = spawn_groups(1, 3).remove(0);
+        let client = Client::builder()
+            .servers(&server_list(&group))
+            .unwrap()
+            .hash(HashStrategy::NewCompat)
+            .failover(true)
+            .build()
+            .unwrap();
+        let loc = locator(&group, LocatorConfig::new(HashStrategy::NewCompat));
+        let keys: Vec<String> = (0..200).map(|i| format!("mfo:{i}")).collect();
+        let mut victims = 0;
+        for k in &keys {
+            client.set(k, k, 0).await.unwrap();
+            if loc.locate(k.as_bytes()) == 0 {
+                // The copy Java's getSock would find once server 0 is dead.
+                let next = loc.failover(k.as_bytes()).find(|&i| i != 0).unwrap();
+                raw::set(group[next].addr(), k.as_bytes(), k.as_bytes());
+                victims += 1;
+            }
+        }
+        assert!(victims > 10);
+        // The client's connection to server 0 is open: it learns of the death
+        // from the I/O error of this very call.
+        group[0].kill();
+        let got = client.get_multi(&keys).await.unwrap();
+        for k in &keys {
+            let item = got.get(k.as_bytes()).unwrap_or_else(|| panic!("{k}: miss"));
+            assert_eq!(item.value, k.as_bytes());
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_before_any_byte_is_sent() {
     bounded(async {
