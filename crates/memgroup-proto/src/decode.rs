@@ -135,7 +135,7 @@ fn excerpt(line: &[u8]) -> String {
     String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned()
 }
 
-fn malformed(reason: &'static str, line: &[u8]) -> ProtoError {
+pub(crate) fn malformed(reason: &'static str, line: &[u8]) -> ProtoError {
     ProtoError::Malformed {
         reason,
         line: excerpt(line),

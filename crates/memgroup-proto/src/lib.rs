@@ -14,6 +14,9 @@
 //! - [`Decoder`] reads replies incrementally from a `BytesMut`, handing out keys
 //!   and values as `Bytes` split off the read buffer (zero copy). Peer-controlled
 //!   sizes are capped by [`Limits`].
+//! - [`GrowingRetrieval`] grows a `get` line in place as more keys join it
+//!   (merging queued single-key reads), and [`MetadumpDecoder`] reads the
+//!   `lru_crawler metadump` listing of a server's keys.
 //!
 //! ```
 //! use bytes::BytesMut;
@@ -36,6 +39,8 @@
 
 mod decode;
 mod key;
+mod metadump;
+mod multiget;
 mod request;
 mod response;
 
@@ -44,5 +49,7 @@ mod tests;
 
 pub use decode::{Decoder, Expect, Limits, MAX_ITEM_SIZE, ProtoError};
 pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};
+pub use metadump::{DEFAULT_MAX_DUMP_LINE, DumpEntry, DumpLine, MetadumpDecoder};
+pub use multiget::{GrowingRetrieval, MAX_GROWN_KEYS, MAX_GROWN_LINE};
 pub use request::{ArithMode, MetaFlag, Request, SetMode, StoreCommand};
 pub use response::{MetaResponse, MetaStatus, Response, Stat, Value, Values};

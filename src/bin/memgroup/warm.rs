@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use memgroup::client::crawler::{DumpedKey, metadump};
+use memgroup::client::crawler::{DumpEntry, metadump};
 use memgroup::client::{Client, Error};
 use memgroup::topology::{ClusterSpec, ReadFallback};
 use parking_lot::Mutex;
@@ -80,7 +80,7 @@ struct Counters {
 /// A key to copy, with the source server's clock when it was dumped.
 #[derive(Debug, Clone)]
 struct Job {
-    key: DumpedKey,
+    key: DumpEntry,
     server_time: i64,
     dumped_at: Instant,
 }
