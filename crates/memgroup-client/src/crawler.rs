@@ -57,9 +57,9 @@ async fn dump_once(server: &str) -> Result<Option<Vec<DumpEntry>>, Error> {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut keys = Vec::new();
     loop {
-        let line = decoder.decode(&mut buf).map_err(|e| {
-            Error::new(ErrorKind::Protocol, "bad metadump reply").with_source(e)
-        })?;
+        let line = decoder
+            .decode(&mut buf)
+            .map_err(|e| Error::new(ErrorKind::Protocol, "bad metadump reply").with_source(e))?;
         match line {
             Some(DumpLine::Entry(entry)) => keys.push(entry),
             Some(DumpLine::End) => return Ok(Some(keys)),

@@ -71,6 +71,7 @@ mod join;
 mod merge;
 mod pool;
 mod read;
+mod state;
 pub mod value;
 mod write;
 

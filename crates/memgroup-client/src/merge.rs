@@ -21,12 +21,9 @@ use crate::error::Error;
 /// Where a caller's reply goes.
 pub(crate) type ReplyTx = oneshot::Sender<Result<Response, Error>>;
 
-/// Most keys one merged command carries.
-pub(crate) const MAX_KEYS: usize = 64;
-/// Longest command line a merge may grow (memcached reads lines this long
-/// without its large-multiget path).
-pub(crate) const MAX_LINE: usize = 8 * 1024;
-
+/// The line itself grows in the output buffer as a
+/// [`GrowingRetrieval`](memgroup_proto::GrowingRetrieval), which bounds its
+/// keys and length; this module only tracks who gets which value.
 /// The callers of one merged retrieval command.
 #[derive(Debug)]
 pub(crate) struct Merged {
@@ -81,18 +78,28 @@ impl Merged {
         merged
     }
 
+    /// The range in `keys` of `key`, if some caller already asked for it.
+    fn find(&self, key: &[u8]) -> Option<(u32, u32)> {
+        let (word, bit) = filter_bit(key);
+        if self.filter[word] & bit == 0 {
+            return None;
+        }
+        self.entries
+            .iter()
+            .find(|e| &self.keys[e.start as usize..e.end as usize] == key)
+            .map(|e| (e.start, e.end))
+    }
+
+    /// Whether some caller already asked for `key` (so it is on the line).
+    pub(crate) fn has(&self, key: &[u8]) -> bool {
+        self.find(key).is_some()
+    }
+
     /// Adds a caller asking for `key`. Returns whether the key is new to the
     /// command (and so must be appended to the command line).
     pub(crate) fn add(&mut self, key: &[u8], reply: ReplyTx, permit: OwnedSemaphorePermit) -> bool {
         let (word, bit) = filter_bit(key);
-        let existing = if self.filter[word] & bit != 0 {
-            self.entries
-                .iter()
-                .find(|e| &self.keys[e.start as usize..e.end as usize] == key)
-                .map(|e| (e.start, e.end))
-        } else {
-            None
-        };
+        let existing = self.find(key);
         let (start, end, new) = match existing {
             Some((start, end)) => {
                 self.dups = true;

@@ -1,0 +1,435 @@
+//! The connection state machine, driven without sockets: unit tests of each
+//! transition and a property test over random interleavings of callers, the
+//! writer task, the socket, the server and the reader.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use memgroup_proto::{Key, Request, Response, StoreCommand, Value, Values};
+use proptest::prelude::*;
+use tokio::sync::{Semaphore, oneshot};
+
+use super::*;
+use crate::error::ErrorKind;
+
+type Rx = oneshot::Receiver<Result<Response, Error>>;
+
+fn permits() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(10_000))
+}
+
+fn get(key: &[u8]) -> Vec<u8> {
+    key.to_vec()
+}
+
+/// Queues `get <key>` and returns the receiver and what to do.
+fn queue_get(state: &mut State, sem: &Arc<Semaphore>, key: &[u8], in_flight: usize) -> (Rx, Next) {
+    let keys = [Key::new(key).unwrap()];
+    let permit = sem.clone().try_acquire_owned().unwrap();
+    let (rx, next) = state
+        .queue(&Request::Get { keys: &keys }, permit, in_flight)
+        .unwrap();
+    (rx.unwrap(), next)
+}
+
+fn values(keys: &[&[u8]]) -> Response {
+    let mut v = Values::new();
+    for k in keys {
+        v.push(Value {
+            key: Bytes::copy_from_slice(k),
+            flags: 0,
+            cas: None,
+            data: Bytes::copy_from_slice(k),
+        });
+    }
+    Response::Values(v)
+}
+
+#[test]
+fn an_idle_connection_lets_the_caller_write_at_once() {
+    let sem = permits();
+    let mut state = State::new(4, true);
+    let (_rx, next) = queue_get(&mut state, &sem, b"a", 1);
+    let Next::Write(chunk) = next else {
+        panic!("{next:?}")
+    };
+    assert_eq!(&chunk[..], b"get a\r\n");
+    assert_eq!(state.role, Role::Caller);
+    state.check();
+    // Everything went out: the role is free again.
+    assert!(matches!(state.caller_wrote(BytesMut::new()), Next::Nothing));
+    assert_eq!(state.role, Role::Idle);
+    state.check();
+}
+
+#[test]
+fn queued_gets_merge_while_the_role_is_held() {
+    let sem = permits();
+    let mut state = State::new(4, true);
+    let (rx_a, _) = queue_get(&mut state, &sem, b"a", 1);
+    // The caller holds the role: the next gets queue and merge.
+    let (rx_b, next) = queue_get(&mut state, &sem, b"b", 2);
+    assert!(matches!(next, Next::Nothing));
+    let (rx_b2, _) = queue_get(&mut state, &sem, b"b", 3);
+    let (rx_c, _) = queue_get(&mut state, &sem, b"c", 4);
+    state.check();
+    assert_eq!(&state.out[..], b"get b c\r\n", "b asked twice, sent once");
+    // The caller's write is done; what queued meanwhile goes to the writer.
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new()),
+        Next::WakeWriter
+    ));
+    let mut chunk = BytesMut::new();
+    assert!(state.writer_take(&mut chunk));
+    assert_eq!(&chunk[..], b"get b c\r\n");
+    assert_eq!(state.batches, 2);
+    state.check();
+    assert!(!state.writer_take(&mut chunk));
+    assert_eq!(state.role, Role::Idle);
+    // Replies in order: `get a`, then the merged `get b c`.
+    let (reply, _) = state.reply();
+    reply.unwrap().deliver(Ok(values(&[b"a"])));
+    let (reply, _) = state.reply();
+    reply.unwrap().deliver(Ok(values(&[b"c", b"b"])));
+    state.check();
+    for (mut rx, key) in [(rx_a, "a"), (rx_b, "b"), (rx_b2, "b"), (rx_c, "c")] {
+        let Ok(Ok(Response::Values(v))) = rx.try_recv() else {
+            panic!("{key}: no value")
+        };
+        assert_eq!(&v[0].key[..], key.as_bytes());
+    }
+    assert_eq!(sem.available_permits(), 10_000, "permits released");
+}
+
+#[test]
+fn under_load_the_writer_task_takes_the_role_and_batches_wait_for_replies() {
+    let sem = permits();
+    let mut state = State::new(1, false);
+    let (_a, next) = queue_get(&mut state, &sem, b"a", 1);
+    let Next::Write(_) = next else { panic!() };
+    assert!(matches!(state.caller_wrote(BytesMut::new()), Next::Nothing));
+    // One batch unanswered, the cap is 1: requests wait.
+    let (_b, next) = queue_get(&mut state, &sem, b"b", 10);
+    assert!(matches!(next, Next::Nothing));
+    let (_c, next) = queue_get(&mut state, &sem, b"c", 10);
+    assert!(matches!(next, Next::Nothing));
+    state.check();
+    // The batch's reply hands the role to the writer task.
+    let (_, next) = state.reply();
+    assert!(matches!(next, Next::WakeWriter));
+    let mut chunk = BytesMut::new();
+    assert!(state.writer_take(&mut chunk));
+    assert_eq!(&chunk[..], b"get b\r\nget c\r\n", "one write for both");
+    state.check();
+}
+
+#[test]
+fn a_partial_write_finishes_before_anything_else_even_at_the_cap() {
+    let sem = permits();
+    let mut state = State::new(1, false);
+    let (_a, next) = queue_get(&mut state, &sem, b"alpha", 1);
+    let Next::Write(mut chunk) = next else {
+        panic!()
+    };
+    let rest = chunk.split_off(3);
+    let (_b, _) = queue_get(&mut state, &sem, b"b", 2);
+    // The socket took 3 bytes: the rest goes to the writer task first.
+    assert!(matches!(state.caller_wrote(rest), Next::WakeWriter));
+    state.check();
+    let mut out = BytesMut::new();
+    assert!(state.writer_take(&mut out));
+    assert_eq!(
+        &out[..],
+        b" alpha\r\n",
+        "only the front: the batch cap is reached"
+    );
+    assert!(!state.writer_take(&mut out));
+    state.check();
+}
+
+#[test]
+fn a_failure_reaches_every_waiter_once_and_later_calls_fail() {
+    let sem = permits();
+    let mut state = State::new(4, true);
+    let (rx_a, _) = queue_get(&mut state, &sem, b"a", 1);
+    let (rx_b, _) = queue_get(&mut state, &sem, b"b", 2);
+    let keys = [Key::new(b"s").unwrap()];
+    let permit = sem.clone().try_acquire_owned().unwrap();
+    let set = Request::Store {
+        command: StoreCommand::Set,
+        key: keys[0],
+        flags: 0,
+        exptime: 0,
+        data: b"x",
+        noreply: false,
+    };
+    let (rx_s, _) = state.queue(&set, permit, 3).unwrap();
+    let error = Error::new(ErrorKind::Connection, "gone");
+    let replies = state.fail(&error);
+    // `a` went out alone (the caller took it); `b` waits in `out`.
+    assert_eq!(replies.len(), 3);
+    for reply in replies {
+        reply.deliver(Err(error.clone()));
+    }
+    for mut rx in [rx_a, rx_b, rx_s.unwrap()] {
+        assert!(rx.try_recv().unwrap().unwrap_err().is_connection());
+    }
+    let permit = sem.clone().try_acquire_owned().unwrap();
+    let later = state.queue(&Request::Get { keys: &keys }, permit, 1);
+    assert!(later.unwrap_err().is_connection());
+    assert_eq!(sem.available_permits(), 10_000);
+}
+
+// ---- random interleavings ------------------------------------------------------------
+
+/// One step of the simulation.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// A caller queues `get key<k>`.
+    Get(u8),
+    /// A caller queues a `set` (with `noreply` when true).
+    Set(u8, bool),
+    /// The caller holding the role writes; the socket takes up to this many bytes.
+    CallerWrites(usize),
+    /// The writer task runs one step; the socket takes up to this many bytes.
+    WriterRuns(usize),
+    /// The server answers what it has read.
+    Serve,
+    /// The reader decodes one reply.
+    Read,
+    /// The oldest still-waiting caller gives up (drops its receiver).
+    GiveUp,
+    /// The connection breaks.
+    Fail,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0u8..12).prop_map(Step::Get),
+        1 => (0u8..12, any::<bool>()).prop_map(|(k, n)| Step::Set(k, n)),
+        3 => (1usize..40).prop_map(Step::CallerWrites),
+        3 => (1usize..40).prop_map(Step::WriterRuns),
+        2 => Just(Step::Serve),
+        3 => Just(Step::Read),
+        1 => Just(Step::GiveUp),
+        1 => Just(Step::Fail).prop_filter("rare", |_| true),
+    ]
+}
+
+/// What a caller waits for.
+struct Caller {
+    /// `Some(key)` for a get, `None` for a set.
+    get: Option<Vec<u8>>,
+    rx: Option<Rx>,
+}
+
+#[derive(Default)]
+struct Sim {
+    /// The chunk the caller holding the role is writing.
+    caller_chunk: Option<BytesMut>,
+    /// Whether the writer task holds the role, and the chunk it is writing.
+    writer: bool,
+    writer_chunk: BytesMut,
+    /// Bytes on the wire the server has not read.
+    wire: Vec<u8>,
+    /// Replies the server sent, not yet decoded by the reader.
+    replies: VecDeque<Response>,
+    callers: Vec<Caller>,
+    failed: bool,
+}
+
+impl Sim {
+    fn follow(&mut self, state: &State, next: Next) {
+        match next {
+            Next::Nothing => {}
+            Next::Write(chunk) => {
+                assert!(self.caller_chunk.is_none() && !self.writer, "two writers");
+                self.caller_chunk = Some(chunk);
+            }
+            Next::WakeWriter => {
+                assert!(!self.writer, "the writer task woken twice");
+                self.writer = true;
+            }
+        }
+        self.check_role(state);
+    }
+
+    /// The state's role is the party the simulation sees writing.
+    fn check_role(&self, state: &State) {
+        let role = if self.caller_chunk.is_some() {
+            Role::Caller
+        } else if self.writer {
+            Role::Writer
+        } else {
+            Role::Idle
+        };
+        if !self.failed {
+            assert_eq!(state.role, role);
+        }
+    }
+
+    /// The server: parses whole requests off the wire and answers them, every
+    /// `get` key a hit whose value is the key.
+    fn serve(&mut self) {
+        loop {
+            let Some(eol) = self.wire.windows(2).position(|w| w == b"\r\n") else {
+                return;
+            };
+            let line = String::from_utf8(self.wire[..eol].to_vec()).unwrap();
+            let words: Vec<&str> = line.split(' ').collect();
+            match words[0] {
+                "get" => {
+                    let keys: Vec<&[u8]> = words[1..].iter().map(|w| w.as_bytes()).collect();
+                    self.replies.push_back(values(&keys));
+                    self.wire.drain(..eol + 2);
+                }
+                "set" => {
+                    let len: usize = words[4].parse().unwrap();
+                    if self.wire.len() < eol + 2 + len + 2 {
+                        return;
+                    }
+                    if words.get(5) != Some(&"noreply") {
+                        self.replies.push_back(Response::Stored);
+                    }
+                    self.wire.drain(..eol + 2 + len + 2);
+                }
+                other => panic!("unexpected command {other:?}"),
+            }
+        }
+    }
+
+    fn apply(&mut self, state: &mut State, sem: &Arc<Semaphore>, step: Step) {
+        match step {
+            Step::Get(k) | Step::Set(k, _) if !self.failed => {
+                let key = format!("key{k}");
+                let keys = [Key::new(key.as_bytes()).unwrap()];
+                let request = match step {
+                    Step::Set(_, noreply) => Request::Store {
+                        command: StoreCommand::Set,
+                        key: keys[0],
+                        flags: 0,
+                        exptime: 0,
+                        data: b"xyz",
+                        noreply,
+                    },
+                    _ => Request::Get { keys: &keys },
+                };
+                let permit = sem.clone().try_acquire_owned().unwrap();
+                let in_flight = 10_000 - sem.available_permits();
+                let (rx, next) = state.queue(&request, permit, in_flight).unwrap();
+                if let Some(rx) = rx {
+                    let get = matches!(step, Step::Get(_)).then(|| get(key.as_bytes()));
+                    self.callers.push(Caller { get, rx: Some(rx) });
+                }
+                self.follow(state, next);
+            }
+            Step::CallerWrites(n) => {
+                if let Some(mut chunk) = self.caller_chunk.take() {
+                    let n = n.min(chunk.len());
+                    self.wire.extend_from_slice(&chunk.split_to(n));
+                    let next = state.caller_wrote(chunk);
+                    self.follow(state, next);
+                }
+            }
+            Step::WriterRuns(n) => {
+                if !self.writer {
+                    return;
+                }
+                if self.writer_chunk.is_empty() {
+                    let mut chunk = std::mem::take(&mut self.writer_chunk);
+                    if state.writer_take(&mut chunk) {
+                        assert!(!chunk.is_empty(), "the writer took nothing");
+                        self.writer_chunk = chunk;
+                    } else {
+                        self.writer = false;
+                    }
+                } else {
+                    let n = n.min(self.writer_chunk.len());
+                    self.wire.extend_from_slice(&self.writer_chunk.split_to(n));
+                }
+                self.check_role(state);
+            }
+            // After a failure the socket is gone: nothing moves any more.
+            _ if self.failed => {}
+            Step::Serve => self.serve(),
+            Step::Read => {
+                if let Some(reply) = self.replies.pop_front() {
+                    let (to, next) = state.reply();
+                    to.expect("a reply has a waiter").deliver(Ok(reply));
+                    self.follow(state, next);
+                }
+            }
+            Step::GiveUp => {
+                if let Some(c) = self.callers.iter_mut().find(|c| c.rx.is_some()) {
+                    c.rx = None;
+                }
+            }
+            Step::Fail if !self.failed => {
+                self.failed = true;
+                let error = Error::new(ErrorKind::Connection, "broken");
+                for reply in state.fail(&error) {
+                    reply.deliver(Err(error.clone()));
+                }
+                self.caller_chunk = None;
+                self.writer = false;
+            }
+            _ => {}
+        }
+        if !self.failed {
+            state.check();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever the interleaving: one writer at a time, nothing queued left
+    /// without a writer, every caller answered with its own reply (or, after
+    /// a failure, the error) exactly once, and every permit released.
+    #[test]
+    fn any_interleaving_keeps_the_invariants(
+        steps in proptest::collection::vec(step(), 1..200),
+        max_batches in 1usize..4,
+        merge in any::<bool>(),
+    ) {
+        let sem = permits();
+        let mut state = State::new(max_batches, merge);
+        let mut sim = Sim::default();
+        for s in steps {
+            sim.apply(&mut state, &sem, s);
+        }
+        // Quiesce: every party runs until nobody can move. If something were
+        // queued with nobody to write it, a caller would stay unanswered.
+        for _ in 0..10_000 {
+            sim.apply(&mut state, &sem, Step::CallerWrites(usize::MAX));
+            sim.apply(&mut state, &sem, Step::WriterRuns(usize::MAX));
+            sim.apply(&mut state, &sem, Step::Serve);
+            sim.apply(&mut state, &sem, Step::Read);
+            if sim.caller_chunk.is_none() && !sim.writer && sim.replies.is_empty() {
+                break;
+            }
+        }
+        if !sim.failed {
+            prop_assert!(sim.wire.is_empty(), "the server read everything");
+            prop_assert_eq!(state.batches, 0);
+            prop_assert_eq!(state.role, Role::Idle);
+            prop_assert!(state.waiters.is_empty());
+        }
+        for caller in &mut sim.callers {
+            let Some(rx) = caller.rx.as_mut() else { continue };
+            let got = rx.try_recv();
+            match (&caller.get, got) {
+                (_, Ok(Err(e))) => prop_assert!(sim.failed && e.is_connection()),
+                (Some(key), Ok(Ok(Response::Values(v)))) => {
+                    prop_assert_eq!(v.len(), 1);
+                    prop_assert_eq!(&v[0].key[..], &key[..], "another caller's value");
+                }
+                (None, Ok(Ok(Response::Stored))) => {}
+                (want, got) => prop_assert!(false, "{want:?}: {got:?}"),
+            }
+        }
+        prop_assert_eq!(sem.available_permits(), 10_000);
+    }
+}
