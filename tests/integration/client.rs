@@ -9,7 +9,7 @@ use memgroup::client::{Client, ClientBuilder, Error};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
-use crate::support::{Memcached, raw, server_list};
+use crate::support::{HeldClock, Memcached, raw, server_list};
 
 /// `groups` groups of `per_group` servers each.
 fn spawn_groups(groups: usize, per_group: usize) -> Vec<Vec<Memcached>> {
@@ -272,9 +272,11 @@ async fn killed_server_reads_fall_back_and_writes_report_the_group() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Runs under paused time: the timeouts pass when the test moves the clock.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn stalled_server_times_out_while_the_others_serve() {
-    bounded(async {
+    let _clock = HeldClock::hold();
+    {
         let group = spawn_groups(1, 3).remove(0);
         let budget = Duration::from_millis(300);
         let client = Client::builder()
@@ -291,8 +293,14 @@ async fn stalled_server_times_out_while_the_others_serve() {
         let loc = locator(&group, LocatorConfig::new(HashStrategy::Ketama));
         group[1].stop();
         for k in &keys {
-            let started = Instant::now();
-            let result = client.get(k).await;
+            let started = tokio::time::Instant::now();
+            let result = if loc.locate(k.as_bytes()) == 1 {
+                // The request goes out, then the budget passes.
+                let (result, ()) = tokio::join!(client.get(k), tokio::time::advance(budget));
+                result
+            } else {
+                client.get(k).await
+            };
             if loc.locate(k.as_bytes()) == 1 {
                 let err = result.unwrap_err();
                 assert!(err.is_timeout(), "{err}");
@@ -309,13 +317,14 @@ async fn stalled_server_times_out_while_the_others_serve() {
         for k in &keys {
             assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
         }
-    })
-    .await;
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Runs under paused time: the backoff passes when the test moves the clock.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn restarted_server_takes_writes_again_after_the_backoff() {
-    bounded(async {
+    let _clock = HeldClock::hold();
+    {
         let mut group = spawn_groups(1, 3).remove(0);
         let client = Client::builder()
             .servers(&server_list(&group))
@@ -339,7 +348,7 @@ async fn restarted_server_takes_writes_again_after_the_backoff() {
         assert!(err.is_server_dead() || err.is_connection(), "{err}");
 
         group[2].restart();
-        tokio::time::sleep(Duration::from_millis(2100)).await;
+        tokio::time::advance(Duration::from_millis(2100)).await;
         for k in &keys {
             client.set(k, "after", 0).await.unwrap();
             assert_eq!(
@@ -347,8 +356,7 @@ async fn restarted_server_takes_writes_again_after_the_backoff() {
                 Some(&b"after"[..])
             );
         }
-    })
-    .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -486,9 +494,11 @@ async fn bad_input_is_refused_before_any_byte_is_sent() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Runs under paused time: the timeouts pass when the test moves the clock.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
-    bounded(async {
+    let _clock = HeldClock::hold();
+    {
         let server = Memcached::spawn();
         let client = one_server(&server).build().unwrap();
         let keys: Vec<String> = (0..200).map(|i| format!("sync:{i}")).collect();
@@ -502,8 +512,13 @@ async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
                 async move {
                     let get = client.get(k);
                     if (i + round) % 2 == 0 {
-                        // Dropped after at most one poll.
-                        let _ = tokio::time::timeout(Duration::from_nanos(1), get).await;
+                        // Dropped after one poll.
+                        let mut get = std::pin::pin!(get);
+                        std::future::poll_fn(|cx| {
+                            let _ = get.as_mut().poll(cx);
+                            std::task::Poll::Ready(())
+                        })
+                        .await;
                         None
                     } else {
                         Some((k, get.await))
@@ -522,14 +537,17 @@ async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
         let quick = client.with_timeout(Duration::from_millis(100));
         server.stop();
         for k in &keys[..20] {
-            assert!(quick.get(k).await.unwrap_err().is_timeout());
+            let (got, ()) = tokio::join!(
+                quick.get(k),
+                tokio::time::advance(Duration::from_millis(100))
+            );
+            assert!(got.unwrap_err().is_timeout());
         }
         server.resume();
         for k in &keys {
             assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
         }
-    })
-    .await;
+    }
 }
 
 /// Commands a server read during `f`, from its `bytes_read`, when every
@@ -690,9 +708,11 @@ async fn merged_gets_on_a_server_killed_mid_flight_fall_back_together() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Runs under paused time: the backoff passes when the test moves the clock.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_failed_connection_is_closed_and_replaced_after_the_backoff() {
-    bounded(async {
+    let _clock = HeldClock::hold();
+    {
         let server = Memcached::spawn();
         let big = vec![b'x'; 4096];
         let small = Client::builder()
@@ -718,13 +738,14 @@ async fn a_failed_connection_is_closed_and_replaced_after_the_backoff() {
                 Instant::now() < deadline,
                 "the failed connection stayed open"
             );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            // Lets the runtime drop the failed connection's tasks.
+            tokio::task::yield_now().await;
+            std::thread::sleep(Duration::from_millis(5));
         }
         // After the backoff (1 s) a new connection serves again.
-        tokio::time::sleep(Duration::from_millis(1100)).await;
+        tokio::time::advance(Duration::from_millis(1100)).await;
         assert_eq!(small.get("ok").await.unwrap().unwrap().value, "fine");
-    })
-    .await;
+    }
 }
 
 /// The batching writer yields to let callers queue: on a single-threaded

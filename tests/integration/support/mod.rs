@@ -242,3 +242,66 @@ pub mod raw {
         }
     }
 }
+
+/// Holds tokio's paused clock still while the test talks to real processes.
+///
+/// Under `#[tokio::test(start_paused = true)]` tokio moves the clock to the
+/// next timer whenever the runtime has nothing to run — including while a
+/// real memcached's reply is on its way, which would fire every operation
+/// timeout at once. A running blocking task inhibits that auto-advance on a
+/// current-thread runtime, so while this guard lives the clock moves only by
+/// `tokio::time::advance`: backoffs and timeouts pass exactly when the test
+/// says, without sleeping.
+#[derive(Debug)]
+pub struct HeldClock {
+    _release: std::sync::mpsc::Sender<()>,
+    _watchdog: Watchdog,
+}
+
+impl HeldClock {
+    /// Holds the clock of the current (paused, current-thread) runtime. A
+    /// test still running after 60 real seconds is ended as hung: tokio's
+    /// own timeouts cannot fire while the clock is held.
+    pub fn hold() -> HeldClock {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        tokio::task::spawn_blocking(move || {
+            // Returns when the sender is dropped.
+            let _ = wait.recv();
+        });
+        HeldClock {
+            _release: release,
+            _watchdog: Watchdog::start(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// Ends the whole test process if the test holding it runs past `limit` in
+/// real time: a hang is a failure, not a stuck CI job.
+#[derive(Debug)]
+struct Watchdog(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Watchdog {
+    fn start(limit: Duration) -> Watchdog {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = done.clone();
+        let test = thread::current().name().unwrap_or("?").to_string();
+        thread::spawn(move || {
+            let deadline = Instant::now() + limit;
+            while Instant::now() < deadline {
+                if seen.load(std::sync::atomic::Ordering::Acquire) {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+            eprintln!("test {test} took more than {limit:?}: something hangs");
+            std::process::exit(101);
+        });
+        Watchdog(done)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
