@@ -162,7 +162,17 @@ impl fmt::Display for TopologyError {
                 write!(f, "unknown URL parameter {token:?}")
             }
             TopologyError::BadParam { token } => write!(f, "invalid URL parameter {token:?}"),
-            TopologyError::UnknownPolicy { token } => write!(f, "unknown policy name {token:?}"),
+            TopologyError::UnknownPolicy { token } => {
+                let names = |names: &mut dyn Iterator<Item = &'static str>| {
+                    names.collect::<Vec<_>>().join(", ")
+                };
+                write!(
+                    f,
+                    "unknown policy name {token:?} (read fallbacks: {}; write policies: {})",
+                    names(&mut crate::ReadFallback::ALL.iter().map(|p| p.name())),
+                    names(&mut crate::WritePolicy::ALL.iter().map(|p| p.name())),
+                )
+            }
             TopologyError::DuplicateParam { token } => {
                 write!(f, "URL parameter {token:?} is given twice")
             }

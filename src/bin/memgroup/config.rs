@@ -54,10 +54,10 @@ pub(crate) struct ClusterArgs {
     pub(crate) config: Option<PathBuf>,
     /// Hashing strategy: native, old-compat, new-compat, consistent, ketama, …
     #[arg(long, global = true)]
-    pub(crate) hash: Option<String>,
+    pub(crate) hash: Option<HashStrategy>,
     /// Ketama node naming: spymemcached, libmemcached, evcache.
     #[arg(long, global = true)]
-    pub(crate) node_naming: Option<String>,
+    pub(crate) node_naming: Option<NodeNaming>,
     /// URL-encode keys like the Whalin Java client (routing and wire).
     #[arg(long, global = true)]
     pub(crate) sanitize: bool,
@@ -72,10 +72,10 @@ pub(crate) struct ClusterArgs {
     pub(crate) timeout_ms: Option<u64>,
     /// Read fallback: never, one-more, all-copies.
     #[arg(long, global = true)]
-    pub(crate) read_fallback: Option<String>,
+    pub(crate) read_fallback: Option<ReadFallback>,
     /// Write policy: none, one, quorum, all-minus-one, all.
     #[arg(long, global = true)]
-    pub(crate) write_policy: Option<String>,
+    pub(crate) write_policy: Option<WritePolicy>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -112,40 +112,51 @@ fn usage(message: impl Into<String>) -> Failure {
     Failure::Usage(message.into())
 }
 
-pub(crate) fn parse_hash(name: &str) -> Result<HashStrategy, Failure> {
-    name.parse().map_err(|_| {
-        usage(format!(
-            "unknown hashing strategy {name:?} (native, old-compat, new-compat, consistent, ketama)"
-        ))
-    })
+/// Parses a named setting of the file through its type's `FromStr`, whose
+/// error names the bad text (and, where the type knows them, the valid names).
+fn parse_named<T>(setting: &str, text: &str) -> Result<T, Failure>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    text.parse().map_err(|e| usage(format!("{setting}: {e}")))
 }
 
-fn parse_naming(name: &str) -> Result<NodeNaming, Failure> {
-    name.parse().map_err(|_| {
-        usage(format!(
-            "unknown node naming {name:?} (spymemcached, libmemcached, evcache)"
-        ))
-    })
+/// A setting given in the file, parsed.
+fn file_setting<T>(setting: &str, text: Option<&String>) -> Result<Option<T>, Failure>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    text.map(|t| parse_named(setting, t)).transpose()
 }
 
-fn parse_fallback(name: &str) -> Result<ReadFallback, Failure> {
-    name.parse().map_err(|_| {
-        usage(format!(
-            "unknown read fallback {name:?} (never, one-more, all-copies)"
-        ))
-    })
-}
-
-fn parse_policy(name: &str) -> Result<WritePolicy, Failure> {
-    name.parse().map_err(|_| {
-        usage(format!(
-            "unknown write policy {name:?} (none, one, quorum, all-minus-one, all)"
-        ))
-    })
+/// Applies cluster-wide hashing and pool settings, each only when given.
+fn overrides(
+    mut spec: ClusterSpec,
+    hash: Option<HashStrategy>,
+    naming: Option<NodeNaming>,
+    sanitize: Option<bool>,
+    pool_size: Option<usize>,
+) -> ClusterSpec {
+    if let Some(h) = hash {
+        spec = spec.with_hash(h);
+    }
+    if let Some(n) = naming {
+        spec = spec.with_node_naming(n);
+    }
+    if let Some(s) = sanitize {
+        spec = spec.with_sanitize_keys(s);
+    }
+    if let Some(p) = pool_size {
+        spec = spec.with_pool_size(p);
+    }
+    spec
 }
 
 impl ClusterArgs {
-    /// The cluster description: flags override the file's settings.
+    /// The cluster description. A flag wins over the file; in the file, a
+    /// group's own setting wins over the file-wide one.
     pub(crate) fn spec(&self) -> Result<(ClusterSpec, Timeouts), Failure> {
         let file = match &self.config {
             Some(path) => {
@@ -156,10 +167,19 @@ impl ClusterArgs {
             }
             None => FileConfig::default(),
         };
-        let mut spec = if let Some(groups) = &self.groups {
-            ClusterSpec::parse_evcache(groups).map_err(|e| usage(e.to_string()))?
+        let file_wide = |spec| -> Result<ClusterSpec, Failure> {
+            Ok(overrides(
+                spec,
+                file_setting("hash", file.hash.as_ref())?,
+                file_setting("node_naming", file.node_naming.as_ref())?,
+                file.sanitize,
+                file.pool_size,
+            ))
+        };
+        let spec = if let Some(groups) = &self.groups {
+            file_wide(ClusterSpec::parse_evcache(groups).map_err(|e| usage(e.to_string()))?)?
         } else if let Some(servers) = &self.servers {
-            ClusterSpec::parse_server_list(servers).map_err(|e| usage(e.to_string()))?
+            file_wide(ClusterSpec::parse_server_list(servers).map_err(|e| usage(e.to_string()))?)?
         } else if !file.groups.is_empty() {
             let mut groups = Vec::new();
             for g in &file.groups {
@@ -176,71 +196,44 @@ impl ClusterArgs {
                 );
                 group.zone = g.zone.clone();
                 group.write_only = g.write_only;
-                if let Some(h) = &g.hash {
-                    group.locator.strategy = parse_hash(h)?;
+                groups.push(group);
+            }
+            let mut spec = file_wide(ClusterSpec::new(groups))?;
+            for (group, g) in spec.groups.iter_mut().zip(&file.groups) {
+                if let Some(h) = file_setting("hash", g.hash.as_ref())? {
+                    group.locator.strategy = h;
                 }
-                if let Some(n) = &g.node_naming {
-                    group.locator = group.locator.with_node_naming(parse_naming(n)?);
+                if let Some(n) = file_setting("node_naming", g.node_naming.as_ref())? {
+                    group.locator.node_naming = n;
                 }
                 if let Some(p) = g.pool_size {
                     group.pool_size = p;
                 }
-                groups.push(group);
             }
-            ClusterSpec {
-                groups,
-                settings: Default::default(),
-            }
+            spec
         } else {
             return Err(usage(
                 "no servers: give --servers, --groups, --config or MEMCACHED_SERVERS",
             ));
         };
-
-        let hash = self
-            .hash
-            .as_deref()
-            .or(file.hash.as_deref())
-            .map(parse_hash)
-            .transpose()?;
-        let naming = self
-            .node_naming
-            .as_deref()
-            .or(file.node_naming.as_deref())
-            .map(parse_naming)
-            .transpose()?;
-        let sanitize = self.sanitize || file.sanitize.unwrap_or(false);
-        let pool_size = self.pool_size.or(file.pool_size);
-        let per_group_hash: Vec<bool> = file.groups.iter().map(|g| g.hash.is_some()).collect();
-        for (i, group) in spec.groups.iter_mut().enumerate() {
-            if let Some(h) = hash.filter(|_| !per_group_hash.get(i).copied().unwrap_or(false)) {
-                group.locator.strategy = h;
-            }
-            if let Some(n) = naming {
-                group.locator = group.locator.with_node_naming(n);
-            }
-            group.locator = group.locator.with_sanitize_keys(sanitize);
-            if let Some(p) = pool_size {
-                group.pool_size = p;
-            }
-        }
+        let mut spec = overrides(
+            spec,
+            self.hash,
+            self.node_naming,
+            self.sanitize.then_some(true),
+            self.pool_size,
+        );
         let settings = &mut spec.settings;
         if let Some(zone) = self.zone.clone().or(file.zone) {
             settings.local_zone = Some(zone);
         }
-        if let Some(f) = self
-            .read_fallback
-            .as_deref()
-            .or(file.read_fallback.as_deref())
-        {
-            settings.read_fallback = parse_fallback(f)?;
+        let fallback = file_setting("read_fallback", file.read_fallback.as_ref())?;
+        if let Some(f) = self.read_fallback.or(fallback) {
+            settings.read_fallback = f;
         }
-        if let Some(p) = self
-            .write_policy
-            .as_deref()
-            .or(file.write_policy.as_deref())
-        {
-            settings.write_policy = parse_policy(p)?;
+        let policy = file_setting("write_policy", file.write_policy.as_ref())?;
+        if let Some(p) = self.write_policy.or(policy) {
+            settings.write_policy = p;
         }
         if let Some(f) = file.failover {
             settings.failover = Some(f);

@@ -125,7 +125,23 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A bad flag value is a usage error like any other: one line naming
+        // the value, exit 2 (clap's own rendering adds a hint paragraph).
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::InvalidValue | clap::error::ErrorKind::ValueValidation
+            ) =>
+        {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or_default();
+            eprintln!("memgroup: {}", line.strip_prefix("error: ").unwrap_or(line));
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
