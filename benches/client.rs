@@ -5,58 +5,9 @@
 //! in flight, and `get_multi` of 100 keys over 3 servers.
 //! Run with `cargo xtask bench` (or `cargo bench --bench client`).
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use memgroup::client::Client;
-
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn spawn() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("memcached")
-            .args([
-                "-l",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-U",
-                "0",
-                "-u",
-                "root",
-                "-t",
-                "2",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("memcached on PATH (cargo xtask bench installs it)");
-        let addr = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "memcached did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Server { child, addr }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use memgroup_testkit::Memcached;
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -64,14 +15,17 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let servers: Vec<Server> = (0..3).map(|_| Server::spawn()).collect();
+    let servers: Vec<Memcached> = (0..3)
+        .map(|_| Memcached::spawn_with(&["-t", "2"]))
+        .collect();
+    let addrs: Vec<String> = servers.iter().map(Memcached::addr_string).collect();
     let one = Client::builder()
-        .servers(&servers[0].addr)
+        .servers(&addrs[0])
         .unwrap()
         .pool_size(1)
         .build()
         .unwrap();
-    let list: Vec<&str> = servers.iter().map(|s| s.addr.as_str()).collect();
+    let list: Vec<&str> = addrs.iter().map(String::as_str).collect();
     let three = Client::builder()
         .servers(&list.join(","))
         .unwrap()

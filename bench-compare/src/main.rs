@@ -33,13 +33,14 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use async_memcached::AsciiProtocol;
+use memgroup_testkit::Memcached;
 use tokio::runtime::Runtime;
 
 /// Every value read or written is this long.
@@ -71,71 +72,27 @@ fn env_num(name: &str, default: u64) -> u64 {
 
 // ---- memcached processes ------------------------------------------------------
 
-/// A memcached process on a loopback port, killed when dropped (also while
-/// unwinding from a panic).
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn spawn() -> Server {
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free loopback port")
-                .port();
-            let mut cmd = Command::new("memcached");
-            cmd.args(["-l", "127.0.0.1", "-p", &port.to_string()])
-                .args(["-U", "0", "-u", "root", "-t", "2"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            #[cfg(target_os = "linux")]
-            {
-                use std::os::unix::process::CommandExt;
-                // SAFETY: prctl is async-signal-safe; nothing else runs
-                // between fork and exec.
-                unsafe {
-                    cmd.pre_exec(|| {
-                        // Die with this process even if it is killed outright.
-                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                        Ok(())
-                    });
-                }
-            }
-            let child = cmd
-                .spawn()
-                .expect("memcached on PATH (`cargo xtask compare` installs it)");
-            let mut server = Server {
-                child,
-                addr: format!("127.0.0.1:{port}"),
-            };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                if TcpStream::connect(&server.addr).is_ok() {
-                    return server;
-                }
-                if matches!(server.child.try_wait(), Ok(Some(_))) {
-                    break; // lost the port to someone else: try another
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "memcached on {} did not start",
-                    server.addr
-                );
-                std::thread::sleep(Duration::from_millis(10));
+/// A memcached process on a loopback port (`memgroup-testkit`), killed when
+/// dropped, and on Linux also when this process dies without unwinding.
+fn spawn_server() -> Memcached {
+    Memcached::try_spawn_with(&["-t", "2"], |cmd| {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe; nothing else runs
+            // between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    // Die with this process even if it is killed outright.
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
             }
         }
-        panic!("could not start memcached");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+        #[cfg(not(target_os = "linux"))]
+        let _ = cmd;
+    })
+    .expect("memcached on PATH (`cargo xtask compare` installs it)")
 }
 
 /// `stats` over a fresh plain TCP connection, independent of the clients
@@ -538,8 +495,9 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
 
-    let servers: Vec<Server> = (0..3).map(|_| Server::spawn()).collect();
-    let addrs: Vec<&str> = servers.iter().map(|s| s.addr.as_str()).collect();
+    let servers: Vec<Memcached> = (0..3).map(|_| spawn_server()).collect();
+    let addr_strings: Vec<String> = servers.iter().map(Memcached::addr_string).collect();
+    let addrs: Vec<&str> = addr_strings.iter().map(String::as_str).collect();
     for addr in &addrs {
         preload(addr);
     }

@@ -173,7 +173,14 @@ fn bad_configuration_is_one_clear_line_and_exit_2() {
         (&["--servers", "127.0.0.1:1:0", "get", "k"], "127.0.0.1:1:0"),
         (&["get", "k"], "no servers"),
         (
-            &["--servers", "127.0.0.1:1", "--write-policy", "most", "get", "k"],
+            &[
+                "--servers",
+                "127.0.0.1:1",
+                "--write-policy",
+                "most",
+                "get",
+                "k",
+            ],
             "most",
         ),
         (

@@ -1,95 +1,17 @@
 //! Local memcached clusters for the demo and for `cargo xtask cluster up|down`.
 
 use std::fs;
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use crate::{Result, root};
 
-/// A memcached process on a loopback port. Killed on drop unless detached.
-#[derive(Debug)]
-pub(crate) struct Server {
-    pub(crate) port: u16,
-    child: Option<Child>,
-}
+/// A memcached process on a loopback port, killed on drop unless detached.
+pub(crate) use memgroup_testkit::Memcached as Server;
 
-impl Server {
-    pub(crate) fn spawn() -> Result<Server> {
-        for _ in 0..20 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map_err(|e| format!("no free port: {e}"))?
-                .port();
-            let mut child = Command::new("memcached")
-                .args([
-                    "-l",
-                    "127.0.0.1",
-                    "-p",
-                    &port.to_string(),
-                    "-U",
-                    "0",
-                    "-u",
-                    "root",
-                    "-m",
-                    "256",
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("cannot start memcached: {e}"))?;
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Ok(Server {
-                        port,
-                        child: Some(child),
-                    });
-                }
-                if child.try_wait().ok().flatten().is_some() || Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-                thread::sleep(Duration::from_millis(10));
-            }
-        }
-        Err("memcached would not start".into())
-    }
-
-    pub(crate) fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    pub(crate) fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
-    /// SIGKILL.
-    pub(crate) fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Leaves the process running after this value is dropped.
-    // The process outlives xtask on purpose (`cluster up`); once xtask exits
-    // it is reparented to init, which reaps it, so no zombie remains.
-    #[allow(clippy::zombie_processes)]
-    fn detach(mut self) -> u32 {
-        let child = self.child.take().expect("running");
-        child.id()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// Starts one memcached for a demo or play cluster.
+pub(crate) fn spawn() -> Result<Server> {
+    Server::try_spawn_with(&["-m", "256"], |_| {}).map_err(|e| e.to_string())
 }
 
 /// `sg1=h:p,…;sg2=…`
@@ -97,7 +19,7 @@ pub(crate) fn groups_spec(groups: &[(&str, &[Server])]) -> String {
     groups
         .iter()
         .map(|(name, servers)| {
-            let list: Vec<String> = servers.iter().map(Server::addr).collect();
+            let list: Vec<String> = servers.iter().map(Server::addr_string).collect();
             format!("{name}={}", list.join(","))
         })
         .collect::<Vec<_>>()
@@ -119,8 +41,8 @@ pub(crate) fn cluster(action: Option<&str>) -> Result<()> {
                     state_file().display()
                 ));
             }
-            let sg1: Vec<Server> = (0..3).map(|_| Server::spawn()).collect::<Result<_>>()?;
-            let sg2: Vec<Server> = (0..3).map(|_| Server::spawn()).collect::<Result<_>>()?;
+            let sg1: Vec<Server> = (0..3).map(|_| spawn()).collect::<Result<_>>()?;
+            let sg2: Vec<Server> = (0..3).map(|_| spawn()).collect::<Result<_>>()?;
             let spec = groups_spec(&[("sg1", &sg1), ("sg2", &sg2)]);
             let pids: Vec<String> = sg1
                 .into_iter()

@@ -6,8 +6,8 @@
 use std::process::Command;
 use std::time::Instant;
 
-use crate::cluster::{Server, groups_spec};
-use crate::{Result, root, run};
+use crate::cluster::{self, Server, groups_spec};
+use crate::{Result, cargo, root, run};
 
 const KEYS: &str = "100000";
 
@@ -45,11 +45,11 @@ fn tool(args: &[&str]) -> Result<String> {
 
 pub(crate) fn demo() -> Result<()> {
     crate::ensure_memcached()?;
-    run("cargo", &["build", "--quiet", "--bin", "memgroup"], &[])?;
+    run(&cargo(), &["build", "--quiet", "--bin", "memgroup"], &[])?;
     let started = Instant::now();
 
-    let sg1: Vec<Server> = (0..3).map(|_| Server::spawn()).collect::<Result<_>>()?;
-    let mut sg2: Vec<Server> = (0..3).map(|_| Server::spawn()).collect::<Result<_>>()?;
+    let sg1: Vec<Server> = (0..3).map(|_| cluster::spawn()).collect::<Result<_>>()?;
+    let mut sg2: Vec<Server> = (0..3).map(|_| cluster::spawn()).collect::<Result<_>>()?;
     let two = groups_spec(&[("sg1", &sg1), ("sg2", &sg2)]);
     say(
         "A local cluster",
@@ -102,7 +102,7 @@ pub(crate) fn demo() -> Result<()> {
     ])?;
     tool(&["--groups", &two, "stats"])?;
 
-    let victim = sg2[0].addr();
+    let victim = sg2[0].addr_string();
     say(
         "4. SIGKILL one server of the local group",
         &format!(
@@ -124,7 +124,7 @@ pub(crate) fn demo() -> Result<()> {
     args.extend(keys.iter().map(String::as_str));
     tool(&args)?;
 
-    let sg3: Vec<Server> = (0..3).map(|_| Server::spawn()).collect::<Result<_>>()?;
+    let sg3: Vec<Server> = (0..3).map(|_| cluster::spawn()).collect::<Result<_>>()?;
     let three = groups_spec(&[("sg1", &sg1), ("sg2", &sg2[1..]), ("sg3", &sg3)]);
     say(
         "5. A new, empty group sg3, warmed from sg1",

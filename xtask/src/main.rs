@@ -48,6 +48,12 @@ pub(crate) fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The cargo that runs xtask (`$CARGO`), so a toolchain chosen with `+name`
+/// or a cargo outside `PATH` is the one that builds and tests.
+pub(crate) fn cargo() -> String {
+    env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
 pub(crate) fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
     eprintln!("$ {program} {}", args.join(" "));
     let status = Command::new(program)
@@ -105,9 +111,9 @@ pub(crate) fn ensure_memcached() -> Result<()> {
 
 fn test() -> Result<()> {
     ensure_memcached()?;
-    run("cargo", &["fmt", "--all", "--", "--check"], &[])?;
+    run(&cargo(), &["fmt", "--all", "--", "--check"], &[])?;
     run(
-        "cargo",
+        &cargo(),
         &[
             "clippy",
             "--workspace",
@@ -118,9 +124,9 @@ fn test() -> Result<()> {
         ],
         &[],
     )?;
-    run("cargo", &["test", "--workspace"], &[])?;
+    run(&cargo(), &["test", "--workspace"], &[])?;
     run(
-        "cargo",
+        &cargo(),
         &["doc", "--no-deps", "--workspace"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
@@ -135,7 +141,7 @@ fn bench(extra: &[String]) -> Result<()> {
         args.push("--");
         args.extend(extra.iter().map(String::as_str));
     }
-    run("cargo", &args, &[])
+    run(&cargo(), &args, &[])
 }
 
 /// Side-by-side benchmark against the peer crates. `bench-compare/` is its own
@@ -145,7 +151,7 @@ fn compare() -> Result<()> {
     ensure_memcached()?;
     // `run` works from the repository root.
     run(
-        "cargo",
+        &cargo(),
         &[
             "run",
             "--release",
@@ -161,7 +167,7 @@ fn fuzz(seconds: Option<&str>) -> Result<()> {
     seconds
         .parse::<u64>()
         .map_err(|_| format!("fuzz: seconds must be a number, got {seconds:?}"))?;
-    let has_fuzz = Command::new("cargo")
+    let has_fuzz = Command::new(cargo())
         .args(["fuzz", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
@@ -172,7 +178,7 @@ fn fuzz(seconds: Option<&str>) -> Result<()> {
     // cargo-fuzz passes nightly-only flags (-Zsanitizer); RUSTC_BOOTSTRAP lets
     // the machine's stable toolchain accept them.
     run(
-        "cargo",
+        &cargo(),
         &[
             "fuzz",
             "run",

@@ -125,6 +125,24 @@ impl Error {
         self.kind == ErrorKind::WritePolicy
     }
 
+    /// The error and its causes on one line, `message (server …): cause: cause`.
+    ///
+    /// ```
+    /// # fn show(e: &memgroup_client::Error) {
+    /// eprintln!("memgroup: {}", e.chain());
+    /// # }
+    /// ```
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            text.push_str(": ");
+            text.push_str(&e.to_string());
+            cause = e.source();
+        }
+        text
+    }
+
     /// Whether retrying the same operation later may succeed (timeouts,
     /// broken connections, dead servers, server-side failures).
     pub fn is_transient(&self) -> bool {
@@ -153,14 +171,14 @@ impl fmt::Debug for Error {
     }
 }
 
+/// The message and the server only: the cause is [`source`](std::error::Error::source),
+/// not repeated here, so a reporter that walks the chain (as the `memgroup`
+/// tool does) prints each part once. [`Error::chain`] joins them for a log line.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;
         if let Some(server) = &self.server {
             write!(f, " (server {server})")?;
-        }
-        if let Some(source) = &self.source {
-            write!(f, ": {source}")?;
         }
         Ok(())
     }
@@ -183,5 +201,23 @@ impl From<memgroup_proto::KeyError> for Error {
 impl From<memgroup_topology::TopologyError> for Error {
     fn from(e: memgroup_topology::TopologyError) -> Error {
         Error::new(ErrorKind::Config, "invalid cluster configuration").with_source(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_the_error_once_and_chain_adds_each_cause_once() {
+        let e = Error::from(memgroup_proto::Key::new(b"").unwrap_err());
+        assert_eq!(e.to_string(), "invalid key");
+        assert_eq!(e.chain(), "invalid key: the key is empty");
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = Error::new(ErrorKind::Connection, "connect failed")
+            .at("h:1")
+            .with_source(io);
+        assert_eq!(e.to_string(), "connect failed (server h:1)");
+        assert_eq!(e.chain(), "connect failed (server h:1): refused");
     }
 }

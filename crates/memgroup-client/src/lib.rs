@@ -60,6 +60,8 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod admin;
 mod builder;
 mod client;

@@ -172,10 +172,17 @@ impl Client {
         if succeeded {
             return Ok((outcome, replies));
         }
-        let reasons: Vec<String> = outcome.failed().map(|(g, e)| format!("{g}: {e}")).collect();
+        // The groups by name; the first one's error is the source (each
+        // group's own error is in its `GroupOutcome`).
+        let failed: Vec<&str> = outcome.failed().map(|(g, _)| g).collect();
         let mut error = Error::new(
             ErrorKind::WritePolicy,
-            format!("write missed its policy ({})", reasons.join("; ")),
+            format!(
+                "write missed its policy ({} of {} groups failed: {})",
+                failed.len(),
+                outcome.groups.len(),
+                failed.join(", ")
+            ),
         );
         if let Some((_, first)) = outcome.failed().next() {
             error = error.with_source(first.clone());

@@ -169,6 +169,8 @@
 //! # Ok::<(), memgroup_hash::Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod hash;
 mod locator;

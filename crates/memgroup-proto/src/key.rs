@@ -86,13 +86,13 @@ pub enum KeyError {
 impl fmt::Display for KeyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            KeyError::Empty => f.write_str("invalid key: empty"),
+            KeyError::Empty => f.write_str("the key is empty"),
             KeyError::TooLong { len, max } => {
-                write!(f, "invalid key: {len} bytes long, the limit is {max}")
+                write!(f, "the key is {len} bytes long, the limit is {max}")
             }
             KeyError::InvalidByte { byte, position } => write!(
                 f,
-                "invalid key: byte 0x{byte:02x} at offset {position} (spaces and control characters are not allowed)"
+                "the key has byte 0x{byte:02x} at offset {position} (spaces and control characters are not allowed)"
             ),
         }
     }

@@ -37,6 +37,8 @@
 //! assert_eq!(&values[0].data[..], b"bee");
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod decode;
 mod key;
 mod metadump;

@@ -81,6 +81,8 @@
 //! unless the URL says otherwise; set the locator that matches the clients sharing the
 //! cluster.
 
+#![forbid(unsafe_code)]
+
 mod dead;
 mod error;
 mod parse;

@@ -177,9 +177,9 @@ impl From<memgroup::client::Error> for Failure {
         use memgroup::client::ErrorKind;
         match e.kind() {
             ErrorKind::Config | ErrorKind::InvalidArgument | ErrorKind::InvalidKey => {
-                Failure::Usage(e.to_string())
+                Failure::Usage(e.chain())
             }
-            _ => Failure::Op(e.to_string()),
+            _ => Failure::Op(e.chain()),
         }
     }
 }

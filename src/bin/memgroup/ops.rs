@@ -122,7 +122,7 @@ fn report_write(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool)
             .iter()
             .map(|g| match &g.result {
                 Ok(applied) => json!({"group": g.group, "server": g.server, "applied": applied}),
-                Err(e) => json!({"group": g.group, "server": g.server, "error": e.to_string()}),
+                Err(e) => json!({"group": g.group, "server": g.server, "error": e.chain()}),
             })
             .collect();
         output::json(&json!({"key": key, "groups": groups}));
@@ -132,7 +132,7 @@ fn report_write(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool)
             match &g.result {
                 Ok(true) => outln!("{key}: {} {server}: ok", g.group),
                 Ok(false) => outln!("{key}: {} {server}: not applied", g.group),
-                Err(e) => outln!("{key}: {} {server}: error: {e}", g.group),
+                Err(e) => outln!("{key}: {} {server}: error: {}", g.group, e.chain()),
             }
         }
     }
@@ -299,9 +299,9 @@ pub(crate) async fn stats(
                 rows.push(vec![
                     s.group.clone(),
                     s.server.clone(),
-                    format!("error: {e}"),
+                    format!("error: {}", e.chain()),
                 ]);
-                records.push(json!({"group": s.group, "server": s.server, "error": e.to_string()}));
+                records.push(json!({"group": s.group, "server": s.server, "error": e.chain()}));
             }
         }
     }

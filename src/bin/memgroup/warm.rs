@@ -339,8 +339,9 @@ async fn copy_batch(
         Ok(found) => found,
         Err(e) => {
             eprintln!(
-                "memgroup: reading a batch of {} keys failed: {e}",
-                keys.len()
+                "memgroup: reading a batch of {} keys failed: {}",
+                keys.len(),
+                e.chain()
             );
             counters
                 .errors
@@ -392,7 +393,11 @@ async fn copy_batch(
                 copied_keys.lock().push(job.key.key.clone());
             }
             Err(e) => {
-                eprintln!("memgroup: copying {}: {e}", output::show(&job.key.key));
+                eprintln!(
+                    "memgroup: copying {}: {}",
+                    output::show(&job.key.key),
+                    e.chain()
+                );
                 counters.errors.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -1,0 +1,208 @@
+//! # memgroup-testkit: real memcached processes for tests, benches and demos
+//!
+//! One place that starts `memcached` for the integration tests, the criterion
+//! benches, `cargo xtask demo|cluster` and `bench-compare`: on a free loopback
+//! port, waiting until it accepts, killed (SIGKILL) when dropped. Fault tests
+//! stop (SIGSTOP), resume and restart it on the same port.
+//!
+//! Not published; no dependencies. Needs `memcached` on `PATH` (`cargo xtask
+//! test` installs the Debian package when it can).
+//!
+//! ```no_run
+//! use memgroup_testkit::Memcached;
+//!
+//! let server = Memcached::spawn();
+//! let addr = server.addr_string(); // "127.0.0.1:<port>"
+//! # let _ = addr;
+//! // SIGKILLed here.
+//! ```
+
+#![forbid(unsafe_code)]
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long a new process gets to accept connections.
+const START_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One `memcached` process on a loopback port, killed (SIGKILL) when dropped.
+#[derive(Debug)]
+pub struct Memcached {
+    child: Option<Child>,
+    port: u16,
+    extra: Vec<String>,
+}
+
+impl Memcached {
+    /// Spawns `memcached -l 127.0.0.1 -p <free port> -U 0` and waits until it
+    /// accepts. Panics if it cannot (meant for tests).
+    pub fn spawn() -> Memcached {
+        Memcached::spawn_with(&[])
+    }
+
+    /// As [`Memcached::spawn`], with extra command-line arguments.
+    pub fn spawn_with(extra: &[&str]) -> Memcached {
+        Memcached::try_spawn_with(extra, |_| {}).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Spawns with extra arguments; `configure` may adjust the command
+    /// further (environment, a `pre_exec` hook) before each attempt.
+    pub fn try_spawn_with(
+        extra: &[&str],
+        mut configure: impl FnMut(&mut Command),
+    ) -> io::Result<Memcached> {
+        // The port is free when we look and memcached binds it a moment later;
+        // another process could take it in between, so retry with a new one.
+        let mut last_error = None;
+        for _ in 0..20 {
+            let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+            let mut server = Memcached {
+                child: None,
+                port,
+                extra: extra.iter().map(|s| (*s).to_string()).collect(),
+            };
+            match server.start(&mut configure) {
+                Ok(()) => return Ok(server),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+                Err(e) => last_error = Some(e),
+            }
+        }
+        Err(io::Error::other(format!(
+            "could not start memcached: {last_error:?}"
+        )))
+    }
+
+    fn start(&mut self, configure: &mut dyn FnMut(&mut Command)) -> io::Result<()> {
+        let mut command = Command::new("memcached");
+        command
+            .args(["-l", "127.0.0.1", "-p", &self.port.to_string(), "-U", "0"])
+            // memcached refuses to run as root without -u; as another user the flag is ignored.
+            .args(["-u", "root"])
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        configure(&mut command);
+        let mut child = command.spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "spawning memcached (is it installed? `cargo xtask test` installs it): {e}"
+                ),
+            )
+        })?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Err(io::Error::other(format!("memcached exited: {status}")));
+            }
+            if TcpStream::connect(self.addr()).is_ok() {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::other(format!(
+                    "memcached did not accept within {START_TIMEOUT:?}"
+                )));
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn addr_string(&self) -> String {
+        self.addr().to_string()
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP: the process keeps its sockets but stops answering. Returns
+    /// once every thread of it is stopped (the signal is asynchronous: a
+    /// worker thread could otherwise still answer a request or two).
+    pub fn stop(&self) {
+        self.signal("-STOP");
+        let pid = self.pid().expect("running");
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !all_threads_stopped(pid) {
+            assert!(Instant::now() < deadline, "memcached {pid} did not stop");
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// SIGCONT after [`Memcached::stop`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.pid().expect("memcached is not running").to_string();
+        let status = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(status.success(), "kill {sig} {pid} failed");
+    }
+
+    /// Starts the server again on the same port (after [`Memcached::kill`]).
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Err(e) = self.start(&mut |_| {}) {
+            assert!(Instant::now() < deadline, "restart failed: {e}");
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Leaves the process running after this value is dropped; returns its pid.
+    // The process outlives its parent on purpose (`cargo xtask cluster up`);
+    // once the parent exits it is reparented to init, which reaps it.
+    #[allow(clippy::zombie_processes)]
+    pub fn detach(mut self) -> u32 {
+        self.child.take().expect("running").id()
+    }
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A stopped process must be continued for SIGKILL to be reaped promptly.
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+        }
+        self.kill();
+    }
+}
+
+/// Whether every thread of `pid` is in state `T` (stopped), per /proc.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            // "tid (comm) S …": the state follows the last ')'.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                == Some("T")
+        })
+    })
+}
