@@ -4,7 +4,7 @@
 //! - `cargo xtask bench [criterion args]` — the criterion benches.
 //! - `cargo xtask compare` — memgroup vs the `memcache` and `async-memcached` crates
 //!   (the standalone `bench-compare/` package, outside the workspace).
-//! - `cargo xtask fuzz [seconds]` — the decoder fuzz target (needs `cargo install cargo-fuzz`).
+//! - `cargo xtask fuzz [seconds]` — every fuzz target, each for `seconds` (needs `cargo install cargo-fuzz`).
 //! - `cargo xtask demo` — a local cluster narrated by the `memgroup` tool.
 //! - `cargo xtask cluster up|down` — leave such a cluster running to play with.
 
@@ -175,19 +175,24 @@ fn fuzz(seconds: Option<&str>) -> Result<()> {
         return Err("cargo-fuzz is missing: `cargo install cargo-fuzz`".into());
     }
     let max_time = format!("-max_total_time={seconds}");
-    // cargo-fuzz passes nightly-only flags (-Zsanitizer); RUSTC_BOOTSTRAP lets
-    // the machine's stable toolchain accept them.
-    run(
-        &cargo(),
-        &[
-            "fuzz",
-            "run",
-            "--fuzz-dir",
-            "fuzz",
-            "decode",
-            "--",
-            &max_time,
-        ],
-        &[("RUSTC_BOOTSTRAP", "1")],
-    )
+    // Every target in fuzz/Cargo.toml, each for `seconds`.
+    let list = Command::new(cargo())
+        .args(["fuzz", "list", "--fuzz-dir", "fuzz"])
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("cargo fuzz list: {e}"))?;
+    let targets = String::from_utf8_lossy(&list.stdout).into_owned();
+    if targets.trim().is_empty() {
+        return Err("cargo fuzz list found no targets".into());
+    }
+    for target in targets.split_whitespace() {
+        // cargo-fuzz passes nightly-only flags (-Zsanitizer); RUSTC_BOOTSTRAP
+        // lets the machine's stable toolchain accept them.
+        run(
+            &cargo(),
+            &["fuzz", "run", "--fuzz-dir", "fuzz", target, "--", &max_time],
+            &[("RUSTC_BOOTSTRAP", "1")],
+        )?;
+    }
+    Ok(())
 }

@@ -8,7 +8,6 @@ use crate::client::{Client, unexpected};
 use crate::error::Error;
 use crate::item::ServerStats;
 use crate::join::{BoxFuture, join_all};
-use crate::write::group_id;
 
 /// One server's answer: its group (the first it belongs to), its server and
 /// the reply.
@@ -68,7 +67,7 @@ impl Client {
     /// `None`).
     pub async fn flush_all(&self, group: Option<&str>) -> Result<(), Error> {
         let only = group
-            .map(|name| group_id(&self.snapshot(), name))
+            .map(|name| self.snapshot().group_id(name))
             .transpose()?;
         let request = Request::FlushAll {
             delay: None,

@@ -36,9 +36,9 @@ pub struct ClientBuilder {
     naming: Option<NodeNaming>,
     sanitize: Option<bool>,
     pool_size: Option<usize>,
-    pub(crate) op_timeout: Duration,
-    pub(crate) conn: ConnSettings,
-    pub(crate) max_value_size: usize,
+    op_timeout: Duration,
+    conn: ConnSettings,
+    max_value_size: usize,
 }
 
 impl Default for ClientBuilder {
@@ -233,7 +233,12 @@ impl ClientBuilder {
             return Err(Error::new(ErrorKind::Config, "no server groups configured"));
         }
         let topology = Topology::new(self.spec())?;
-        Ok(Client::new(topology, &self))
+        Ok(Client::new(
+            topology,
+            self.conn,
+            self.max_value_size,
+            self.op_timeout,
+        ))
     }
 
     /// Builds the client and opens every connection now, failing if no
@@ -242,5 +247,23 @@ impl ClientBuilder {
         let client = self.build()?;
         client.connect_all().await?;
         Ok(client)
+    }
+}
+
+impl Client {
+    /// A builder.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// Connects to a cluster described by a `memcache://` URL or a plain
+    /// `host:port[:weight],…` list (one group), opening connections eagerly.
+    pub async fn connect(url_or_servers: &str) -> Result<Client, Error> {
+        let spec = if url_or_servers.starts_with("memcache://") {
+            ClusterSpec::parse_url(url_or_servers)?
+        } else {
+            ClusterSpec::parse_server_list(url_or_servers)?
+        };
+        Client::builder().cluster(spec).connect().await
     }
 }

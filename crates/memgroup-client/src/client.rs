@@ -3,7 +3,7 @@
 //!
 //! The operations live beside their engines: reads in [`read`](crate::read),
 //! writes and replication in [`write`](crate::write), per-server commands in
-//! [`admin`](crate::admin).
+//! [`admin`](crate::admin); building one in [`builder`](crate::builder).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::time::Duration;
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 
-use crate::builder::ClientBuilder;
+use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::pool::{Pool, Snapshot};
 
@@ -46,31 +46,21 @@ impl WireKey<'_> {
 }
 
 impl Client {
-    pub(crate) fn new(topology: Topology, builder: &ClientBuilder) -> Client {
+    /// A client of `topology`; see [`ClientBuilder`](crate::ClientBuilder).
+    pub(crate) fn new(
+        topology: Topology,
+        conn: ConnSettings,
+        max_value_size: usize,
+        timeout: Duration,
+    ) -> Client {
         Client {
             inner: Arc::new(Inner {
-                pool: Pool::new(topology, builder.conn.clone()),
+                pool: Pool::new(topology, conn),
                 rotation: AtomicU64::new(0),
-                max_value_size: builder.max_value_size,
+                max_value_size,
             }),
-            timeout: builder.op_timeout,
+            timeout,
         }
-    }
-
-    /// A builder.
-    pub fn builder() -> ClientBuilder {
-        ClientBuilder::default()
-    }
-
-    /// Connects to a cluster described by a `memcache://` URL or a plain
-    /// `host:port[:weight],…` list (one group), opening connections eagerly.
-    pub async fn connect(url_or_servers: &str) -> Result<Client, Error> {
-        let spec = if url_or_servers.starts_with("memcache://") {
-            ClusterSpec::parse_url(url_or_servers)?
-        } else {
-            ClusterSpec::parse_server_list(url_or_servers)?
-        };
-        Client::builder().cluster(spec).connect().await
     }
 
     /// A handle to the same client whose operations use `timeout`.

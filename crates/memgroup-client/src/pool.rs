@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use memgroup_topology::{DeadHosts, ServerId, Topology};
+use memgroup_topology::{DeadHosts, GroupId, ServerId, Topology};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::conn::{ConnSettings, Connection};
@@ -104,6 +104,16 @@ impl Snapshot {
     /// `host:port` of `server`.
     pub(crate) fn name(&self, server: ServerId) -> &Arc<str> {
         &self.names[server.0]
+    }
+
+    /// The id of the group named `name`, or an `InvalidArgument` error.
+    pub(crate) fn group_id(&self, name: &str) -> Result<GroupId, Error> {
+        self.topology.group_by_name(name).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("unknown server group {name:?}"),
+            )
+        })
     }
 
     /// How many distinct servers the topology has.

@@ -13,7 +13,7 @@ use crate::client::{Client, unexpected};
 use crate::error::{Error, ErrorKind};
 use crate::item::{GroupOutcome, WriteOutcome};
 use crate::join::{BoxFuture, join_all};
-use crate::pool::{Snapshot, now};
+use crate::pool::now;
 use crate::value::ToValue;
 
 /// A write, minus its key: built into a request once the wire key is known.
@@ -107,7 +107,7 @@ impl Client {
         let snap = self.snapshot();
         let wire = Self::wire_key(&snap, key)?;
         let only = only
-            .map(|names| names.iter().map(|name| group_id(&snap, name)).collect())
+            .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
         let only: Option<Vec<GroupId>> = only;
         let plan: Vec<Result<Target, Skipped>> = {
@@ -421,14 +421,4 @@ impl Client {
             .await?;
         Ok(outcome)
     }
-}
-
-/// The id of the group named `name`, or an `InvalidArgument` error.
-pub(crate) fn group_id(snap: &Snapshot, name: &str) -> Result<GroupId, Error> {
-    snap.topology.group_by_name(name).ok_or_else(|| {
-        Error::new(
-            ErrorKind::InvalidArgument,
-            format!("unknown server group {name:?}"),
-        )
-    })
 }
