@@ -8,9 +8,11 @@
 //! its request and, when the state hands it the writer role, writes at once
 //! without blocking (`try_write`, no task switch); the writer task writes the
 //! batches the state hands it, after yielding once so the callers that are
-//! ready to run (typically those the reader just answered) queue first; the
-//! reader task decodes replies and delivers each to the waiter the state
-//! names.
+//! ready to run (typically those the reader just answered) queue first.
+//! Replies are read by whoever holds the reader role: a lone caller reads its
+//! own (no task switch between the reply and its caller), the reader task
+//! reads while several are due. Either decodes replies and delivers each to
+//! the waiter the state names.
 //!
 //! One `write` of 30 requests costs the client and the server about what one
 //! request costs, and the server's replies come back in fewer, fuller reads.
@@ -34,21 +36,25 @@
 //! A semaphore caps the requests in flight per connection: callers beyond the
 //! cap wait (inside their timeout) instead of growing queues without bound.
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use memgroup_proto::{Decoder, Limits, Request, Response};
 use parking_lot::Mutex;
-use tokio::io::AsyncReadExt;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::oneshot::{self, error::TryRecvError};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind};
-use crate::state::{Next, State};
+use crate::state::{Next, Queued, State};
 
 /// What the writer task's buffer starts at: a batch of ~300 small requests
 /// fits without growing it.
@@ -102,6 +108,12 @@ struct Shared {
     server: Arc<str>,
     state: Mutex<State>,
     wake_writer: Notify,
+    /// Hands the reader role to the reader task.
+    wake_reader: Notify,
+    /// Used only by the holder of the reader role (and, while nobody holds
+    /// it, by [`Shared::idle_check`]).
+    read_side: Mutex<ReadSide>,
+    read_half: OwnedReadHalf,
     /// Set when the state closes, readable without the lock: writers stop
     /// writing at once, so nothing is sent after callers were told it failed.
     failed: AtomicBool,
@@ -109,6 +121,13 @@ struct Shared {
     max_in_flight: usize,
     permits: Arc<Semaphore>,
     socket: OwnedWriteHalf,
+}
+
+/// The reading end's buffer and decoder.
+#[derive(Debug)]
+struct ReadSide {
+    buf: BytesMut,
+    decoder: Decoder,
 }
 
 impl Shared {
@@ -150,6 +169,134 @@ impl Shared {
         self.follow(next);
     }
 
+    /// As the holder of the reader role: reads what the socket has (once; the
+    /// caller waits for readiness again) and delivers every complete reply.
+    fn read_some(&self) {
+        let mut side = self.read_side.lock();
+        let ReadSide { buf, decoder } = &mut *side;
+        if buf.capacity() - buf.len() < READ_MIN_ROOM {
+            buf.reserve(READ_BUFFER);
+        }
+        match self.read_half.try_read_buf(buf) {
+            Ok(0) => {
+                let error = Error::new(ErrorKind::Connection, "connection closed by the server");
+                return self.fail(&error.at(&self.server));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(e) => {
+                let error = Error::new(ErrorKind::Connection, "read failed").at(&self.server);
+                return self.fail(&error.with_source(e));
+            }
+        }
+        loop {
+            let expect = self.state.lock().expect();
+            let Some(expect) = expect else {
+                if !buf.is_empty() {
+                    let error = Error::new(
+                        ErrorKind::Protocol,
+                        format!("{} unsolicited bytes from the server", buf.len()),
+                    );
+                    return self.fail(&error.at(&self.server));
+                }
+                return;
+            };
+            match decoder.decode(buf, expect) {
+                Ok(Some(reply)) => {
+                    let (reply_to, next) = self.state.lock().reply();
+                    if let Some(reply_to) = reply_to {
+                        reply_to.deliver(Ok(reply));
+                    }
+                    self.follow(next);
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    let error =
+                        Error::new(ErrorKind::Protocol, "malformed reply; connection closed")
+                            .at(&self.server)
+                            .with_source(e);
+                    return self.fail(&error);
+                }
+            }
+        }
+    }
+
+    /// As a caller holding the reader role: reads until its own reply is in.
+    async fn read_own(
+        &self,
+        mut receiver: oneshot::Receiver<Result<Response, Error>>,
+    ) -> Result<Response, Error> {
+        // Hands the role on however this ends (reply, failure, or the caller
+        // giving up).
+        let _role = ReaderRole(self);
+        loop {
+            match receiver.try_recv() {
+                Ok(reply) => return reply,
+                Err(TryRecvError::Closed) => {
+                    return Err(
+                        Error::new(ErrorKind::Connection, "connection closed").at(&self.server)
+                    );
+                }
+                Err(TryRecvError::Empty) => {}
+            }
+            match self.read_half.readable().await {
+                Ok(()) => self.read_some(),
+                Err(e) => {
+                    let error = Error::new(ErrorKind::Connection, "read failed").at(&self.server);
+                    self.fail(&error.with_source(e));
+                }
+            }
+        }
+    }
+
+    /// Whether an idle connection (nobody reading, no reply due) was closed
+    /// by the server or sent something unasked: nobody reads it, so that
+    /// shows only in the socket's readiness. Fails the connection if so.
+    fn idle_check(&self) -> bool {
+        // Replies are due (the usual case under load): someone reads.
+        if !self.state.lock().read_idle() {
+            return false;
+        }
+        // Someone holds the read side: they are reading, so it is not idle.
+        let Some(mut side) = self.read_side.try_lock() else {
+            return false;
+        };
+        let ready = {
+            let mut ready = pin!(self.read_half.ready(Interest::READABLE));
+            match ready.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                Poll::Ready(Ok(ready)) => ready,
+                Poll::Ready(Err(_)) => return false,
+                Poll::Pending => return false,
+            }
+        };
+        let error = {
+            // Held while reading, so no request is queued meanwhile whose
+            // reply could be taken for stray bytes.
+            let state = self.state.lock();
+            if !state.read_idle() || state.closed().is_some() {
+                return false;
+            }
+            let ReadSide { buf, .. } = &mut *side;
+            match self.read_half.try_read_buf(buf) {
+                Ok(0) => Error::new(ErrorKind::Connection, "connection closed by the server"),
+                Ok(n) => Error::new(
+                    ErrorKind::Protocol,
+                    format!("{n} unsolicited bytes from the server"),
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    // Stale readiness (the last read stopped short of
+                    // `WouldBlock`); now cleared.
+                    let _ = ready;
+                    return false;
+                }
+                Err(e) => Error::new(ErrorKind::Connection, "read failed").with_source(e),
+            }
+        };
+        drop(side);
+        self.fail(&error.at(&self.server));
+        true
+    }
+
     /// Closes the connection: every waiter fails with `error`.
     fn fail(&self, error: &Error) {
         let replies = {
@@ -160,8 +307,21 @@ impl Shared {
         for reply in replies {
             reply.deliver(Err(error.clone()));
         }
-        // The writer task, if it waits, sees the state closed and ends.
+        // The writer and reader tasks, if they wait, see the state closed and end.
         self.wake_writer.notify_one();
+        self.wake_reader.notify_one();
+    }
+}
+
+/// Held by a caller reading its own reply; passes the reader role on when
+/// dropped.
+struct ReaderRole<'a>(&'a Shared);
+
+impl Drop for ReaderRole<'_> {
+    fn drop(&mut self) {
+        if self.0.state.lock().reader_release() {
+            self.0.wake_reader.notify_one();
+        }
     }
 }
 
@@ -202,16 +362,18 @@ impl Connection {
             server: server.into(),
             state: Mutex::new(State::new(settings.max_batches, settings.merge_gets)),
             wake_writer: Notify::new(),
+            wake_reader: Notify::new(),
+            read_side: Mutex::new(ReadSide {
+                buf: BytesMut::with_capacity(READ_BUFFER),
+                decoder: Decoder::new(settings.limits),
+            }),
+            read_half: read,
             failed: AtomicBool::new(false),
             max_in_flight,
             permits: Arc::new(Semaphore::new(max_in_flight)),
             socket: write,
         });
-        let reader = tokio::spawn(read_loop(
-            shared.clone(),
-            read,
-            Decoder::new(settings.limits),
-        ));
+        let reader = tokio::spawn(read_loop(shared.clone()));
         let writer = tokio::spawn(write_loop(shared.clone()));
         Ok(Connection {
             inner: Arc::new(Inner {
@@ -226,9 +388,11 @@ impl Connection {
         &self.inner.shared.server
     }
 
-    /// Whether the connection has failed (a new one must be made).
+    /// Whether the connection has failed (a new one must be made), checking
+    /// an idle connection for a close by the server.
     pub(crate) fn is_closed(&self) -> bool {
-        self.inner.shared.failed.load(Ordering::Acquire)
+        let shared = &self.inner.shared;
+        shared.failed.load(Ordering::Acquire) || shared.idle_check()
     }
 
     /// Sends `request` and waits for its reply. Requests without a reply
@@ -245,9 +409,14 @@ impl Connection {
             .await
             .map_err(|_| Error::new(ErrorKind::Connection, "connection closed"))?;
         let in_flight = shared.callers_in_flight();
-        let (receiver, next) = shared.state.lock().queue(request, permit, in_flight)?;
+        let Queued {
+            receiver,
+            next,
+            reads,
+        } = shared.state.lock().queue(request, permit, in_flight)?;
         shared.follow(next);
         match receiver {
+            Some(receiver) if reads => shared.read_own(receiver).await.map(Some),
             Some(receiver) => match receiver.await {
                 Ok(reply) => reply.map(Some),
                 Err(_) => {
@@ -310,53 +479,25 @@ async fn write_loop(shared: Arc<Shared>) {
     }
 }
 
-/// The reader task: decodes replies and hands each to the oldest waiter.
-async fn read_loop(shared: Arc<Shared>, mut socket: OwnedReadHalf, mut decoder: Decoder) {
-    let mut buf = BytesMut::with_capacity(READ_BUFFER);
+/// The reader task: reads while it holds the reader role, handed to it by a
+/// caller that got its own reply (or gave up) while others were still due;
+/// lets the role go when no reply is due.
+async fn read_loop(shared: Arc<Shared>) {
     loop {
-        // Hand out every complete reply in the buffer.
+        shared.wake_reader.notified().await;
         loop {
-            let expect = shared.state.lock().expect();
-            let Some(expect) = expect else {
-                if !buf.is_empty() {
-                    let error = Error::new(
-                        ErrorKind::Protocol,
-                        format!("{} unsolicited bytes from the server", buf.len()),
-                    );
-                    return shared.fail(&error.at(&shared.server));
-                }
+            if shared.failed.load(Ordering::Acquire) {
+                return;
+            }
+            if shared.state.lock().reader_task_done() {
                 break;
-            };
-            match decoder.decode(&mut buf, expect) {
-                Ok(Some(reply)) => {
-                    let (reply_to, next) = shared.state.lock().reply();
-                    if let Some(reply_to) = reply_to {
-                        reply_to.deliver(Ok(reply));
-                    }
-                    shared.follow(next);
-                }
-                Ok(None) => break,
+            }
+            match shared.read_half.readable().await {
+                Ok(()) => shared.read_some(),
                 Err(e) => {
-                    let error =
-                        Error::new(ErrorKind::Protocol, "malformed reply; connection closed")
-                            .at(&shared.server)
-                            .with_source(e);
-                    return shared.fail(&error);
+                    let error = Error::new(ErrorKind::Connection, "read failed").at(&shared.server);
+                    return shared.fail(&error.with_source(e));
                 }
-            }
-        }
-        if buf.capacity() - buf.len() < READ_MIN_ROOM {
-            buf.reserve(READ_BUFFER);
-        }
-        match socket.read_buf(&mut buf).await {
-            Ok(0) => {
-                let error = Error::new(ErrorKind::Connection, "connection closed by the server");
-                return shared.fail(&error.at(&shared.server));
-            }
-            Ok(_) => {}
-            Err(e) => {
-                let error = Error::new(ErrorKind::Connection, "read failed").at(&shared.server);
-                return shared.fail(&error.with_source(e));
             }
         }
     }

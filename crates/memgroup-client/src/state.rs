@@ -21,6 +21,17 @@
 //! | [`writer_take`](State::writer_take), nothing it may send | Writer | Idle | the task sleeps |
 //! | [`reply`](State::reply) ends a batch, more to send | Idle | Writer | wake the writer task |
 //!
+//! **The reader role.** Exactly one party reads the socket while replies are
+//! due: a caller ([`ReadRole::Caller`]) or the reader task
+//! ([`ReadRole::Task`]). A caller whose request finds no other waiter (a
+//! lone caller, the connection idle) takes the role and reads its own reply:
+//! no task switch between the reply and its caller. When it has its reply,
+//! or gives up, it hands the role to the reader task if other replies are
+//! still due ([`reader_release`](State::reader_release)), else lets it go.
+//! The reader task reads while replies are due and lets the role go when none
+//! are ([`reader_task_done`](State::reader_task_done)). With many callers in
+//! flight the connection rarely empties, so the reader task does the reading.
+//!
 //! **Invariants** (checked after every step of the property test):
 //! 1. `batches` is the number of waiters with `ends_batch` set: written
 //!    batches whose last reply has not arrived.
@@ -36,6 +47,8 @@
 //!    A caller that gives up leaves its waiter in place and its reply is read
 //!    and dropped: the stream never desynchronises.
 //! 6. Once closed, nothing is queued or sent, and every waiter was failed once.
+//! 7. Replies due have a reader: with waiters and the connection open, the
+//!    reader role is held.
 
 use std::collections::VecDeque;
 
@@ -63,6 +76,29 @@ pub(crate) enum Role {
     Caller,
     /// The writer task: woken, about to run, or writing.
     Writer,
+}
+
+/// Who reads the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadRole {
+    /// Nobody: no reply is due.
+    Idle,
+    /// A caller reads, until its own reply is in.
+    Caller,
+    /// The reader task reads, until no reply is due.
+    Task,
+}
+
+/// What [`State::queue`] decided.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    /// Where the reply arrives (`None` for requests without one).
+    pub(crate) receiver: Option<oneshot::Receiver<Result<Response, Error>>>,
+    /// Who writes the request.
+    pub(crate) next: Next,
+    /// The caller took the reader role: it reads until its reply is in, then
+    /// calls [`State::reader_release`].
+    pub(crate) reads: bool,
 }
 
 /// What the driver must do after a transition.
@@ -115,6 +151,7 @@ pub(crate) struct State {
     /// Encoded requests not yet handed to the socket.
     out: BytesMut,
     role: Role,
+    read_role: ReadRole,
     /// Written batches whose last reply has not arrived.
     batches: usize,
     /// Requests queued or written, oldest first, awaiting replies.
@@ -135,6 +172,7 @@ impl State {
             front: BytesMut::new(),
             out: BytesMut::new(),
             role: Role::Idle,
+            read_role: ReadRole::Idle,
             batches: 0,
             waiters: VecDeque::new(),
             closed: None,
@@ -155,16 +193,14 @@ impl State {
     }
 
     /// Queues `request` (joining it to the open `get` when it can) and decides
-    /// who sends it. `in_flight` counts the callers holding a permit, this one
-    /// included. Returns where the reply will arrive (`None` for requests
-    /// without one) and what to do.
-    #[allow(clippy::type_complexity)]
+    /// who sends it and who reads its reply. `in_flight` counts the callers
+    /// holding a permit, this one included.
     pub(crate) fn queue(
         &mut self,
         request: &Request<'_>,
         permit: OwnedSemaphorePermit,
         in_flight: usize,
-    ) -> Result<(Option<oneshot::Receiver<Result<Response, Error>>>, Next), Error> {
+    ) -> Result<Queued, Error> {
         if let Some(error) = &self.closed {
             return Err(error.clone());
         }
@@ -202,7 +238,45 @@ impl State {
                 Some(receiver)
             }
         };
-        Ok((receiver, self.next_write(in_flight)))
+        let reads = receiver.is_some() && self.read_role == ReadRole::Idle;
+        if reads {
+            self.read_role = ReadRole::Caller;
+        }
+        Ok(Queued {
+            receiver,
+            next: self.next_write(in_flight),
+            reads,
+        })
+    }
+
+    /// A caller holding the reader role has its reply, or gave up: returns
+    /// whether the reader task must be woken to read the replies still due.
+    pub(crate) fn reader_release(&mut self) -> bool {
+        debug_assert_eq!(self.read_role, ReadRole::Caller);
+        if self.waiters.is_empty() || self.closed.is_some() {
+            self.read_role = ReadRole::Idle;
+            false
+        } else {
+            self.read_role = ReadRole::Task;
+            true
+        }
+    }
+
+    /// The reader task asks whether to go on reading; when no reply is due it
+    /// lets the role go and returns `true`.
+    pub(crate) fn reader_task_done(&mut self) -> bool {
+        debug_assert_eq!(self.read_role, ReadRole::Task);
+        if self.waiters.is_empty() || self.closed.is_some() {
+            self.read_role = ReadRole::Idle;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Whether nobody reads the socket (no reply is due).
+    pub(crate) fn read_idle(&self) -> bool {
+        self.read_role == ReadRole::Idle
     }
 
     /// Joins a single-key retrieval to the open `get`/`gets`, or hands the
@@ -358,6 +432,9 @@ impl State {
         }
         if self.role == Role::Idle && self.closed.is_none() {
             assert!(!self.can_send(), "invariant 3: queued output has a writer");
+        }
+        if !self.waiters.is_empty() && self.closed.is_none() {
+            assert_ne!(self.read_role, ReadRole::Idle, "invariant 7: a reader");
         }
         if let Some(open) = &self.open {
             assert!(self.out.ends_with(b"\r\n"), "invariant 4");

@@ -27,10 +27,10 @@ fn get(key: &[u8]) -> Vec<u8> {
 fn queue_get(state: &mut State, sem: &Arc<Semaphore>, key: &[u8], in_flight: usize) -> (Rx, Next) {
     let keys = [Key::new(key).unwrap()];
     let permit = sem.clone().try_acquire_owned().unwrap();
-    let (rx, next) = state
+    let queued = state
         .queue(&Request::Get { keys: &keys }, permit, in_flight)
         .unwrap();
-    (rx.unwrap(), next)
+    (queued.receiver.unwrap(), queued.next)
 }
 
 fn values(keys: &[&[u8]]) -> Response {
@@ -164,7 +164,7 @@ fn a_failure_reaches_every_waiter_once_and_later_calls_fail() {
         data: b"x",
         noreply: false,
     };
-    let (rx_s, _) = state.queue(&set, permit, 3).unwrap();
+    let rx_s = state.queue(&set, permit, 3).unwrap().receiver;
     let error = Error::new(ErrorKind::Connection, "gone");
     let replies = state.fail(&error);
     // `a` went out alone (the caller took it); `b` waits in `out`.
@@ -200,6 +200,9 @@ enum Step {
     Read,
     /// The oldest still-waiting caller gives up (drops its receiver).
     GiveUp,
+    /// The reader role's holder checks whether it is done: a caller when its
+    /// reply is in, the reader task when no reply is due.
+    ReaderDone,
     /// The connection breaks.
     Fail,
 }
@@ -213,6 +216,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::Serve),
         3 => Just(Step::Read),
         1 => Just(Step::GiveUp),
+        2 => Just(Step::ReaderDone),
         1 => Just(Step::Fail).prop_filter("rare", |_| true),
     ]
 }
@@ -236,6 +240,8 @@ struct Sim {
     /// Replies the server sent, not yet decoded by the reader.
     replies: VecDeque<Response>,
     callers: Vec<Caller>,
+    /// Who reads: `Some(Some(i))` caller `i`, `Some(None)` the reader task.
+    reader: Option<Option<usize>>,
     failed: bool,
 }
 
@@ -266,7 +272,22 @@ impl Sim {
         };
         if !self.failed {
             assert_eq!(state.role, role);
+            let read_role = match self.reader {
+                None => ReadRole::Idle,
+                Some(Some(_)) => ReadRole::Caller,
+                Some(None) => ReadRole::Task,
+            };
+            assert_eq!(state.read_role, read_role);
         }
+    }
+
+    /// The caller holding the reader role passes it on.
+    fn release_reader(&mut self, state: &mut State) {
+        self.reader = if state.reader_release() {
+            Some(None)
+        } else {
+            None
+        };
     }
 
     /// The server: parses whole requests off the wire and answers them, every
@@ -317,12 +338,16 @@ impl Sim {
                 };
                 let permit = sem.clone().try_acquire_owned().unwrap();
                 let in_flight = 10_000 - sem.available_permits();
-                let (rx, next) = state.queue(&request, permit, in_flight).unwrap();
-                if let Some(rx) = rx {
+                let queued = state.queue(&request, permit, in_flight).unwrap();
+                if queued.reads {
+                    assert!(self.reader.is_none(), "two readers");
+                    self.reader = Some(Some(self.callers.len()));
+                }
+                if let Some(rx) = queued.receiver {
                     let get = matches!(step, Step::Get(_)).then(|| get(key.as_bytes()));
                     self.callers.push(Caller { get, rx: Some(rx) });
                 }
-                self.follow(state, next);
+                self.follow(state, queued.next);
             }
             Step::CallerWrites(n) => {
                 if let Some(mut chunk) = self.caller_chunk.take() {
@@ -354,6 +379,11 @@ impl Sim {
             _ if self.failed => {}
             Step::Serve => self.serve(),
             Step::Read => {
+                if self.reader.is_none() {
+                    // Nobody reads: then no reply may be due.
+                    assert!(self.replies.is_empty(), "replies with no reader");
+                    return;
+                }
                 if let Some(reply) = self.replies.pop_front() {
                     let (to, next) = state.reply();
                     to.expect("a reply has a waiter").deliver(Ok(reply));
@@ -361,10 +391,24 @@ impl Sim {
                 }
             }
             Step::GiveUp => {
-                if let Some(c) = self.callers.iter_mut().find(|c| c.rx.is_some()) {
-                    c.rx = None;
+                if let Some(i) = self.callers.iter().position(|c| c.rx.is_some()) {
+                    self.callers[i].rx = None;
+                    if self.reader == Some(Some(i)) {
+                        self.release_reader(state);
+                    }
                 }
             }
+            Step::ReaderDone => match self.reader {
+                Some(Some(i)) => {
+                    // A reading caller stops once its own reply is in.
+                    let has_reply = self.callers[i].rx.as_mut().is_none_or(|rx| !rx.is_empty());
+                    if has_reply {
+                        self.release_reader(state);
+                    }
+                }
+                Some(None) if state.reader_task_done() => self.reader = None,
+                _ => {}
+            },
             Step::Fail if !self.failed => {
                 self.failed = true;
                 let error = Error::new(ErrorKind::Connection, "broken");
@@ -373,6 +417,10 @@ impl Sim {
                 }
                 self.caller_chunk = None;
                 self.writer = false;
+                if let Some(Some(_)) = self.reader {
+                    self.release_reader(state);
+                }
+                self.reader = None;
             }
             _ => {}
         }
@@ -407,7 +455,12 @@ proptest! {
             sim.apply(&mut state, &sem, Step::WriterRuns(usize::MAX));
             sim.apply(&mut state, &sem, Step::Serve);
             sim.apply(&mut state, &sem, Step::Read);
-            if sim.caller_chunk.is_none() && !sim.writer && sim.replies.is_empty() {
+            sim.apply(&mut state, &sem, Step::ReaderDone);
+            if sim.caller_chunk.is_none()
+                && !sim.writer
+                && sim.replies.is_empty()
+                && sim.reader.is_none()
+            {
                 break;
             }
         }
@@ -415,6 +468,7 @@ proptest! {
             prop_assert!(sim.wire.is_empty(), "the server read everything");
             prop_assert_eq!(state.batches, 0);
             prop_assert_eq!(state.role, Role::Idle);
+            prop_assert_eq!(state.read_role, ReadRole::Idle);
             prop_assert!(state.waiters.is_empty());
         }
         for caller in &mut sim.callers {
