@@ -174,6 +174,23 @@ fn same_slot(a: &(Target, usize), b: &(Target, usize)) -> bool {
 impl Client {
     /// Runs `reads` to the end (see the module docs).
     async fn read<R: ReadOp>(&self, snap: &Snapshot, op: &R, reads: &mut [KeyRead<'_, R::Hit>]) {
+        if let [read] = reads {
+            // One key: the same rounds, without planning or batching.
+            while read.looking {
+                let target = {
+                    let dead = self.inner.pool.dead();
+                    read.cursor.next(&dead, now())
+                };
+                let Some(target) = target else {
+                    read.looking = false;
+                    break;
+                };
+                let keys = [read.key];
+                let reply = self.exec(snap, target, &op.request(&keys)).await;
+                settle(op, reply, &[(target, 0)], &keys, std::slice::from_mut(read));
+            }
+            return;
+        }
         // (target, index into `reads`), sorted into one run per slot.
         let mut plan: Vec<(Target, usize)> = Vec::with_capacity(reads.len());
         loop {
