@@ -10,6 +10,7 @@ use memgroup_topology::{ClusterSpec, GroupSpec, ReadFallback, Settings, Topology
 use crate::client::Client;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
+use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
 
 /// Configures and builds a [`Client`].
 ///
@@ -39,6 +40,7 @@ pub struct ClientBuilder {
     op_timeout: Duration,
     conn: ConnSettings,
     max_value_size: usize,
+    values: Codec,
 }
 
 impl Default for ClientBuilder {
@@ -59,6 +61,10 @@ impl Default for ClientBuilder {
                 limits: Limits::default(),
             },
             max_value_size: 1024 * 1024,
+            values: Codec {
+                format: ValueFormat::Raw,
+                max_decompressed: DEFAULT_MAX_DECOMPRESSED,
+            },
         }
     }
 }
@@ -209,6 +215,23 @@ impl ClientBuilder {
         self
     }
 
+    /// How typed reads and writes (`get_as`, `set_as`, `get_value`, …)
+    /// encode values: the convention of the clients the fleet is shared with
+    /// (default [`ValueFormat::Raw`]; see [`crate::value`]). Per call:
+    /// [`Client::with_value_format`].
+    pub fn value_format(mut self, format: ValueFormat) -> Self {
+        self.values.format = format;
+        self
+    }
+
+    /// The largest a compressed value may grow when decompressed (default
+    /// 20 MiB, EVCache's maximum data size); beyond it a read fails with an
+    /// [`ErrorKind::Corrupt`] error instead of allocating.
+    pub fn max_decompressed_size(mut self, bytes: usize) -> Self {
+        self.values.max_decompressed = bytes;
+        self
+    }
+
     /// The cluster description with the cluster-wide overrides applied.
     fn spec(&self) -> ClusterSpec {
         let mut spec = self.spec.clone();
@@ -238,6 +261,7 @@ impl ClientBuilder {
             self.conn,
             self.max_value_size,
             self.op_timeout,
+            self.values,
         ))
     }
 

@@ -3,7 +3,8 @@
 //!
 //! The operations live beside their engines: reads in [`read`](crate::read),
 //! writes and replication in [`write`](crate::write), per-server commands in
-//! [`admin`](crate::admin); building one in [`builder`](crate::builder).
+//! [`admin`](crate::admin), typed values in [`typed`](crate::typed); building one in
+//! [`builder`](crate::builder).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::pool::{Pool, Snapshot};
+use crate::value::Codec;
 
 /// The memcached cluster client. Cheap to clone; clones share connections.
 ///
@@ -24,6 +26,8 @@ use crate::pool::{Pool, Snapshot};
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
     timeout: Duration,
+    /// How this handle's typed reads and writes encode values.
+    pub(crate) values: Codec,
 }
 
 #[derive(Debug)]
@@ -52,6 +56,7 @@ impl Client {
         conn: ConnSettings,
         max_value_size: usize,
         timeout: Duration,
+        values: Codec,
     ) -> Client {
         Client {
             inner: Arc::new(Inner {
@@ -60,14 +65,15 @@ impl Client {
                 max_value_size,
             }),
             timeout,
+            values,
         }
     }
 
     /// A handle to the same client whose operations use `timeout`.
     pub fn with_timeout(&self, timeout: Duration) -> Client {
         Client {
-            inner: self.inner.clone(),
             timeout,
+            ..self.clone()
         }
     }
 

@@ -28,8 +28,12 @@ pub enum ErrorKind {
     /// A replicated write did not reach as many server groups as the write
     /// policy requires.
     WritePolicy,
-    /// A stored value could not be converted to the requested type.
+    /// A stored value could not be converted to the requested type, or its
+    /// flags name a type or encoding the value format does not know.
     Type,
+    /// A stored value is corrupt for its flags: bad compressed data, a
+    /// decompressed size over the limit, bytes that do not fit the type.
+    Corrupt,
     /// The client or cluster configuration is invalid.
     Config,
     /// An argument of the call is invalid (an unknown group name, …).
@@ -118,6 +122,11 @@ impl Error {
     /// Whether the value was too large (nothing was sent).
     pub fn is_value_too_large(&self) -> bool {
         self.kind == ErrorKind::ValueTooLarge
+    }
+
+    /// Whether a stored value could not be decoded because it is corrupt.
+    pub fn is_corrupt(&self) -> bool {
+        self.kind == ErrorKind::Corrupt
     }
 
     /// Whether a replicated write missed its write policy.

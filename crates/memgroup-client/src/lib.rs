@@ -74,6 +74,7 @@ mod merge;
 mod pool;
 mod read;
 mod state;
+mod typed;
 pub mod value;
 mod write;
 

@@ -26,7 +26,6 @@ use crate::item::Item;
 use crate::join::{BoxFuture, join_all};
 use crate::merge::circular;
 use crate::pool::{Snapshot, now};
-use crate::value::FromValue;
 
 /// A kind of read: the request that carries a batch of keys, and how its
 /// reply turns into hits.
@@ -340,23 +339,6 @@ impl Client {
             ));
         }
         self.read_one(key.as_ref(), &MetaGet(flags)).await
-    }
-
-    /// Reads a key as a typed value, following the Whalin Java client's flag
-    /// conventions (see [`crate::value`]). `Ok(None)` on a miss.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
-    /// client.set_as("visits", &41i64, 0).await?;
-    /// let visits: Option<i64> = client.get_as("visits").await?;
-    /// assert_eq!(visits, Some(41));
-    /// # Ok(()) }
-    /// ```
-    pub async fn get_as<T: FromValue>(&self, key: impl AsRef<[u8]>) -> Result<Option<T>, Error> {
-        match self.get(key).await? {
-            Some(item) => T::from_item(&item).map(Some),
-            None => Ok(None),
-        }
     }
 }
 

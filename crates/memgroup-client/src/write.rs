@@ -14,7 +14,6 @@ use crate::error::{Error, ErrorKind};
 use crate::item::{GroupOutcome, WriteOutcome};
 use crate::join::{BoxFuture, join_all};
 use crate::pool::now;
-use crate::value::ToValue;
 
 /// A write, minus its key: built into a request once the wire key is known.
 #[derive(Debug, Clone, Copy)]
@@ -196,7 +195,7 @@ impl Client {
             .map(|(outcome, _)| outcome)
     }
 
-    async fn store(
+    pub(crate) async fn store(
         &self,
         command: StoreCommand,
         key: &[u8],
@@ -236,18 +235,6 @@ impl Client {
     ) -> Result<WriteOutcome, Error> {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.store(StoreCommand::Set, key, value, flags, exptime)
-            .await
-    }
-
-    /// Stores a typed value with the flags a Java client would use.
-    pub async fn set_as<T: ToValue + ?Sized>(
-        &self,
-        key: impl AsRef<[u8]>,
-        value: &T,
-        exptime: u32,
-    ) -> Result<WriteOutcome, Error> {
-        let (bytes, flags) = value.to_value();
-        self.store(StoreCommand::Set, key.as_ref(), &bytes, flags, exptime)
             .await
     }
 

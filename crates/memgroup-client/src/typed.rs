@@ -1,0 +1,88 @@
+//! Typed reads and writes: values decoded and encoded by the handle's
+//! [`ValueFormat`](crate::value::ValueFormat) on top of the byte-level
+//! operations. Decoding is lazy: `get` and `get_multi` hand back bytes and
+//! flags untouched, and cost nothing more for the formats existing.
+
+use crate::client::Client;
+use crate::error::Error;
+use crate::item::{Item, WriteOutcome};
+use crate::value::{FromValue, ToValue, Value, ValueFormat};
+use memgroup_proto::StoreCommand;
+
+impl Client {
+    /// A handle to the same client whose typed operations use `format`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// use memgroup_client::value::ValueFormat;
+    /// // This one key was written by a Python service.
+    /// let py = client.with_value_format(ValueFormat::python_memcached());
+    /// let score: Option<i64> = py.get_as("score:7").await?;
+    /// # let _ = score;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_value_format(&self, format: ValueFormat) -> Client {
+        let mut client = self.clone();
+        client.values.format = format;
+        client
+    }
+
+    /// The value format of this handle's typed operations.
+    pub fn value_format(&self) -> ValueFormat {
+        self.values.format
+    }
+
+    /// Decodes an item read with [`Client::get`] or [`Client::get_multi`]
+    /// by this handle's value format; `key` names it in errors.
+    pub fn decode(&self, key: impl AsRef<[u8]>, item: &Item) -> Result<Value, Error> {
+        self.values.decode(key.as_ref(), item)
+    }
+
+    /// Reads a key and decodes it by the value format. `Ok(None)` on a miss.
+    pub async fn get_value(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>, Error> {
+        let key = key.as_ref();
+        match self.get(key).await? {
+            Some(item) => self.decode(key, &item).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Encodes a value by the value format and stores it in every group.
+    pub async fn set_value(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: &Value,
+        exptime: u32,
+    ) -> Result<WriteOutcome, Error> {
+        let (bytes, flags) = self.values.encode(value)?;
+        self.store(StoreCommand::Set, key.as_ref(), &bytes, flags, exptime)
+            .await
+    }
+
+    /// Reads a key as a Rust type, decoded by the value format (see
+    /// [`crate::value`]). `Ok(None)` on a miss.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// client.set_as("visits", &41i64, 0).await?;
+    /// let visits: Option<i64> = client.get_as("visits").await?;
+    /// assert_eq!(visits, Some(41));
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_as<T: FromValue>(&self, key: impl AsRef<[u8]>) -> Result<Option<T>, Error> {
+        match self.get_value(key).await? {
+            Some(value) => T::from_value(value).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores a Rust value with the flags and encoding of the value format.
+    pub async fn set_as<T: ToValue + ?Sized>(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: &T,
+        exptime: u32,
+    ) -> Result<WriteOutcome, Error> {
+        self.set_value(key, &value.to_value(), exptime).await
+    }
+}
