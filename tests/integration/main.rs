@@ -6,5 +6,6 @@
 
 mod cli;
 mod client;
+mod interop;
 mod proto;
 mod support;

@@ -84,23 +84,42 @@ fn is_root() -> bool {
     })
 }
 
+/// The spymemcached jar the interop tests run (Debian `libspymemcached-java`).
+const SPY_JAR: &str = "/usr/share/java/spymemcached.jar";
+
+/// Installs Debian packages when running as root with apt-get; `false` when
+/// that is not possible here.
+fn apt_install(packages: &[&str]) -> Result<bool> {
+    if !(is_root() && on_path("apt-get")) {
+        return Ok(false);
+    }
+    eprintln!("installing the Debian packages {}", packages.join(" "));
+    // A fresh machine has no package lists until `apt-get update`.
+    run("apt-get", &["update"], &[])?;
+    let mut args = vec!["install", "-y"];
+    args.extend_from_slice(packages);
+    run("apt-get", &args, &[("DEBIAN_FRONTEND", "noninteractive")])?;
+    Ok(true)
+}
+
+/// The interop tests need the real spymemcached jar (and a JDK, and python3
+/// for a python-memcached venv, which the image has).
+fn ensure_interop() -> Result<()> {
+    if std::path::Path::new(SPY_JAR).exists() || apt_install(&["libspymemcached-java"])? {
+        return Ok(());
+    }
+    Err(format!(
+        "{SPY_JAR} is missing: install libspymemcached-java (`sudo apt-get install libspymemcached-java`)"
+    ))
+}
+
 /// The tests and the demo spawn real memcached processes: make sure there is one.
 pub(crate) fn ensure_memcached() -> Result<()> {
     if on_path("memcached") {
         return Ok(());
     }
-    if is_root() && on_path("apt-get") {
-        eprintln!("memcached is not installed; installing the Debian package");
-        // A fresh machine has no package lists until `apt-get update`.
-        run("apt-get", &["update"], &[])?;
-        run(
-            "apt-get",
-            &["install", "-y", "memcached"],
-            &[("DEBIAN_FRONTEND", "noninteractive")],
-        )?;
-        if on_path("memcached") {
-            return Ok(());
-        }
+    if apt_install(&["memcached"])? && on_path("memcached") {
+        return Ok(());
     }
     Err(
         "memcached is not on PATH. Install it (Debian/Ubuntu: `sudo apt-get install memcached`, \
@@ -111,6 +130,7 @@ pub(crate) fn ensure_memcached() -> Result<()> {
 
 fn test() -> Result<()> {
     ensure_memcached()?;
+    ensure_interop()?;
     run(&cargo(), &["fmt", "--all", "--", "--check"], &[])?;
     run(
         &cargo(),
