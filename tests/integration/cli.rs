@@ -387,3 +387,68 @@ async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
         assert_eq!(t_dst == -1, ttl(i) == 0);
     }
 }
+
+/// `--value-format` decodes what a format stored (here EVCache's gzip), `set
+/// --type` encodes per the format, and `--json` stays binary-safe.
+#[test]
+fn value_formats_in_the_tool() {
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    let run = |args: &[&str]| memgroup(&[&["--servers", addr.as_str()][..], args].concat());
+    let long = "a".repeat(500);
+    let o = run(&[
+        "--value-format",
+        "evcache",
+        "set",
+        "text",
+        &long,
+        "--type",
+        "string",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // EVCache compressed it: raw shows gzip bytes (base64 in JSON)…
+    let o = run(&["get", "text", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["flags"], 2);
+    assert_eq!(v[0]["encoding"], "base64");
+    // …and the format reads the text.
+    let o = run(&["--value-format", "evcache", "get", "text", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["type"], "string");
+    assert_eq!(v[0]["value"], long.as_str());
+    let o = run(&[
+        "--value-format",
+        "evcache",
+        "set",
+        "n",
+        "42",
+        "--type",
+        "long",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(raw::get(s.addr(), b"n").as_deref(), Some(&[42u8][..]));
+    let o = run(&["--value-format", "evcache", "get", "n"]);
+    assert_eq!(stdout(&o), "42\n");
+    // A bad value for the type is a usage error.
+    let o = run(&["set", "n", "forty", "--type", "long"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // Corrupt compressed data (gzip flag, not gzip): a clear error naming
+    // the key, exit 1.
+    {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(s.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"set junk 2 0 11\r\n\x1f\x8b not gzip\r\n")
+            .unwrap();
+        let mut reply = [0u8; 8];
+        c.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"STORED\r\n");
+    }
+    let o = run(&["--value-format", "evcache", "get", "junk"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("junk") && stderr(&o).contains("gzip"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -8,6 +8,7 @@
 //! timeout_ms = 500
 //! read_fallback = "one-more"   # never | one-more | all-copies
 //! write_policy = "quorum"      # none | one | quorum | all-minus-one | all
+//! value_format = "evcache"     # raw | spymemcached | evcache | whalin | python-memcached
 //!
 //! [[groups]]
 //! name = "sg1"
@@ -27,17 +28,20 @@ use std::time::Duration;
 
 use clap::Args;
 use memgroup::client::Client;
+use memgroup::client::value::ValueFormat;
 use memgroup::hash::{HashStrategy, NodeNaming};
 use memgroup::topology::{ClusterSpec, GroupSpec, ReadFallback, WritePolicy};
 use serde::Deserialize;
 
 use crate::Failure;
 
-/// Operation and connect timeouts.
+/// The client's own settings: timeouts and the value format.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Timeouts {
+pub(crate) struct ClientSettings {
     pub(crate) op: Duration,
     pub(crate) connect: Duration,
+    /// How typed values are read and written (`get`, `set --type`).
+    pub(crate) values: ValueFormat,
 }
 
 /// Where the cluster is and how to talk to it.
@@ -76,6 +80,10 @@ pub(crate) struct ClusterArgs {
     /// Write policy: none, one, quorum, all-minus-one, all.
     #[arg(long, global = true)]
     pub(crate) write_policy: Option<WritePolicy>,
+    /// How values are decoded and encoded: raw (bytes as stored),
+    /// spymemcached, evcache, whalin, python-memcached.
+    #[arg(long, global = true)]
+    pub(crate) value_format: Option<ValueFormat>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -90,6 +98,7 @@ struct FileConfig {
     connect_timeout_ms: Option<u64>,
     read_fallback: Option<String>,
     write_policy: Option<String>,
+    value_format: Option<String>,
     failover: Option<bool>,
     #[serde(default)]
     groups: Vec<FileGroup>,
@@ -157,7 +166,7 @@ fn overrides(
 impl ClusterArgs {
     /// The cluster description. A flag wins over the file; in the file, a
     /// group's own setting wins over the file-wide one.
-    pub(crate) fn spec(&self) -> Result<(ClusterSpec, Timeouts), Failure> {
+    pub(crate) fn spec(&self) -> Result<(ClusterSpec, ClientSettings), Failure> {
         let file = match &self.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -238,9 +247,11 @@ impl ClusterArgs {
         if let Some(f) = file.failover {
             settings.failover = Some(f);
         }
-        let timeouts = Timeouts {
+        let values = file_setting("value_format", file.value_format.as_ref())?;
+        let timeouts = ClientSettings {
             op: Duration::from_millis(self.timeout_ms.or(file.timeout_ms).unwrap_or(500)),
             connect: Duration::from_millis(file.connect_timeout_ms.unwrap_or(1000)),
+            values: self.value_format.or(values).unwrap_or_default(),
         };
         Ok((spec, timeouts))
     }
@@ -254,12 +265,13 @@ impl ClusterArgs {
     pub(crate) fn client_for(
         &self,
         spec: ClusterSpec,
-        timeouts: Timeouts,
+        timeouts: ClientSettings,
     ) -> Result<Client, Failure> {
         Client::builder()
             .cluster(spec)
             .timeout(timeouts.op)
             .connect_timeout(timeouts.connect)
+            .value_format(timeouts.values)
             .build()
             .map_err(|e| usage(format!("{e}")))
     }

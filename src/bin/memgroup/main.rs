@@ -55,9 +55,13 @@ enum Command {
         /// Expiration time in seconds (0 = never).
         #[arg(long, default_value_t = 0)]
         exptime: u32,
-        /// Client flags stored with the value.
-        #[arg(long, default_value_t = 0)]
+        /// Client flags stored with the value (without `--type`).
+        #[arg(long, default_value_t = 0, conflicts_with = "kind")]
         flags: u32,
+        /// Store the value as this type, with the flags and encoding of
+        /// `--value-format`.
+        #[arg(long = "type", value_enum)]
+        kind: Option<ops::ValueType>,
     },
     /// Delete keys from every group.
     Delete {
@@ -197,7 +201,19 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             value,
             exptime,
             flags,
-        } => ops::set(&cli.cluster.client()?, &key, &value, exptime, flags, json).await,
+            kind,
+        } => {
+            ops::set(
+                &cli.cluster.client()?,
+                &key,
+                &value,
+                exptime,
+                flags,
+                kind,
+                json,
+            )
+            .await
+        }
         Command::Delete { keys } => ops::delete(&cli.cluster.client()?, &keys, json).await,
         Command::Touch { key, exptime } => {
             ops::touch(&cli.cluster.client()?, &key, exptime, json).await

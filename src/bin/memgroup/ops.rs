@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use memgroup::client::Client;
+use memgroup::client::value::{ToValue, Value, ValueFormat};
 use memgroup::hash::HashStrategy;
 use memgroup::topology::{GroupId, Topology};
 use serde_json::json;
@@ -79,36 +80,53 @@ pub(crate) fn route(
 
 pub(crate) async fn get(client: &Client, keys: &[String], json: bool) -> Result<ExitCode, Failure> {
     let found = client.get_multi(keys).await?;
-    let mut missing = 0;
+    let mut failed = 0;
     let mut records = Vec::new();
     for key in keys {
-        match found.get(key.as_bytes()) {
-            Some(item) if json => {
-                records.push(json!({"key": key, "value": show(&item.value), "flags": item.flags}));
+        let Some(item) = found.get(key.as_bytes()) else {
+            failed += 1;
+            if json {
+                records.push(json!({"key": key, "value": null}));
+            } else {
+                eprintln!("memgroup: {key}: not found");
             }
-            Some(item) => {
-                use std::io::Write;
-                let mut out = std::io::stdout().lock();
-                if keys.len() > 1 {
-                    let _ = write!(out, "{key}: ");
-                }
-                let _ = out.write_all(&item.value);
-                let _ = writeln!(out);
-            }
-            None => {
-                missing += 1;
+            continue;
+        };
+        // `raw` shows the bytes as stored; a format decodes them.
+        let value = match client.value_format() {
+            ValueFormat::Raw => Ok(Value::Bytes(item.value.clone())),
+            _ => client.decode(key, item),
+        };
+        let value = match value {
+            Ok(value) => value,
+            Err(e) => {
+                failed += 1;
                 if json {
-                    records.push(json!({"key": key, "value": null}));
+                    records.push(json!({"key": key, "flags": item.flags, "error": e.chain()}));
                 } else {
-                    eprintln!("memgroup: {key}: not found");
+                    eprintln!("memgroup: {}", e.chain());
                 }
+                continue;
             }
+        };
+        if json {
+            let mut record = json!({"key": key, "flags": item.flags, "type": value.type_name()});
+            output::json_value(&mut record, &value);
+            records.push(record);
+        } else {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            if keys.len() > 1 {
+                let _ = write!(out, "{key}: ");
+            }
+            let _ = out.write_all(&output::value_bytes(&value));
+            let _ = writeln!(out);
         }
     }
     if json {
         output::json(&json!(records));
     }
-    Ok(if missing == 0 {
+    Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -149,6 +167,7 @@ pub(crate) async fn set(
     value: &str,
     exptime: u32,
     flags: u32,
+    kind: Option<ValueType>,
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let data = if value == "-" {
@@ -160,8 +179,55 @@ pub(crate) async fn set(
     } else {
         value.as_bytes().to_vec()
     };
-    let outcome = client.set_with_flags(key, &data, flags, exptime).await?;
+    let outcome = match kind {
+        None => client.set_with_flags(key, &data, flags, exptime).await?,
+        Some(kind) => {
+            let value = kind.parse(&data)?;
+            client.set_value(key, &value, exptime).await?
+        }
+    };
     Ok(report_write(key, &outcome, json))
+}
+
+/// The type `set --type` stores a value as, encoded by the value format.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ValueType {
+    /// Text (UTF-8).
+    String,
+    /// Raw bytes.
+    Bytes,
+    /// A 32-bit integer (Java int).
+    Int,
+    /// A 64-bit integer (Java long, Python int).
+    Long,
+    /// true or false.
+    Bool,
+    /// A 64-bit float (Java double, Python float).
+    Double,
+}
+
+impl ValueType {
+    fn parse(self, data: &[u8]) -> Result<Value, Failure> {
+        let text = || {
+            String::from_utf8(data.to_vec())
+                .map_err(|_| Failure::Usage(format!("{self:?} value is not UTF-8 text")))
+        };
+        let bad = |what: &str| {
+            Failure::Usage(format!("{:?} is not {what}", String::from_utf8_lossy(data)))
+        };
+        Ok(match self {
+            ValueType::String => Value::String(text()?),
+            ValueType::Bytes => data.to_value(),
+            ValueType::Int => Value::Int(text()?.trim().parse().map_err(|_| bad("an int"))?),
+            ValueType::Long => Value::Long(text()?.trim().parse().map_err(|_| bad("a long"))?),
+            ValueType::Bool => {
+                Value::Bool(text()?.trim().parse().map_err(|_| bad("true or false"))?)
+            }
+            ValueType::Double => {
+                Value::Double(text()?.trim().parse().map_err(|_| bad("a number"))?)
+            }
+        })
+    }
 }
 
 pub(crate) async fn delete(

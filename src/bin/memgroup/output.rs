@@ -2,6 +2,8 @@
 
 use std::io::Write;
 
+use memgroup::client::value::Value;
+
 /// Writes one line to stdout. A closed pipe (`memgroup … | head`) ends the
 /// program quietly instead of panicking like `println!`.
 pub(crate) fn write_line(line: &str) {
@@ -55,4 +57,57 @@ pub(crate) fn json(value: &serde_json::Value) {
 /// Text for possibly-binary bytes.
 pub(crate) fn show(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A decoded value as the bytes `get` prints: text and numbers as text,
+/// bytes (and serialized objects) as they are.
+pub(crate) fn value_bytes(value: &Value) -> Vec<u8> {
+    match value {
+        Value::Bytes(b) | Value::Serialized { data: b, .. } => b.to_vec(),
+        other => value_text(other).unwrap_or_default().into_bytes(),
+    }
+}
+
+/// The text form of a non-byte value.
+fn value_text(value: &Value) -> Option<String> {
+    Some(match value {
+        Value::String(s) | Value::BigInt(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Byte(n) => n.to_string(),
+        Value::Short(n) => n.to_string(),
+        Value::Int(n) => n.to_string(),
+        Value::Long(n) | Value::Date(n) => n.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Double(f) => f.to_string(),
+        Value::Char(c) => c.to_string(),
+        _ => return None,
+    })
+}
+
+/// Adds `value` (and, for bytes that are not UTF-8, `"encoding": "base64"`)
+/// to a JSON record: binary-safe.
+pub(crate) fn json_value(record: &mut serde_json::Value, value: &Value) {
+    use serde_json::json;
+    let (v, encoding) = match value {
+        Value::Bytes(b) | Value::Serialized { data: b, .. } => match std::str::from_utf8(b) {
+            Ok(text) => (json!(text), None),
+            Err(_) => {
+                let mut encoded = Vec::new();
+                memgroup::proto::base64_encode(b, &mut encoded);
+                (json!(String::from_utf8_lossy(&encoded)), Some("base64"))
+            }
+        },
+        Value::Bool(b) => (json!(b), None),
+        Value::Byte(n) => (json!(n), None),
+        Value::Short(n) => (json!(n), None),
+        Value::Int(n) => (json!(n), None),
+        Value::Long(n) | Value::Date(n) => (json!(n), None),
+        Value::Float(f) => (json!(f), None),
+        Value::Double(f) => (json!(f), None),
+        other => (json!(value_text(other)), None),
+    };
+    record["value"] = v;
+    if let Some(encoding) = encoding {
+        record["encoding"] = json!(encoding);
+    }
 }
