@@ -332,7 +332,12 @@ fn value_ok(len: usize) {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Config {
-    Memgroup { pool: usize, merge: bool },
+    /// `decode`: every value is decoded by the spymemcached format (`get_value`).
+    Memgroup {
+        pool: usize,
+        merge: bool,
+        decode: bool,
+    },
     Memcache,
     AsyncMemcached,
 }
@@ -348,8 +353,17 @@ fn throughput(
     let stop = Arc::new(AtomicBool::new(false));
     let counters: Vec<Arc<Counter>> = (0..in_flight).map(|_| Arc::default()).collect();
     match config {
-        Config::Memgroup { pool, merge } => {
+        Config::Memgroup {
+            pool,
+            merge,
+            decode,
+        } => {
             let client = memgroup_client_with(rt, &[addr], pool, merge);
+            let client = if decode {
+                client.with_value_format(memgroup_client::value::ValueFormat::spymemcached())
+            } else {
+                client
+            };
             let tasks: Vec<_> = counters
                 .iter()
                 .enumerate()
@@ -359,9 +373,18 @@ fn throughput(
                     rt.spawn(async move {
                         let mut i = start_key(w);
                         while !stop.load(Relaxed) {
-                            match client.get(&keys[i]).await {
-                                Ok(Some(item)) if item.value.len() == VALUE_LEN => counter.ok(),
-                                _ => counter.error(),
+                            let ok = if decode {
+                                matches!(
+                                    client.get_value(&keys[i]).await,
+                                    Ok(Some(memgroup_client::value::Value::String(s))) if s.len() == VALUE_LEN
+                                )
+                            } else {
+                                matches!(client.get(&keys[i]).await, Ok(Some(item)) if item.value.len() == VALUE_LEN)
+                            };
+                            if ok {
+                                counter.ok();
+                            } else {
+                                counter.error();
                             }
                             i = (i + 1) % KEYS;
                         }
@@ -592,16 +615,24 @@ fn main() {
         Config::Memgroup {
             pool: 1,
             merge: true,
+            decode: false,
         },
         Config::Memgroup {
             pool: 4,
             merge: true,
+            decode: false,
         },
         Config::Memcache,
         Config::AsyncMemcached,
         Config::Memgroup {
             pool: 1,
             merge: false,
+            decode: false,
+        },
+        Config::Memgroup {
+            pool: 1,
+            merge: true,
+            decode: true,
         },
     ];
     let mut best: HashMap<(usize, usize), Tput> = HashMap::new();
@@ -686,7 +717,7 @@ fn main() {
     drop(servers);
 
     // ---- the table ----
-    let (mg1c, mg4c, mcc, amc, mg_nomerge) = (0, 1, 2, 3, 4);
+    let (mg1c, mg4c, mcc, amc, mg_nomerge, mg_decode) = (0, 1, 2, 3, 4, 5);
     println!();
     println!(
         "## memgroup vs memcache vs async-memcached ({version}, 127.0.0.1, {VALUE_LEN}-byte values, {KEYS} keys pre-set)"
@@ -721,13 +752,18 @@ fn main() {
             "| get ops/s, {n} in flight, memgroup `merge_gets(false)` | {} (1 conn, {n} tasks, one `get` per key) | — | — |",
             kops(&tput(mg_nomerge, n)),
         );
+        println!(
+            "| get ops/s, {n} in flight, memgroup `value_format(spymemcached)`, each value decoded | {} (1 conn, {n} tasks) | — | — |",
+            kops(&tput(mg_decode, n)),
+        );
     }
     for &n in &IN_FLIGHT {
         println!(
-            "| client CPU µs/op, {n} in flight | {:.2} (pool 1) / {:.2} (pool 4) / {:.2} (no merging) | {:.2} | {:.2} |",
+            "| client CPU µs/op, {n} in flight | {:.2} (pool 1) / {:.2} (pool 4) / {:.2} (no merging) / {:.2} (decoded) | {:.2} | {:.2} |",
             tput(mg1c, n).cpu_us_per_op,
             tput(mg4c, n).cpu_us_per_op,
             tput(mg_nomerge, n).cpu_us_per_op,
+            tput(mg_decode, n).cpu_us_per_op,
             tput(mcc, n).cpu_us_per_op,
             tput(amc, n).cpu_us_per_op,
         );
@@ -810,6 +846,13 @@ fn main() {
         };
         println!(
             "- Client CPU/op, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}** (pool 1), {r4:.2} (pool 4), {r_nm:.2} (no merging){target}"
+        );
+    }
+    for &n in &IN_FLIGHT {
+        let r = tput(mg_decode, n).cpu_us_per_op / tput(mg1c, n).cpu_us_per_op;
+        println!(
+            "- Decoding each value (spymemcached format), {n} in flight: CPU/op ÷ raw = **{r:.3}** — target ≤ 1.05: {}",
+            verdict(r <= 1.05)
         );
     }
     let cpu_ratio = mg_multi1.cpu_us / am_multi1.cpu_us;

@@ -215,6 +215,26 @@ impl ValueFormat {
         }
     }
 
+    /// Encodes `value` into the bytes and flags this format stores.
+    pub fn encode(self, value: &Value) -> Result<(Bytes, u32), Error> {
+        Codec {
+            format: self,
+            max_decompressed: DEFAULT_MAX_DECOMPRESSED,
+        }
+        .encode(value)
+    }
+
+    /// Decodes a stored item (read without a client, say from a dump);
+    /// decompression stops at `max_decompressed` bytes, and `key` names the
+    /// item in errors.
+    pub fn decode(self, key: &[u8], item: &Item, max_decompressed: usize) -> Result<Value, Error> {
+        Codec {
+            format: self,
+            max_decompressed,
+        }
+        .decode(key, item)
+    }
+
     /// The same format with another compression threshold (for
     /// python-memcached, `min_compress_len`); `Raw` is unchanged.
     pub fn with_compression_threshold(self, bytes: usize) -> ValueFormat {
