@@ -4,6 +4,7 @@
 // Items of test modules are `pub` for each other, not for users.
 #![allow(unreachable_pub)]
 
+mod auth;
 mod cli;
 mod client;
 mod interop;

@@ -1,12 +1,14 @@
 //! [`ClientBuilder`]: the cluster description, cluster-wide overrides and the
 //! client's own settings, validated into a [`Client`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use memgroup_hash::{HashStrategy, NodeNaming};
 use memgroup_proto::Limits;
 use memgroup_topology::{ClusterSpec, GroupSpec, ReadFallback, Settings, Topology, WritePolicy};
 
+use crate::auth::Credentials;
 use crate::client::Client;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
@@ -59,6 +61,7 @@ impl Default for ClientBuilder {
                 max_batches: 4,
                 merge_gets: true,
                 limits: Limits::default(),
+                credentials: None,
             },
             max_value_size: 1024 * 1024,
             values: Codec {
@@ -215,6 +218,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Log in with these on every new connection before it carries a
+    /// request (memcached's ASCII authentication, `memcached -Y`). A refused
+    /// login is an [`ErrorKind::Auth`] error naming the server; the server is
+    /// backed off like a dead one, so it is not retried in a tight loop.
+    pub fn credentials(mut self, credentials: Credentials) -> Self {
+        self.conn.credentials = Some(Arc::new(credentials));
+        self
+    }
+
     /// How typed reads and writes (`get_as`, `set_as`, `get_value`, …)
     /// encode values: the convention of the clients the fleet is shared with
     /// (default [`ValueFormat::Raw`]; see [`crate::value`]). Per call:
@@ -282,12 +294,81 @@ impl Client {
 
     /// Connects to a cluster described by a `memcache://` URL or a plain
     /// `host:port[:weight],…` list (one group), opening connections eagerly.
+    ///
+    /// A URL may carry credentials, percent-encoded:
+    /// `memcache://user:p%40ss@10.0.0.1:11211,10.0.0.2:11211?hash=ketama`.
     pub async fn connect(url_or_servers: &str) -> Result<Client, Error> {
-        let spec = if url_or_servers.starts_with("memcache://") {
-            ClusterSpec::parse_url(url_or_servers)?
-        } else {
-            ClusterSpec::parse_server_list(url_or_servers)?
+        let mut builder = Client::builder();
+        let spec = match url_or_servers.strip_prefix("memcache://") {
+            Some(rest) => {
+                let (credentials, rest) = url_credentials(rest)?;
+                if let Some(credentials) = credentials {
+                    builder = builder.credentials(credentials);
+                }
+                ClusterSpec::parse_url(&format!("memcache://{rest}"))?
+            }
+            None => ClusterSpec::parse_server_list(url_or_servers)?,
         };
-        Client::builder().cluster(spec).connect().await
+        builder.cluster(spec).connect().await
+    }
+}
+
+/// Splits `user:password@` off a URL's authority (after `memcache://`).
+fn url_credentials(rest: &str) -> Result<(Option<Credentials>, &str), Error> {
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return Ok((None, rest));
+    };
+    let bad = || {
+        Error::new(
+            ErrorKind::Config,
+            "bad credentials in the URL (user:password@…)",
+        )
+    };
+    let (user, password) = rest[..at].split_once(':').ok_or_else(bad)?;
+    let user = percent_decode(user).ok_or_else(bad)?;
+    let password = percent_decode(password).ok_or_else(bad)?;
+    Ok((Some(Credentials::new(user, password)?), &rest[at + 1..]))
+}
+
+/// `%XX` escapes to bytes, which must then be UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_credentials_are_split_and_percent_decoded() {
+        let (c, rest) = url_credentials("al%2Dice:p%40ss:w@h:1,h:2?hash=ketama").unwrap();
+        let c = c.unwrap();
+        assert_eq!(rest, "h:1,h:2?hash=ketama");
+        assert_eq!(c, Credentials::new("al-ice", "p@ss:w").unwrap());
+        assert!(
+            url_credentials("a%20b:pw@h:1").is_err(),
+            "no space in a user name"
+        );
+        assert!(
+            !format!("{c:?}").contains("p@ss"),
+            "the password never shows"
+        );
+        assert_eq!(url_credentials("h:1?x=a@b").unwrap().0, None);
+        assert!(url_credentials("nouser@h:1").is_err());
+        assert!(url_credentials("u:%zz@h:1").is_err());
     }
 }

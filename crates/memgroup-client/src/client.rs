@@ -169,6 +169,11 @@ fn check_reply(reply: Response, server: &str) -> Result<Response, Error> {
             format!("SERVER_ERROR {}", String::from_utf8_lossy(&m)),
         )
         .at(server)),
+        Response::ClientError(m) if m.starts_with(b"unauthenticated") => Err(Error::new(
+            ErrorKind::Auth,
+            "the server requires authentication (CLIENT_ERROR unauthenticated); configure credentials",
+        )
+        .at(server)),
         Response::ClientError(m) => Err(Error::new(
             ErrorKind::Client,
             format!("CLIENT_ERROR {}", String::from_utf8_lossy(&m)),

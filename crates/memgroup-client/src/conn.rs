@@ -53,6 +53,7 @@ use tokio::sync::oneshot::{self, error::TryRecvError};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::auth::{Credentials, authenticate};
 use crate::error::{Error, ErrorKind};
 use crate::state::{Next, Queued, State};
 
@@ -77,6 +78,8 @@ pub(crate) struct ConnSettings {
     /// Whether queued single-key retrievals join into one command.
     pub(crate) merge_gets: bool,
     pub(crate) limits: Limits,
+    /// Every new connection logs in with these first.
+    pub(crate) credentials: Option<Arc<Credentials>>,
 }
 
 /// A cloneable handle; the connection closes when the last handle is dropped.
@@ -331,7 +334,7 @@ impl Connection {
         server: &str,
         settings: &ConnSettings,
     ) -> Result<Connection, Error> {
-        let stream = match tokio::time::timeout(
+        let mut stream = match tokio::time::timeout(
             settings.connect_timeout,
             TcpStream::connect(server),
         )
@@ -356,6 +359,9 @@ impl Connection {
                 .at(server)
                 .with_source(e)
         })?;
+        if let Some(credentials) = &settings.credentials {
+            authenticate(&mut stream, credentials, server, settings.connect_timeout).await?;
+        }
         let (read, write) = stream.into_split();
         let max_in_flight = settings.max_in_flight.max(1);
         let shared = Arc::new(Shared {

@@ -15,6 +15,7 @@ use memgroup_proto::{DumpLine, MetadumpDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::auth::{Credentials, authenticate};
 use crate::error::{Error, ErrorKind};
 
 pub use memgroup_proto::DumpEntry;
@@ -25,9 +26,18 @@ const BUSY_RETRY: Duration = Duration::from_millis(50);
 /// Lists every key of one server. Retries while another crawl is running
 /// (`BUSY`), within `timeout` overall.
 pub async fn metadump(server: &str, timeout: Duration) -> Result<Vec<DumpEntry>, Error> {
+    metadump_with(server, timeout, None).await
+}
+
+/// [`metadump`] on a server that wants a login first.
+pub async fn metadump_with(
+    server: &str,
+    timeout: Duration,
+    credentials: Option<&Credentials>,
+) -> Result<Vec<DumpEntry>, Error> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        match tokio::time::timeout_at(deadline, dump_once(server)).await {
+        match tokio::time::timeout_at(deadline, dump_once(server, credentials, timeout)).await {
             Err(_) => {
                 return Err(
                     Error::new(ErrorKind::Timeout, "lru_crawler metadump timed out").at(server),
@@ -41,13 +51,20 @@ pub async fn metadump(server: &str, timeout: Duration) -> Result<Vec<DumpEntry>,
 }
 
 /// One dump; `Ok(None)` when the crawler is busy.
-async fn dump_once(server: &str) -> Result<Option<Vec<DumpEntry>>, Error> {
+async fn dump_once(
+    server: &str,
+    credentials: Option<&Credentials>,
+    timeout: Duration,
+) -> Result<Option<Vec<DumpEntry>>, Error> {
     let io = |what: &'static str| {
         move |e: std::io::Error| Error::new(ErrorKind::Connection, what).with_source(e)
     };
     let mut stream = TcpStream::connect(server)
         .await
         .map_err(io("connect failed"))?;
+    if let Some(credentials) = credentials {
+        authenticate(&mut stream, credentials, server, timeout).await?;
+    }
     stream
         .write_all(b"lru_crawler metadump all\r\n")
         .await

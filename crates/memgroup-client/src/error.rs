@@ -38,6 +38,9 @@ pub enum ErrorKind {
     Config,
     /// An argument of the call is invalid (an unknown group name, …).
     InvalidArgument,
+    /// The server refused the client's credentials, or wants some and none
+    /// were configured (`CLIENT_ERROR unauthenticated`).
+    Auth,
 }
 
 /// An error of the memgroup client.
@@ -122,6 +125,11 @@ impl Error {
     /// Whether the value was too large (nothing was sent).
     pub fn is_value_too_large(&self) -> bool {
         self.kind == ErrorKind::ValueTooLarge
+    }
+
+    /// Whether the server refused to authenticate the client.
+    pub fn is_auth(&self) -> bool {
+        self.kind == ErrorKind::Auth
     }
 
     /// Whether a stored value could not be decoded because it is corrupt.

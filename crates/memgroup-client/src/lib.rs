@@ -63,6 +63,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod auth;
 mod builder;
 mod client;
 mod conn;
@@ -78,6 +79,7 @@ mod typed;
 pub mod value;
 mod write;
 
+pub use auth::Credentials;
 pub use builder::ClientBuilder;
 pub use client::Client;
 pub use error::{Error, ErrorKind};

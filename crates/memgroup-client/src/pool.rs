@@ -29,6 +29,9 @@ pub(crate) struct Slot {
     /// Held while connecting so concurrent callers wait for one attempt
     /// instead of each opening a socket.
     connecting: tokio::sync::Mutex<()>,
+    /// The server refused the last login: during the backoff callers get
+    /// this error, not a generic "server dead", so the cause stays visible.
+    refused: Mutex<Option<Error>>,
 }
 
 impl Slot {
@@ -178,6 +181,9 @@ impl Pool {
         }
         let name = snap.name(server);
         if self.dead.lock().is_dead(server, now()) {
+            if let Some(refused) = entry.refused.lock().clone() {
+                return Err(refused);
+            }
             return Err(
                 Error::new(ErrorKind::ServerDead, "server is marked dead (backoff)").at(name),
             );
@@ -185,14 +191,25 @@ impl Pool {
         match Connection::connect(name, &self.settings).await {
             Ok(conn) => {
                 self.dead.lock().record_success(server);
+                *entry.refused.lock() = None;
                 *entry.conn.lock() = Some(conn.clone());
                 Ok(conn)
             }
             Err(e) => {
+                // A refused login backs the server off like a failure, so it
+                // is not retried in a tight loop.
                 self.dead.lock().record_failure(server, now());
+                *entry.refused.lock() = e.is_auth().then(|| e.clone());
                 Err(e)
             }
         }
+    }
+
+    /// Why `server` refused the last login, if it did (its slots remember).
+    pub(crate) fn refused(&self, snap: &Snapshot, server: ServerId) -> Option<Error> {
+        snap.slots[server.0]
+            .iter()
+            .find_map(|slot| slot.refused.lock().clone())
     }
 
     /// Records that `server`'s connection in `slot` broke: the server enters

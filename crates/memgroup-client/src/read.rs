@@ -25,7 +25,7 @@ use crate::error::{Error, ErrorKind};
 use crate::item::Item;
 use crate::join::{BoxFuture, join_all};
 use crate::merge::circular;
-use crate::pool::{Snapshot, now};
+use crate::pool::{Pool, Snapshot, now};
 
 /// A kind of read: the request that carries a batch of keys, and how its
 /// reply turns into hits.
@@ -144,11 +144,19 @@ impl<'a, T> KeyRead<'a, T> {
     }
 
     /// The key's result once the engine is done with it.
-    fn outcome(self, snap: &Snapshot) -> Result<Option<T>, Error> {
+    fn outcome(self, snap: &Snapshot, pool: &Pool) -> Result<Option<T>, Error> {
         if self.hit.is_some() {
             return Ok(self.hit);
         }
         if self.cursor.groups_tried() == 0 {
+            // Backed off because it refused our login: say so.
+            if let Some(refused) = self
+                .cursor
+                .skipped()
+                .and_then(|s| pool.refused(snap, s.server))
+            {
+                return Err(refused);
+            }
             let mut error = Error::new(
                 ErrorKind::ServerDead,
                 "no live server holds this key (all candidates are marked dead)",
@@ -249,7 +257,7 @@ impl Client {
         let mut reads = [KeyRead::new(&snap, &wire, self.rotation())];
         self.read(&snap, op, &mut reads).await;
         let [read] = reads;
-        read.outcome(&snap)
+        read.outcome(&snap, &self.inner.pool)
     }
 
     /// Reads a key: `Ok(None)` on a miss. Tries the local group first and
@@ -311,7 +319,7 @@ impl Client {
         let mut found = HashMap::with_capacity(reads.len());
         let mut error = None;
         for (key, read) in given.into_iter().zip(reads) {
-            match read.outcome(&snap) {
+            match read.outcome(&snap, &self.inner.pool) {
                 Ok(Some(item)) => {
                     found.insert(key.to_vec(), item);
                 }
@@ -363,6 +371,9 @@ fn settle<R: ReadOp>(
     for &(_, i) in batch {
         match &result {
             Ok(()) => reads[i].answered = true,
+            // A refused login stays the reported cause: a later group's
+            // failure must not hide it.
+            Err(e) if reads[i].error.as_ref().is_some_and(Error::is_auth) && !e.is_auth() => {}
             Err(e) => reads[i].error = Some(e.clone()),
         }
     }

@@ -9,6 +9,8 @@
 //! read_fallback = "one-more"   # never | one-more | all-copies
 //! write_policy = "quorum"      # none | one | quorum | all-minus-one | all
 //! value_format = "evcache"     # raw | spymemcached | evcache | whalin | python-memcached
+//! username = "app"             # memcached -Y login; the password is read from
+//! password_file = "/run/secrets/memcached"   # (or MEMGROUP_PASSWORD)
 //!
 //! [[groups]]
 //! name = "sg1"
@@ -27,8 +29,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use memgroup::client::Client;
 use memgroup::client::value::ValueFormat;
+use memgroup::client::{Client, Credentials};
 use memgroup::hash::{HashStrategy, NodeNaming};
 use memgroup::topology::{ClusterSpec, GroupSpec, ReadFallback, WritePolicy};
 use serde::Deserialize;
@@ -36,12 +38,14 @@ use serde::Deserialize;
 use crate::Failure;
 
 /// The client's own settings: timeouts and the value format.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct ClientSettings {
     pub(crate) op: Duration,
     pub(crate) connect: Duration,
     /// How typed values are read and written (`get`, `set --type`).
     pub(crate) values: ValueFormat,
+    /// The login of every connection (memcached `-Y`), if any.
+    pub(crate) credentials: Option<Credentials>,
 }
 
 /// Where the cluster is and how to talk to it.
@@ -74,6 +78,13 @@ pub(crate) struct ClusterArgs {
     /// Per-operation timeout in milliseconds.
     #[arg(long, global = true)]
     pub(crate) timeout_ms: Option<u64>,
+    /// Log in as this user (memcached's ASCII authentication, `-Y`).
+    #[arg(long, global = true)]
+    pub(crate) username: Option<String>,
+    /// The password for `--username`: a file holding it (one trailing newline
+    /// is ignored); or the MEMGROUP_PASSWORD environment variable.
+    #[arg(long, global = true)]
+    pub(crate) password_file: Option<PathBuf>,
     /// Read fallback: never, one-more, all-copies.
     #[arg(long, global = true)]
     pub(crate) read_fallback: Option<ReadFallback>,
@@ -99,6 +110,8 @@ struct FileConfig {
     read_fallback: Option<String>,
     write_policy: Option<String>,
     value_format: Option<String>,
+    username: Option<String>,
+    password_file: Option<PathBuf>,
     failover: Option<bool>,
     #[serde(default)]
     groups: Vec<FileGroup>,
@@ -248,10 +261,32 @@ impl ClusterArgs {
             settings.failover = Some(f);
         }
         let values = file_setting("value_format", file.value_format.as_ref())?;
+        let credentials = match self.username.clone().or(file.username) {
+            None => None,
+            Some(user) => {
+                let password = match self.password_file.as_ref().or(file.password_file.as_ref()) {
+                    Some(path) => {
+                        let text = std::fs::read_to_string(path).map_err(|e| {
+                            usage(format!(
+                                "cannot read the password file {}: {e}",
+                                path.display()
+                            ))
+                        })?;
+                        let text = text.strip_suffix('\n').unwrap_or(&text);
+                        text.strip_suffix('\r').unwrap_or(text).to_string()
+                    }
+                    None => std::env::var("MEMGROUP_PASSWORD").map_err(|_| {
+                        usage("--username needs --password-file or MEMGROUP_PASSWORD")
+                    })?,
+                };
+                Some(Credentials::new(user, password).map_err(|e| usage(e.chain()))?)
+            }
+        };
         let timeouts = ClientSettings {
             op: Duration::from_millis(self.timeout_ms.or(file.timeout_ms).unwrap_or(500)),
             connect: Duration::from_millis(file.connect_timeout_ms.unwrap_or(1000)),
             values: self.value_format.or(values).unwrap_or_default(),
+            credentials,
         };
         Ok((spec, timeouts))
     }
@@ -267,12 +302,14 @@ impl ClusterArgs {
         spec: ClusterSpec,
         timeouts: ClientSettings,
     ) -> Result<Client, Failure> {
-        Client::builder()
+        let mut builder = Client::builder()
             .cluster(spec)
             .timeout(timeouts.op)
             .connect_timeout(timeouts.connect)
-            .value_format(timeouts.values)
-            .build()
-            .map_err(|e| usage(format!("{e}")))
+            .value_format(timeouts.values);
+        if let Some(credentials) = timeouts.credentials {
+            builder = builder.credentials(credentials);
+        }
+        builder.build().map_err(|e| usage(format!("{e}")))
     }
 }

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use memgroup::client::crawler::{DumpEntry, metadump};
+use memgroup::client::Credentials;
+use memgroup::client::crawler::{DumpEntry, metadump_with};
 use memgroup::client::{Client, Error};
 use memgroup::topology::{ClusterSpec, ReadFallback};
 use parking_lot::Mutex;
@@ -114,8 +115,8 @@ pub(crate) async fn run(
             "--to must not include the --from group".into(),
         ));
     }
-    let writer = cluster.client_for(spec.clone(), timeouts)?;
-    let reader = cluster.client_for(only_group(&spec, &args.from), timeouts)?;
+    let writer = cluster.client_for(spec.clone(), timeouts.clone())?;
+    let reader = cluster.client_for(only_group(&spec, &args.from), timeouts.clone())?;
     let topology = reader.topology();
     let sources: Vec<String> = topology.servers().iter().map(ToString::to_string).collect();
 
@@ -129,7 +130,7 @@ pub(crate) async fn run(
     );
     let started = Instant::now();
     for pass in 0..2 {
-        let jobs = dump_pass(&reader, &sources, &mut seen).await?;
+        let jobs = dump_pass(&reader, &sources, timeouts.credentials.as_ref(), &mut seen).await?;
         counters
             .dumped
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
@@ -159,7 +160,7 @@ pub(crate) async fn run(
     if args.verify {
         let keys = copied_keys.lock().clone();
         for group in &args.to {
-            let check = cluster.client_for(only_group(&spec, group), timeouts)?;
+            let check = cluster.client_for(only_group(&spec, group), timeouts.clone())?;
             for chunk in keys.chunks(args.batch.max(1)) {
                 let found = retry(args.retries, || check.get_multi(chunk))
                     .await
@@ -217,6 +218,7 @@ pub(crate) async fn run(
 async fn dump_pass(
     reader: &Client,
     sources: &[String],
+    credentials: Option<&Credentials>,
     seen: &mut HashSet<Vec<u8>>,
 ) -> Result<Vec<Job>, Failure> {
     let times = reader.stats(None).await?;
@@ -232,7 +234,7 @@ async fn dump_pass(
                 Failure::Op(format!("cannot read the clock (stats time) of {server}"))
             })?;
         let dumped_at = Instant::now();
-        let keys = metadump(server, Duration::from_secs(120)).await?;
+        let keys = metadump_with(server, Duration::from_secs(120), credentials).await?;
         for key in keys {
             if seen.insert(key.key.clone()) {
                 jobs.push(Job {
