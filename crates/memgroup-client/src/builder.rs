@@ -295,8 +295,10 @@ impl Client {
     /// Connects to a cluster described by a `memcache://` URL or a plain
     /// `host:port[:weight],…` list (one group), opening connections eagerly.
     ///
-    /// A URL may carry credentials, percent-encoded:
-    /// `memcache://user:p%40ss@10.0.0.1:11211,10.0.0.2:11211?hash=ketama`.
+    /// A URL may carry credentials, percent-encoded, and the client's value
+    /// format besides the cluster parameters of
+    /// [`ClusterSpec::parse_url`]:
+    /// `memcache://user:p%40ss@10.0.0.1:11211,10.0.0.2:11211?hash=ketama&value_format=evcache`.
     pub async fn connect(url_or_servers: &str) -> Result<Client, Error> {
         let mut builder = Client::builder();
         let spec = match url_or_servers.strip_prefix("memcache://") {
@@ -305,12 +307,44 @@ impl Client {
                 if let Some(credentials) = credentials {
                     builder = builder.credentials(credentials);
                 }
+                let (format, rest) = url_value_format(rest)?;
+                if let Some(format) = format {
+                    builder = builder.value_format(format);
+                }
                 ClusterSpec::parse_url(&format!("memcache://{rest}"))?
             }
             None => ClusterSpec::parse_server_list(url_or_servers)?,
         };
         builder.cluster(spec).connect().await
     }
+}
+
+/// Takes `value_format=…` out of a URL's query (the client's setting, not
+/// the cluster's); the rest goes to the topology's URL parser.
+fn url_value_format(rest: &str) -> Result<(Option<ValueFormat>, String), Error> {
+    let Some((authority, query)) = rest.split_once('?') else {
+        return Ok((None, rest.to_string()));
+    };
+    let mut format = None;
+    let mut kept = Vec::new();
+    for param in query.split('&') {
+        match param.strip_prefix("value_format=") {
+            Some(name) if format.is_none() => format = Some(name.parse()?),
+            Some(_) => {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    "URL parameter value_format is given twice",
+                ));
+            }
+            None => kept.push(param),
+        }
+    }
+    let rest = if kept.is_empty() {
+        authority.to_string()
+    } else {
+        format!("{authority}?{}", kept.join("&"))
+    };
+    Ok((format, rest))
 }
 
 /// Splits `user:password@` off a URL's authority (after `memcache://`).
@@ -370,5 +404,19 @@ mod tests {
         assert_eq!(url_credentials("h:1?x=a@b").unwrap().0, None);
         assert!(url_credentials("nouser@h:1").is_err());
         assert!(url_credentials("u:%zz@h:1").is_err());
+    }
+
+    #[test]
+    fn url_value_format_is_the_clients() {
+        let (f, rest) =
+            url_value_format("h:1?hash=ketama&value_format=evcache&pool_size=2").unwrap();
+        assert_eq!(f, Some(ValueFormat::evcache()));
+        assert_eq!(rest, "h:1?hash=ketama&pool_size=2");
+        assert_eq!(
+            url_value_format("h:1?value_format=raw").unwrap(),
+            (Some(ValueFormat::Raw), "h:1".into())
+        );
+        assert_eq!(url_value_format("h:1").unwrap(), (None, "h:1".into()));
+        assert!(url_value_format("h:1?value_format=json").is_err());
     }
 }
