@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         _ => Expect::Single,
     };
     let chunk = usize::from(control / 3).max(1);
-    let limits = Limits { max_line: 256, max_value: 4096 };
+    let limits = Limits { max_line: 256, max_value: 4096, max_reply: 1 << 16 };
     let mut decoder = Decoder::new(limits);
     let mut buf = BytesMut::new();
     for piece in input.chunks(chunk) {

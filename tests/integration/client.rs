@@ -769,3 +769,42 @@ async fn batching_and_merging_work_on_a_current_thread_runtime() {
     })
     .await;
 }
+
+/// A hostile peer (a fault injector, not a memcached stand-in) that answers a
+/// `get` with values for ever and never `END`: the client refuses the reply
+/// at its size limit with a protocol error, instead of growing memory until
+/// the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_reply_is_refused_at_the_reply_limit() {
+    bounded(async {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let Ok((mut peer, _)) = listener.accept() else {
+                return;
+            };
+            let mut request = [0u8; 64];
+            let _ = peer.read(&mut request);
+            let item = b"VALUE k 0 100\r\n"
+                .iter()
+                .chain(&[b'x'; 100])
+                .chain(b"\r\n")
+                .copied()
+                .collect::<Vec<u8>>();
+            // Until the client hangs up.
+            while peer.write_all(&item.repeat(100)).is_ok() {}
+        });
+        let client = Client::builder()
+            .servers(&addr.to_string())
+            .unwrap()
+            .max_reply_size(1 << 20)
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let err = client.get("k").await.unwrap_err();
+        assert!(err.is_protocol(), "{}", err.chain());
+        assert!(err.chain().contains("without an END"), "{}", err.chain());
+    })
+    .await;
+}

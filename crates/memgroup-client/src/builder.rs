@@ -208,6 +208,16 @@ impl ClientBuilder {
         self
     }
 
+    /// The most bytes one multi-item reply (a multi-key `get`'s values, a
+    /// `stats` listing) may hold before the connection is closed with a
+    /// protocol error (default 256 MiB): a server that keeps sending items
+    /// without `END` cannot grow the client's memory without bound. Raise it
+    /// for `get_multi` of many large values on one server.
+    pub fn max_reply_size(mut self, bytes: usize) -> Self {
+        self.conn.limits.max_reply = bytes;
+        self
+    }
+
     /// The largest value accepted for writing and reading (default 1 MiB,
     /// memcached's default item size limit; at most 1 GiB, memcached's
     /// largest possible item).

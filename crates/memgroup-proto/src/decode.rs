@@ -44,6 +44,10 @@ pub struct Limits {
     /// The largest value (data block) in bytes (default 1 MiB, memcached's `-I` default).
     /// Values over [`MAX_ITEM_SIZE`] are refused whatever this says.
     pub max_value: usize,
+    /// The most bytes one multi-item reply (`VALUE` items up to `END`, `STAT`
+    /// lines up to `END`) may hold (default 256 MiB): a server that keeps
+    /// sending items without `END` is refused instead of growing memory.
+    pub max_reply: usize,
 }
 
 /// The largest item memcached can hold (`-I 1024m`): a longer data block is a
@@ -55,6 +59,7 @@ impl Default for Limits {
         Limits {
             max_line: 8 * 1024,
             max_value: 1024 * 1024,
+            max_reply: 256 * 1024 * 1024,
         }
     }
 }
@@ -102,6 +107,11 @@ pub enum ProtoError {
     },
     /// A data block was not followed by `\r\n`: its announced length lied.
     BadDataTerminator,
+    /// A multi-item reply went past [`Limits::max_reply`] without ending.
+    ReplyTooLarge {
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for ProtoError {
@@ -124,6 +134,12 @@ impl fmt::Display for ProtoError {
             }
             ProtoError::BadDataTerminator => {
                 f.write_str("data block not terminated by \\r\\n (length mismatch)")
+            }
+            ProtoError::ReplyTooLarge { limit } => {
+                write!(
+                    f,
+                    "multi-item reply larger than {limit} bytes without an END"
+                )
             }
         }
     }
@@ -169,6 +185,8 @@ pub struct Decoder {
     pending: Option<Pending>,
     values: Values,
     stats: Vec<Stat>,
+    /// Bytes of the multi-item reply in progress (see [`Limits::max_reply`]).
+    reply_bytes: usize,
 }
 
 #[derive(Debug)]
@@ -279,6 +297,7 @@ impl Decoder {
                 data.truncate(p.data_len);
                 match p.head {
                     Head::Value { flags, cas, .. } => {
+                        self.count_reply(total)?;
                         self.values.push(Value {
                             key: head,
                             flags,
@@ -301,6 +320,7 @@ impl Decoder {
                 // The common end of a retrieval, recognised without a search.
                 buf.advance(5);
                 self.scanned = 0;
+                self.reply_bytes = 0;
                 return Ok(Some(Response::Values(std::mem::take(&mut self.values))));
             }
             let Some(line_len) = self.find_line(buf)? else {
@@ -339,10 +359,12 @@ impl Decoder {
                 }
                 (Line::End, Expect::Values) => {
                     buf.advance(line_len + 2);
+                    self.reply_bytes = 0;
                     return Ok(Some(Response::Values(std::mem::take(&mut self.values))));
                 }
                 (Line::End, Expect::Stats) => {
                     buf.advance(line_len + 2);
+                    self.reply_bytes = 0;
                     return Ok(Some(Response::Stats(std::mem::take(&mut self.stats))));
                 }
                 (Line::Reset, Expect::Stats) if self.stats.is_empty() => {
@@ -350,6 +372,7 @@ impl Decoder {
                     return Ok(Some(Response::Ok));
                 }
                 (Line::Stat { name, value }, Expect::Stats) => {
+                    self.count_reply(line_len + 2)?;
                     let line = split_line(buf, line_len);
                     self.stats.push(Stat {
                         name: line.slice(name),
@@ -389,7 +412,19 @@ impl Decoder {
     fn finish(&mut self, response: Response) -> Response {
         self.values = Values::new();
         self.stats.clear();
+        self.reply_bytes = 0;
         response
+    }
+
+    /// Counts `bytes` more of the multi-item reply in progress.
+    fn count_reply(&mut self, bytes: usize) -> Result<(), ProtoError> {
+        self.reply_bytes = self.reply_bytes.saturating_add(bytes);
+        if self.reply_bytes > self.limits.max_reply {
+            return Err(ProtoError::ReplyTooLarge {
+                limit: self.limits.max_reply,
+            });
+        }
+        Ok(())
     }
 
     fn check_len(&self, len: u64) -> Result<usize, ProtoError> {

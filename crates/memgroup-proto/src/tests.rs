@@ -177,6 +177,7 @@ fn an_absurd_value_length_is_refused_whatever_the_limit() {
     let mut dec = Decoder::new(Limits {
         max_line: 8 * 1024,
         max_value: usize::MAX,
+        ..Limits::default()
     });
     for header in [
         &b"VALUE k 0 18446744073709551615\r\n"[..],
@@ -200,6 +201,7 @@ fn an_absurd_value_length_is_refused_whatever_the_limit() {
         dec = Decoder::new(Limits {
             max_line: 8 * 1024,
             max_value: usize::MAX,
+            ..Limits::default()
         });
     }
 }
@@ -446,6 +448,7 @@ fn limits_are_enforced_without_allocating() {
     let mut dec = Decoder::new(Limits {
         max_line: 16,
         max_value: 8,
+        ..Limits::default()
     });
     let mut buf = BytesMut::from(&b"VALUE k 0 9\r\n"[..]);
     assert_eq!(
@@ -455,6 +458,7 @@ fn limits_are_enforced_without_allocating() {
     let mut dec = Decoder::new(Limits {
         max_line: 16,
         max_value: 8,
+        ..Limits::default()
     });
     let mut buf = BytesMut::from(&[b'A'; 17][..]);
     assert_eq!(dec.decode(&mut buf, Expect::Single), Ok(None));
@@ -679,7 +683,7 @@ proptest! {
         bytes in proptest::collection::vec(any::<u8>(), 0..300),
         expect in prop_oneof![Just(Expect::Values), Just(Expect::Stats), Just(Expect::Single)],
     ) {
-        let mut dec = Decoder::new(Limits { max_line: 64, max_value: 128 });
+        let mut dec = Decoder::new(Limits { max_line: 64, max_value: 128, ..Limits::default() });
         let mut buf = BytesMut::from(&bytes[..]);
         // Every call either consumes bytes, waits, or fails: it cannot spin.
         for _ in 0..=bytes.len() {
@@ -716,5 +720,39 @@ proptest! {
                 prop_assert!(got.is_err() || !matches!(got, Ok(Some(Response::Values(ref vs))) if vs.len() == 1 && vs[0].data == v.data));
             }
         }
+    }
+}
+
+#[test]
+fn an_endless_multi_item_reply_is_refused_at_the_reply_limit() {
+    let limits = Limits {
+        max_reply: 10_000,
+        ..Limits::default()
+    };
+    for (expect, item) in [
+        (Expect::Values, &b"VALUE k 0 10\r\n0123456789\r\n"[..]),
+        (Expect::Stats, &b"STAT pid 12345678901234\r\n"[..]),
+    ] {
+        let mut dec = Decoder::new(limits);
+        let mut buf = BytesMut::new();
+        let mut result = Ok(None);
+        // A server that never sends END: well before 10x the limit it fails.
+        for _ in 0..(10 * 10_000 / item.len()) {
+            buf.extend_from_slice(item);
+            result = dec.decode(&mut buf, expect);
+            if result.is_err() {
+                break;
+            }
+            assert_eq!(result, Ok(None));
+        }
+        assert_eq!(result, Err(ProtoError::ReplyTooLarge { limit: 10_000 }));
+        // Under the limit, a long reply is fine.
+        let mut dec = Decoder::new(limits);
+        let mut buf = BytesMut::new();
+        for _ in 0..(5_000 / item.len()) {
+            buf.extend_from_slice(item);
+        }
+        buf.extend_from_slice(b"END\r\n");
+        assert!(matches!(dec.decode(&mut buf, expect), Ok(Some(_))));
     }
 }
