@@ -155,8 +155,8 @@ pub enum ValueFormat {
         /// transcoder has no such rule.
         skip_json: bool,
     },
-    /// The Whalin/Danga `MemcachedClient` (classic 2.0.x markers; 3.0.0's
-    /// read too).
+    /// The Whalin/Danga `MemcachedClient` native markers (classic 2.0.x;
+    /// 3.0.x's `NativeHandler` tests the same markers in the same order).
     Whalin {
         /// Values strictly longer than this are gzipped when that makes them
         /// smaller (30,720 in the Java client).
