@@ -452,3 +452,59 @@ fn value_formats_in_the_tool() {
         stderr(&o)
     );
 }
+
+/// Text a server sends (an error message, a version) never reaches the
+/// terminal with raw control characters: a hostile peer (a fault injector)
+/// answering with escape sequences cannot rewrite the operator's screen.
+#[test]
+fn server_text_is_shown_without_control_characters() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for peer in listener.incoming() {
+            let Ok(mut peer) = peer else { return };
+            let mut request = [0u8; 256];
+            let _ = peer.read(&mut request);
+            let _ = peer.write_all(b"SERVER_ERROR \x1b]0;pwned\x07\x1b[2J gone\r\n");
+        }
+    });
+    let o = memgroup(&["--servers", &addr, "get", "k"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("SERVER_ERROR"), "{err}");
+    assert!(
+        !err.contains(['\x1b', '\x07']),
+        "raw control characters: {err:?}"
+    );
+    assert!(err.contains("\\u{1b}"), "shown escaped: {err:?}");
+}
+
+/// Absurd counters from a server (a fault injector answering `stats`) do not
+/// overflow the per-group totals: they saturate, no panic.
+#[test]
+fn absurd_stats_counters_saturate_in_the_totals() {
+    let peer = || {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            for peer in listener.incoming() {
+                let Ok(mut peer) = peer else { return };
+                let mut request = [0u8; 256];
+                let _ = peer.read(&mut request);
+                let max = u64::MAX;
+                let reply = format!(
+                    "STAT version 1.6.18\r\nSTAT uptime {max}\r\nSTAT curr_items {max}\r\n\
+                     STAT get_hits {max}\r\nSTAT get_misses {max}\r\nSTAT cmd_set {max}\r\nEND\r\n"
+                );
+                let _ = peer.write_all(reply.as_bytes());
+            }
+        });
+        addr
+    };
+    let servers = format!("{},{}", peer(), peer());
+    let o = memgroup(&["--servers", &servers, "stats"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(&u64::MAX.to_string()), "{}", stdout(&o));
+}

@@ -159,11 +159,11 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(Failure::Usage(message)) => {
-            eprintln!("memgroup: {message}");
+            eprintln!("memgroup: {}", output::clean(&message));
             ExitCode::from(2)
         }
         Err(Failure::Op(message)) => {
-            eprintln!("memgroup: {message}");
+            eprintln!("memgroup: {}", output::clean(&message));
             ExitCode::from(1)
         }
     }

@@ -104,7 +104,7 @@ pub(crate) async fn get(client: &Client, keys: &[String], json: bool) -> Result<
                 if json {
                     records.push(json!({"key": key, "flags": item.flags, "error": e.chain()}));
                 } else {
-                    eprintln!("memgroup: {}", e.chain());
+                    eprintln!("memgroup: {}", output::clean(&e.chain()));
                 }
                 continue;
             }
@@ -318,10 +318,11 @@ pub(crate) async fn stats(
         match &s.stats {
             Ok(st) => {
                 let (hits, misses) = (num(st, "get_hits"), num(st, "get_misses"));
-                let ratio = if hits + misses == 0 {
-                    0.0
-                } else {
-                    hits as f64 / (hits + misses) as f64
+                // Counters come from the server: absurd ones must not overflow.
+                let ratio = match hits.checked_add(misses) {
+                    Some(0) => 0.0,
+                    Some(sum) => hits as f64 / sum as f64,
+                    None => hits as f64 / (hits as f64 + misses as f64),
                 };
                 let values = [
                     num(st, "uptime"),
@@ -356,7 +357,7 @@ pub(crate) async fn stats(
                     }
                 };
                 for (t, v) in entry.1.iter_mut().zip(values) {
-                    *t += v;
+                    *t = t.saturating_add(v);
                 }
                 entry.2 += 1;
             }

@@ -27,8 +27,31 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
-/// Prints rows as an aligned table with a header.
+/// Text from a server (an error message, a version string) made safe for a
+/// terminal: control characters (ESC, BEL, CR, …) are shown escaped, so a
+/// server cannot move the cursor or rewrite the operator's screen.
+pub(crate) fn clean(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Prints rows as an aligned table with a header. Cells are [`clean`]ed.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| clean(cell)).collect())
+        .collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -343,7 +343,7 @@ async fn copy_batch(
             eprintln!(
                 "memgroup: reading a batch of {} keys failed: {}",
                 keys.len(),
-                e.chain()
+                output::clean(&e.chain())
             );
             counters
                 .errors
@@ -397,8 +397,8 @@ async fn copy_batch(
             Err(e) => {
                 eprintln!(
                     "memgroup: copying {}: {}",
-                    output::show(&job.key.key),
-                    e.chain()
+                    output::clean(&output::show(&job.key.key)),
+                    output::clean(&e.chain())
                 );
                 counters.errors.fetch_add(1, Ordering::Relaxed);
             }
