@@ -508,3 +508,84 @@ fn absurd_stats_counters_saturate_in_the_totals() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains(&u64::MAX.to_string()), "{}", stdout(&o));
 }
+
+/// A key the dump lists but no client could request (stored through a
+/// base64 meta key: here with a space and a control character) is one
+/// error, and the good keys of its batch are still copied.
+#[test]
+fn warm_skips_an_unrequestable_key_and_copies_the_rest() {
+    let src = Memcached::spawn();
+    let dst = Memcached::spawn();
+    for i in 0..20 {
+        raw::set(src.addr(), format!("good:{i}").as_bytes(), b"v");
+    }
+    {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(src.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut key = Vec::new();
+        memgroup::proto::base64_encode(b"bad key\x01", &mut key);
+        c.write_all(&[b"ms ", &key[..], b" 1 b\r\nx\r\n"].concat())
+            .unwrap();
+        let mut reply = [0u8; 4];
+        c.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"HD\r\n");
+    }
+    let groups = format!("src={};dst={}", src.addr_string(), dst.addr_string());
+    let o = memgroup(&[
+        "--groups", &groups, "--json", "warm", "--from", "src", "--to", "dst",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(report["copied"], 20, "{report}");
+    assert_eq!(report["errors"], 1, "{report}");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("not a valid memcached key"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains('\x01'), "{:?}", stderr(&o));
+    assert_eq!(raw::stat(dst.addr(), "curr_items"), 20);
+}
+
+/// `warm` against a source whose metadump never answers (a fault injector
+/// that answers `stats` and then stays silent) fails with a timeout error
+/// after the operation timeout, instead of waiting minutes.
+#[test]
+fn warm_gives_up_on_a_silent_metadump_source_after_the_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for peer in listener.incoming() {
+            let Ok(mut peer) = peer else { return };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 256];
+                while let Ok(n) = peer.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    if buf[..n].starts_with(b"stats") {
+                        let _ = peer.write_all(b"STAT time 1700000000\r\nEND\r\n");
+                    }
+                    // Anything else (the metadump): silence.
+                }
+            });
+        }
+    });
+    let dst = Memcached::spawn();
+    let groups = format!("src={addr};dst={}", dst.addr_string());
+    let o = memgroup(&[
+        "--groups",
+        &groups,
+        "--timeout-ms",
+        "300",
+        "warm",
+        "--from",
+        "src",
+        "--to",
+        "dst",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("timed out"), "{}", stderr(&o));
+}

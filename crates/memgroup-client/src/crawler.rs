@@ -23,8 +23,11 @@ pub use memgroup_proto::DumpEntry;
 /// How long to wait before asking again while another crawl runs.
 const BUSY_RETRY: Duration = Duration::from_millis(50);
 
-/// Lists every key of one server. Retries while another crawl is running
-/// (`BUSY`), within `timeout` overall.
+/// Lists every key of one server. `timeout` bounds every wait for the
+/// server to make progress (connecting, logging in, each read of the dump,
+/// and retrying while another crawl runs, `BUSY`), not the whole dump, which
+/// on a large server takes as long as it takes: a server that stops talking
+/// fails within `timeout`.
 pub async fn metadump(server: &str, timeout: Duration) -> Result<Vec<DumpEntry>, Error> {
     metadump_with(server, timeout, None).await
 }
@@ -35,19 +38,39 @@ pub async fn metadump_with(
     timeout: Duration,
     credentials: Option<&Credentials>,
 ) -> Result<Vec<DumpEntry>, Error> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let busy_until = tokio::time::Instant::now() + timeout;
     loop {
-        match tokio::time::timeout_at(deadline, dump_once(server, credentials, timeout)).await {
-            Err(_) => {
-                return Err(
-                    Error::new(ErrorKind::Timeout, "lru_crawler metadump timed out").at(server),
-                );
+        match dump_once(server, credentials, timeout).await {
+            Ok(Some(keys)) => return Ok(keys),
+            Ok(None) if tokio::time::Instant::now() < busy_until => {
+                tokio::time::sleep(BUSY_RETRY).await;
             }
-            Ok(Ok(Some(keys))) => return Ok(keys),
-            Ok(Ok(None)) => tokio::time::sleep(BUSY_RETRY).await,
-            Ok(Err(e)) => return Err(e.at(server)),
+            Ok(None) => {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("lru_crawler stayed busy for {timeout:?}"),
+                )
+                .at(server));
+            }
+            Err(e) => return Err(e.at(server)),
         }
     }
+}
+
+/// `future` within `timeout`, or a timeout error saying what was awaited.
+async fn within<T>(
+    timeout: Duration,
+    what: &str,
+    future: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    tokio::time::timeout(timeout, future)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorKind::Timeout,
+                format!("metadump: {what} timed out after {timeout:?}"),
+            ))
+        })
 }
 
 /// One dump; `Ok(None)` when the crawler is busy.
@@ -59,16 +82,22 @@ async fn dump_once(
     let io = |what: &'static str| {
         move |e: std::io::Error| Error::new(ErrorKind::Connection, what).with_source(e)
     };
-    let mut stream = TcpStream::connect(server)
-        .await
-        .map_err(io("connect failed"))?;
+    let mut stream = within(timeout, "connecting", async {
+        TcpStream::connect(server)
+            .await
+            .map_err(io("connect failed"))
+    })
+    .await?;
     if let Some(credentials) = credentials {
         authenticate(&mut stream, credentials, server, timeout).await?;
     }
-    stream
-        .write_all(b"lru_crawler metadump all\r\n")
-        .await
-        .map_err(io("write failed"))?;
+    within(timeout, "writing the command", async {
+        stream
+            .write_all(b"lru_crawler metadump all\r\n")
+            .await
+            .map_err(io("write failed"))
+    })
+    .await?;
     let mut decoder = MetadumpDecoder::default();
     // Room for many dump lines per read (each is ~100 bytes).
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -91,7 +120,11 @@ async fn dump_once(
                 if buf.capacity() - buf.len() < 4096 {
                     buf.reserve(64 * 1024);
                 }
-                if stream.read_buf(&mut buf).await.map_err(io("read failed"))? == 0 {
+                let read = within(timeout, "waiting for the dump", async {
+                    stream.read_buf(&mut buf).await.map_err(io("read failed"))
+                })
+                .await?;
+                if read == 0 {
                     return Err(Error::new(
                         ErrorKind::Connection,
                         "connection closed during metadump",

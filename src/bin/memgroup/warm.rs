@@ -130,7 +130,14 @@ pub(crate) async fn run(
     );
     let started = Instant::now();
     for pass in 0..2 {
-        let jobs = dump_pass(&reader, &sources, timeouts.credentials.as_ref(), &mut seen).await?;
+        let jobs = dump_pass(
+            &reader,
+            &sources,
+            timeouts.op,
+            timeouts.credentials.as_ref(),
+            &mut seen,
+        )
+        .await?;
         counters
             .dumped
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
@@ -218,6 +225,7 @@ pub(crate) async fn run(
 async fn dump_pass(
     reader: &Client,
     sources: &[String],
+    timeout: Duration,
     credentials: Option<&Credentials>,
     seen: &mut HashSet<Vec<u8>>,
 ) -> Result<Vec<Job>, Failure> {
@@ -234,7 +242,7 @@ async fn dump_pass(
                 Failure::Op(format!("cannot read the clock (stats time) of {server}"))
             })?;
         let dumped_at = Instant::now();
-        let keys = metadump_with(server, Duration::from_secs(120), credentials).await?;
+        let keys = metadump_with(server, timeout, credentials).await?;
         for key in keys {
             if seen.insert(key.key.clone()) {
                 jobs.push(Job {
@@ -336,6 +344,21 @@ async fn copy_batch(
     counters: &Counters,
     copied_keys: &Mutex<Vec<Vec<u8>>>,
 ) {
+    // A key the dump listed but no client could request (a space, a control
+    // character, over 250 bytes after decoding) is one error, not a failed
+    // batch: the good keys beside it are still copied.
+    let (jobs, bad): (Vec<&Job>, Vec<&Job>) = jobs
+        .iter()
+        .partition(|j| memgroup::proto::Key::new(&j.key.key).is_ok());
+    for job in &bad {
+        eprintln!(
+            "memgroup: skipping {}: not a valid memcached key",
+            output::clean(&output::show(&job.key.key))
+        );
+    }
+    counters
+        .errors
+        .fetch_add(bad.len() as u64, Ordering::Relaxed);
     let keys: Vec<&[u8]> = jobs.iter().map(|j| &j.key.key[..]).collect();
     let found = match retry(retries, || reader.get_multi(&keys)).await {
         Ok(found) => found,
