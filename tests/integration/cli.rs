@@ -589,3 +589,45 @@ fn warm_gives_up_on_a_silent_metadump_source_after_the_timeout() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("timed out"), "{}", stderr(&o));
 }
+
+/// A `memcache://` URL in `--servers` / MEMCACHED_SERVERS, and MEMGROUP_GROUPS,
+/// route exactly as the equivalent flags do.
+#[test]
+fn urls_and_environment_route_like_the_flags() {
+    let route = |args: &[&str], env: &[(&str, &str)]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            .args(args)
+            .env_remove("MEMCACHED_SERVERS")
+            .env_remove("MEMGROUP_GROUPS")
+            .env_remove("MEMGROUP_CONFIG")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    fn with<'a>(pre: &[&'a str]) -> Vec<&'a str> {
+        [pre, &["route", "user:1", "user:2", "café", "k9"][..]].concat()
+    }
+    let flags = route(
+        &with(&[
+            "--servers",
+            "10.0.0.1:11211,10.0.0.2:11211:3",
+            "--hash",
+            "native",
+        ]),
+        &[],
+    );
+    let url = "memcache://10.0.0.1:11211,10.0.0.2:11211:3?hash=native";
+    assert_eq!(route(&with(&["--servers", url]), &[]), flags);
+    assert_eq!(route(&with(&[]), &[("MEMCACHED_SERVERS", url)]), flags);
+    let groups = "a=10.0.0.1:11211;b=10.0.0.2:11211,10.0.0.3:11211";
+    assert_eq!(
+        route(&with(&[]), &[("MEMGROUP_GROUPS", groups)]),
+        route(&with(&["--groups", groups]), &[])
+    );
+    // A bad URL is one line and exit 2.
+    let o = memgroup(&["--servers", "memcache://h:1?hash=sha1", "route", "k"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
+}

@@ -311,21 +311,58 @@ impl Client {
     /// `memcache://user:p%40ss@10.0.0.1:11211,10.0.0.2:11211?hash=ketama&value_format=evcache`.
     pub async fn connect(url_or_servers: &str) -> Result<Client, Error> {
         let mut builder = Client::builder();
-        let spec = match url_or_servers.strip_prefix("memcache://") {
-            Some(rest) => {
-                let (credentials, rest) = url_credentials(rest)?;
-                if let Some(credentials) = credentials {
-                    builder = builder.credentials(credentials);
-                }
-                let (format, rest) = url_value_format(rest)?;
-                if let Some(format) = format {
-                    builder = builder.value_format(format);
-                }
-                ClusterSpec::parse_url(&format!("memcache://{rest}"))?
+        let spec = if url_or_servers.starts_with("memcache://") {
+            let url = ClientUrl::parse(url_or_servers)?;
+            if let Some(credentials) = url.credentials {
+                builder = builder.credentials(credentials);
             }
-            None => ClusterSpec::parse_server_list(url_or_servers)?,
+            if let Some(format) = url.value_format {
+                builder = builder.value_format(format);
+            }
+            url.spec
+        } else {
+            ClusterSpec::parse_server_list(url_or_servers)?
         };
         builder.cluster(spec).connect().await
+    }
+}
+
+/// A `memcache://` URL taken apart: the cluster (see
+/// [`ClusterSpec::parse_url`]) and the client's own settings it may carry,
+/// `user:password@` (percent-encoded) and `value_format=`.
+///
+/// ```
+/// use memgroup_client::ClientUrl;
+/// let url = ClientUrl::parse("memcache://app:p%40ss@h1:11211,h2:11211?hash=ketama&value_format=evcache")?;
+/// assert_eq!(url.spec.groups[0].servers.len(), 2);
+/// assert_eq!(url.credentials.unwrap().username(), "app");
+/// assert_eq!(url.value_format.unwrap().name(), "evcache");
+/// # Ok::<(), memgroup_client::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ClientUrl {
+    /// The cluster.
+    pub spec: ClusterSpec,
+    /// The login, when the URL has `user:password@`.
+    pub credentials: Option<Credentials>,
+    /// The value format, when the URL has `value_format=`.
+    pub value_format: Option<ValueFormat>,
+}
+
+impl ClientUrl {
+    /// Parses a `memcache://` URL.
+    pub fn parse(url: &str) -> Result<ClientUrl, Error> {
+        let rest = url.strip_prefix("memcache://").ok_or_else(|| {
+            Error::new(ErrorKind::Config, format!("not a memcache:// URL: {url:?}"))
+        })?;
+        let (credentials, rest) = url_credentials(rest)?;
+        let (value_format, rest) = url_value_format(rest)?;
+        Ok(ClientUrl {
+            spec: ClusterSpec::parse_url(&format!("memcache://{rest}"))?,
+            credentials,
+            value_format,
+        })
     }
 }
 

@@ -80,7 +80,7 @@ pub mod value;
 mod write;
 
 pub use auth::Credentials;
-pub use builder::ClientBuilder;
+pub use builder::{ClientBuilder, ClientUrl};
 pub use client::Client;
 pub use error::{Error, ErrorKind};
 pub use item::{GroupOutcome, Item, ServerStats, WriteOutcome};

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use clap::Args;
 use memgroup::client::value::ValueFormat;
-use memgroup::client::{Client, Credentials};
+use memgroup::client::{Client, ClientUrl, Credentials};
 use memgroup::hash::{HashStrategy, NodeNaming};
 use memgroup::topology::{ClusterSpec, GroupSpec, ReadFallback, WritePolicy};
 use serde::Deserialize;
@@ -51,14 +51,15 @@ pub(crate) struct ClientSettings {
 /// Where the cluster is and how to talk to it.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ClusterArgs {
-    /// One group of servers: `host:port[:weight],…` (libmemcached form).
+    /// One group of servers: `host:port[:weight],…` (libmemcached form), or
+    /// a `memcache://[user:password@]host:port,…?param=…` URL.
     #[arg(long, global = true, env = "MEMCACHED_SERVERS")]
     pub(crate) servers: Option<String>,
     /// Server groups, EVCache form: `sg1=host:port,…;sg2=…`.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "MEMGROUP_GROUPS")]
     pub(crate) groups: Option<String>,
     /// A TOML file describing groups, zones, weights, hashing and timeouts.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "MEMGROUP_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// Hashing strategy: native, old-compat, new-compat, consistent, ketama, …
     #[arg(long, global = true)]
@@ -78,6 +79,19 @@ pub(crate) struct ClusterArgs {
     /// Per-operation timeout in milliseconds.
     #[arg(long, global = true)]
     pub(crate) timeout_ms: Option<u64>,
+    /// Connect timeout in milliseconds.
+    #[arg(long, global = true)]
+    pub(crate) connect_timeout_ms: Option<u64>,
+    /// Turn Whalin-style failover within a group off (default: on for one
+    /// group, off for several).
+    #[arg(long, global = true, conflicts_with = "failover")]
+    pub(crate) no_failover: bool,
+    /// Turn failover within a group on.
+    #[arg(long, global = true)]
+    pub(crate) failover: bool,
+    /// First dead-host backoff in milliseconds (doubles per failure, up to 10 minutes).
+    #[arg(long, global = true)]
+    pub(crate) backoff_ms: Option<u64>,
     /// Log in as this user (memcached's ASCII authentication, `-Y`).
     #[arg(long, global = true)]
     pub(crate) username: Option<String>,
@@ -198,8 +212,19 @@ impl ClusterArgs {
                 file.pool_size,
             ))
         };
+        let (mut url_credentials, mut url_format) = (None, None);
         let spec = if let Some(groups) = &self.groups {
             file_wide(ClusterSpec::parse_evcache(groups).map_err(|e| usage(e.to_string()))?)?
+        } else if let Some(url) = self
+            .servers
+            .as_deref()
+            .filter(|s| s.starts_with("memcache://"))
+        {
+            let url = ClientUrl::parse(url).map_err(|e| usage(e.chain()))?;
+            url_credentials = url.credentials;
+            url_format = url.value_format;
+            // The URL's settings (zone, policies) stand unless flags override them.
+            file_wide(url.spec)?
         } else if let Some(servers) = &self.servers {
             file_wide(ClusterSpec::parse_server_list(servers).map_err(|e| usage(e.to_string()))?)?
         } else if !file.groups.is_empty() {
@@ -260,9 +285,15 @@ impl ClusterArgs {
         if let Some(f) = file.failover {
             settings.failover = Some(f);
         }
+        if self.failover || self.no_failover {
+            settings.failover = Some(self.failover);
+        }
+        if let Some(ms) = self.backoff_ms {
+            settings.backoff_initial = Duration::from_millis(ms);
+        }
         let values = file_setting("value_format", file.value_format.as_ref())?;
         let credentials = match self.username.clone().or(file.username) {
-            None => None,
+            None => url_credentials,
             Some(user) => {
                 let password = match self.password_file.as_ref().or(file.password_file.as_ref()) {
                     Some(path) => {
@@ -284,8 +315,16 @@ impl ClusterArgs {
         };
         let timeouts = ClientSettings {
             op: Duration::from_millis(self.timeout_ms.or(file.timeout_ms).unwrap_or(500)),
-            connect: Duration::from_millis(file.connect_timeout_ms.unwrap_or(1000)),
-            values: self.value_format.or(values).unwrap_or_default(),
+            connect: Duration::from_millis(
+                self.connect_timeout_ms
+                    .or(file.connect_timeout_ms)
+                    .unwrap_or(1000),
+            ),
+            values: self
+                .value_format
+                .or(values)
+                .or(url_format)
+                .unwrap_or_default(),
             credentials,
         };
         Ok((spec, timeouts))
