@@ -222,10 +222,7 @@ fn the_tool_logs_in_for_every_command() {
     ));
     assert_eq!(raw_auth_stat(&b, "curr_items"), 300);
     ok(memgroup(&["set", "t", "hello"], Some("s3cret-wörd")));
-    assert_eq!(
-        ok(memgroup(&["--zone", "sg2", "get", "t"], None)),
-        "hello\n"
-    );
+    assert_eq!(ok(memgroup(&["--zone", "sg2", "get", "t"], None)), "hello");
     assert!(ok(memgroup(&["stats"], None)).contains("sg2"));
     // A wrong password: exit 1, the auth error, no password in the output.
     let o = memgroup(&["get", "t"], Some("nope-nope"));

@@ -84,7 +84,7 @@ fn get_set_delete_touch_incr_decr() {
         Some(&b"hello"[..])
     );
     let o = run(&["get", "greeting"]);
-    assert_eq!(stdout(&o), "hello\n");
+    assert_eq!(stdout(&o), "hello", "one key: the exact bytes");
     let o = run(&["get", "greeting", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v[0]["flags"], 7);
@@ -428,7 +428,7 @@ fn value_formats_in_the_tool() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(raw::get(s.addr(), b"n").as_deref(), Some(&[42u8][..]));
     let o = run(&["--value-format", "evcache", "get", "n"]);
-    assert_eq!(stdout(&o), "42\n");
+    assert_eq!(stdout(&o), "42");
     // A bad value for the type is a usage error.
     let o = run(&["set", "n", "forty", "--type", "long"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -630,4 +630,65 @@ fn urls_and_environment_route_like_the_flags() {
     let o = memgroup(&["--servers", "memcache://h:1?hash=sha1", "route", "k"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
+}
+
+/// The libmemcached-like commands: add/replace/append/prepend, gets + cas,
+/// exist, version, stats sections; each happy path and its failure exit.
+#[test]
+fn conditional_stores_gets_cas_exist_version_and_stats_sections() {
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    let run = |args: &[&str]| memgroup(&[&["--servers", addr.as_str()][..], args].concat());
+    assert!(run(&["add", "a", "1"]).status.success());
+    assert_eq!(
+        run(&["add", "a", "2"]).status.code(),
+        Some(1),
+        "add of a present key"
+    );
+    assert_eq!(
+        run(&["replace", "zz", "2"]).status.code(),
+        Some(1),
+        "replace of an absent key"
+    );
+    assert!(run(&["replace", "a", "3"]).status.success());
+    assert!(run(&["append", "a", "x"]).status.success());
+    assert!(run(&["prepend", "a", "y"]).status.success());
+    assert_eq!(raw::get(s.addr(), b"a").as_deref(), Some(&b"y3x"[..]));
+    let o = run(&["--json", "gets", "a"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let cas = v[0]["cas"].as_u64().unwrap().to_string();
+    assert!(run(&["cas", "a", "new", "--cas", &cas]).status.success());
+    assert_eq!(
+        run(&["cas", "a", "stale", "--cas", &cas]).status.code(),
+        Some(1)
+    );
+    assert_eq!(raw::get(s.addr(), b"a").as_deref(), Some(&b"new"[..]));
+    assert_eq!(run(&["gets", "nope"]).status.code(), Some(1));
+    assert!(run(&["exist", "a"]).status.success());
+    assert_eq!(run(&["exist", "a", "nope"]).status.code(), Some(1));
+    let o = run(&["version"]);
+    assert!(stdout(&o).contains("1.6"), "{}", stdout(&o));
+    let o = run(&["--json", "stats", "settings"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["stats"]["tcpport"], s.addr().port().to_string());
+    // A bad key is a usage error, an unknown stats section a server refusal.
+    assert_eq!(run(&["add", "bad key", "1"]).status.code(), Some(2));
+    assert_eq!(run(&["stats", "nonsense"]).status.code(), Some(1));
+    // Every byte value round-trips exactly: set -, get, and --json (base64).
+    let all: Vec<u8> = (0..=255u8).collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args(["--servers", &addr, "set", "bin", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), &all).unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    assert_eq!(run(&["get", "bin"]).stdout, all);
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&run(&["--json", "get", "bin"]))).unwrap();
+    assert_eq!(v[0]["encoding"], "base64");
+    let decoded = memgroup::proto::base64_decode(v[0]["value"].as_str().unwrap().as_bytes());
+    assert_eq!(decoded.as_deref(), Some(&all[..]));
 }

@@ -29,6 +29,40 @@ struct Cli {
     command: Command,
 }
 
+/// KEY VALUE and an expiration time.
+#[derive(Debug, clap::Args)]
+struct ConditionalArgs {
+    /// The key.
+    key: String,
+    /// The value, or `-` for stdin.
+    value: String,
+    /// Expiration time in seconds (0 = never; not used by append/prepend).
+    #[arg(long, default_value_t = 0)]
+    exptime: u32,
+}
+
+impl ConditionalArgs {
+    async fn run(
+        &self,
+        cluster: &ClusterArgs,
+        command: ops::Conditional,
+        flags: u32,
+        json: bool,
+    ) -> Result<ExitCode, Failure> {
+        let client = cluster.client()?;
+        ops::store(
+            &client,
+            command,
+            &self.key,
+            &self.value,
+            self.exptime,
+            flags,
+            json,
+        )
+        .await
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show which server (in each group) every key maps to.
@@ -63,6 +97,39 @@ enum Command {
         #[arg(long = "type", value_enum)]
         kind: Option<ops::ValueType>,
     },
+    /// Read keys with their CAS unique (for `cas`).
+    Gets {
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Exit 0 only if every key exists (like memexist).
+    Exist {
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Store only where the key is absent.
+    Add(ConditionalArgs),
+    /// Store only where the key is present.
+    Replace(ConditionalArgs),
+    /// Append to the existing value.
+    Append(ConditionalArgs),
+    /// Prepend to the existing value.
+    Prepend(ConditionalArgs),
+    /// Store only if the item still has the CAS unique from `gets`.
+    Cas {
+        #[command(flatten)]
+        store: ConditionalArgs,
+        /// The CAS unique `gets` showed.
+        #[arg(long)]
+        cas: u64,
+        /// Client flags stored with the value.
+        #[arg(long, default_value_t = 0)]
+        flags: u32,
+    },
+    /// Each server's version, with its group.
+    Version,
     /// Delete keys from every group.
     Delete {
         /// The keys.
@@ -101,8 +168,11 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
-    /// Per-server statistics, with totals per group.
+    /// Per-server statistics, with totals per group; or one raw section
+    /// (`slabs`, `items`, `settings`, `sizes`, `conns`, …) of every server.
     Stats {
+        /// A stats section.
+        arg: Option<String>,
         /// Only this group.
         #[arg(long)]
         group: Option<String>,
@@ -225,8 +295,30 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             ops::arith(&cli.cluster.client()?, &key, delta, false, json).await
         }
         Command::Flush { group, yes } => ops::flush(&cli.cluster.client()?, &group, yes).await,
-        Command::Stats { group } => {
+        Command::Stats { arg: None, group } => {
             ops::stats(&cli.cluster.client()?, group.as_deref(), json).await
+        }
+        Command::Stats {
+            arg: Some(arg),
+            group,
+        } => ops::stats_section(&cli.cluster.client()?, &arg, group.as_deref(), json).await,
+        Command::Gets { keys } => ops::gets(&cli.cluster.client()?, &keys, json).await,
+        Command::Exist { keys } => ops::exist(&cli.cluster.client()?, &keys, json).await,
+        Command::Version => ops::version(&cli.cluster.client()?, json).await,
+        Command::Add(a) => a.run(&cli.cluster, ops::Conditional::Add, 0, json).await,
+        Command::Replace(a) => {
+            a.run(&cli.cluster, ops::Conditional::Replace, 0, json)
+                .await
+        }
+        Command::Append(a) => a.run(&cli.cluster, ops::Conditional::Append, 0, json).await,
+        Command::Prepend(a) => {
+            a.run(&cli.cluster, ops::Conditional::Prepend, 0, json)
+                .await
+        }
+        Command::Cas { store, cas, flags } => {
+            store
+                .run(&cli.cluster, ops::Conditional::Cas(cas), flags, json)
+                .await
         }
         Command::Load {
             count,

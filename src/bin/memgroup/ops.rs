@@ -116,11 +116,14 @@ pub(crate) async fn get(client: &Client, keys: &[String], json: bool) -> Result<
         } else {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
-            if keys.len() > 1 {
+            if keys.len() == 1 {
+                // One key: exactly the value's bytes, as memcat writes them.
+                let _ = out.write_all(&output::value_bytes(&value));
+            } else {
                 let _ = write!(out, "{key}: ");
+                let _ = out.write_all(&output::value_bytes(&value));
+                let _ = writeln!(out);
             }
-            let _ = out.write_all(&output::value_bytes(&value));
-            let _ = writeln!(out);
         }
     }
     if json {
@@ -170,15 +173,7 @@ pub(crate) async fn set(
     kind: Option<ValueType>,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let data = if value == "-" {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .map_err(|e| Failure::Op(format!("reading stdin: {e}")))?;
-        buf
-    } else {
-        value.as_bytes().to_vec()
-    };
+    let data = read_value(value)?;
     let outcome = match kind {
         None => client.set_with_flags(key, &data, flags, exptime).await?,
         Some(kind) => {
@@ -187,6 +182,189 @@ pub(crate) async fn set(
         }
     };
     Ok(report_write(key, &outcome, json))
+}
+
+/// A value argument: the text itself, or stdin for `-`.
+fn read_value(value: &str) -> Result<Vec<u8>, Failure> {
+    if value != "-" {
+        return Ok(value.as_bytes().to_vec());
+    }
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut buf)
+        .map_err(|e| Failure::Op(format!("reading stdin: {e}")))?;
+    Ok(buf)
+}
+
+/// The conditional stores: `add`, `replace`, `append`, `prepend`, `cas`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Conditional {
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    Cas(u64),
+}
+
+pub(crate) async fn store(
+    client: &Client,
+    command: Conditional,
+    key: &str,
+    value: &str,
+    exptime: u32,
+    flags: u32,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let data = read_value(value)?;
+    let outcome = match command {
+        Conditional::Add => client.add(key, &data, exptime).await?,
+        Conditional::Replace => client.replace(key, &data, exptime).await?,
+        Conditional::Append => client.append(key, &data).await?,
+        Conditional::Prepend => client.prepend(key, &data).await?,
+        Conditional::Cas(cas) => client.cas(key, &data, flags, exptime, cas).await?,
+    };
+    Ok(report_write(key, &outcome, json))
+}
+
+/// `gets`: each key's value with its CAS unique, for a later `cas`.
+pub(crate) async fn gets(
+    client: &Client,
+    keys: &[String],
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let mut code = ExitCode::SUCCESS;
+    let mut records = Vec::new();
+    for key in keys {
+        match client.gets(key).await? {
+            Some(item) => {
+                let cas = item.cas.unwrap_or(0);
+                if json {
+                    let mut record = json!({"key": key, "flags": item.flags, "cas": cas});
+                    output::json_value(&mut record, &Value::Bytes(item.value.clone()));
+                    records.push(record);
+                } else {
+                    use std::io::Write;
+                    let mut out = std::io::stdout().lock();
+                    let _ = write!(out, "{key} cas={cas} flags={}: ", item.flags);
+                    let _ = out.write_all(&item.value);
+                    let _ = writeln!(out);
+                }
+            }
+            None => {
+                code = ExitCode::from(1);
+                if json {
+                    records.push(json!({"key": key, "value": null}));
+                } else {
+                    eprintln!("memgroup: {key}: not found");
+                }
+            }
+        }
+    }
+    if json {
+        output::json(&json!(records));
+    }
+    Ok(code)
+}
+
+/// `exist`: exit 0 only if every key exists (like libmemcached's memexist).
+pub(crate) async fn exist(
+    client: &Client,
+    keys: &[String],
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let found = client.get_multi(keys).await?;
+    let mut records = Vec::new();
+    for key in keys {
+        let present = found.contains_key(key.as_bytes());
+        if json {
+            records.push(json!({"key": key, "exists": present}));
+        } else {
+            outln!("{key}: {}", if present { "exists" } else { "missing" });
+        }
+    }
+    if json {
+        output::json(&json!(records));
+    }
+    Ok(if keys.iter().all(|k| found.contains_key(k.as_bytes())) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `version`: each server's version, with its group.
+pub(crate) async fn version(client: &Client, json: bool) -> Result<ExitCode, Failure> {
+    let mut code = ExitCode::SUCCESS;
+    let mut rows = Vec::new();
+    let mut records = Vec::new();
+    for (group, server, version) in client.version().await {
+        match version {
+            Ok(v) => {
+                records.push(json!({"group": group, "server": server, "version": v}));
+                rows.push(vec![group, server, v]);
+            }
+            Err(e) => {
+                code = ExitCode::from(1);
+                records.push(json!({"group": group, "server": server, "error": e.chain()}));
+                rows.push(vec![group, server, format!("error: {}", e.chain())]);
+            }
+        }
+    }
+    if json {
+        output::json(&json!(records));
+    } else {
+        output::table(&["GROUP", "SERVER", "VERSION"], &rows);
+    }
+    Ok(code)
+}
+
+/// `stats ARG`: one raw statistics section (`slabs`, `items`, `settings`,
+/// `sizes`, `conns`, …) of every server.
+pub(crate) async fn stats_section(
+    client: &Client,
+    arg: &str,
+    group: Option<&str>,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let mut code = ExitCode::SUCCESS;
+    let mut rows = Vec::new();
+    let mut records = Vec::new();
+    for s in client.stats(Some(arg)).await? {
+        if group.is_some_and(|g| g != s.group) {
+            continue;
+        }
+        match &s.stats {
+            Ok(stats) => {
+                let mut names: Vec<&String> = stats.keys().collect();
+                names.sort();
+                for name in names {
+                    rows.push(vec![
+                        s.group.clone(),
+                        s.server.clone(),
+                        name.clone(),
+                        stats[name].clone(),
+                    ]);
+                }
+                records.push(json!({"group": s.group, "server": s.server, "stats": stats}));
+            }
+            Err(e) => {
+                code = ExitCode::from(1);
+                rows.push(vec![
+                    s.group.clone(),
+                    s.server.clone(),
+                    "error".into(),
+                    e.chain(),
+                ]);
+                records.push(json!({"group": s.group, "server": s.server, "error": e.chain()}));
+            }
+        }
+    }
+    if json {
+        output::json(&json!(records));
+    } else {
+        output::table(&["GROUP", "SERVER", "NAME", "VALUE"], &rows);
+    }
+    Ok(code)
 }
 
 /// The type `set --type` stores a value as, encoded by the value format.
