@@ -61,7 +61,12 @@ fn parse_ratio(ratio: &str) -> Result<(u64, u64), Failure> {
     Ok((g, s))
 }
 
-/// Per-worker results, merged at the end.
+/// Latency histograms are kept in this many shards, whatever the
+/// concurrency: a worker records into shard `worker % SHARDS`, so memory stays
+/// flat at 10,000 in flight while contention on a shard stays low.
+const SHARDS: usize = 16;
+
+/// Results, per shard for latencies and per worker for counts, merged at the end.
 struct Tally {
     get: Histogram<u64>,
     set: Histogram<u64>,
@@ -141,18 +146,25 @@ pub(crate) async fn run(
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
+    let shards: Arc<Vec<parking_lot::Mutex<Tally>>> = Arc::new(
+        (0..SHARDS.min(args.concurrency))
+            .map(|_| parking_lot::Mutex::new(Tally::new()))
+            .collect(),
+    );
     let mut workers = tokio::task::JoinSet::new();
     for w in 0..args.concurrency {
-        let (client, value, done, stop, prefix) = (
+        let (client, value, done, stop, prefix, shards) = (
             client.clone(),
             value.clone(),
             done.clone(),
             stop.clone(),
             args.prefix.clone(),
+            shards.clone(),
         );
         let keys = args.keys;
         workers.spawn(async move {
-            let mut tally = Tally::new();
+            let shard = &shards[w % shards.len()];
+            let (mut hits, mut misses, mut errors) = (0u64, 0u64, 0u64);
             // xorshift: a cheap per-worker random stream, seeded apart.
             let mut rng =
                 0x9E37_79B9_7F4A_7C15u64 ^ (w as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -172,19 +184,21 @@ pub(crate) async fn run(
                 let t0 = Instant::now();
                 if is_get {
                     match client.get(&key).await {
-                        Ok(Some(_)) => tally.hits += 1,
-                        Ok(None) => tally.misses += 1,
-                        Err(_) => tally.errors += 1,
+                        Ok(Some(_)) => hits += 1,
+                        Ok(None) => misses += 1,
+                        Err(_) => errors += 1,
                     }
-                    let _ = tally.get.record(t0.elapsed().as_micros().max(1) as u64);
+                    let micros = t0.elapsed().as_micros().max(1) as u64;
+                    let _ = shard.lock().get.record(micros);
                 } else {
                     if client.set(&key, &value[..], 0).await.is_err() {
-                        tally.errors += 1;
+                        errors += 1;
                     }
-                    let _ = tally.set.record(t0.elapsed().as_micros().max(1) as u64);
+                    let micros = t0.elapsed().as_micros().max(1) as u64;
+                    let _ = shard.lock().set.record(micros);
                 }
             }
-            tally
+            (hits, misses, errors)
         });
     }
     // Progress: ops done, or tenths of a second elapsed.
@@ -202,12 +216,15 @@ pub(crate) async fn run(
     };
     let mut total = Tally::new();
     while let Some(t) = workers.join_next().await {
-        let t = t.map_err(|e| Failure::Op(format!("worker failed: {e}")))?;
-        total.get.add(&t.get).expect("same bounds");
-        total.set.add(&t.set).expect("same bounds");
-        total.hits += t.hits;
-        total.misses += t.misses;
-        total.errors += t.errors;
+        let (hits, misses, errors) = t.map_err(|e| Failure::Op(format!("worker failed: {e}")))?;
+        total.hits += hits;
+        total.misses += misses;
+        total.errors += errors;
+    }
+    for shard in shards.iter() {
+        let shard = shard.lock();
+        total.get.add(&shard.get).expect("same bounds");
+        total.set.add(&shard.set).expect("same bounds");
     }
     let elapsed = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
