@@ -692,3 +692,62 @@ fn conditional_stores_gets_cas_exist_version_and_stats_sections() {
     let decoded = memgroup::proto::base64_decode(v[0]["value"].as_str().unwrap().as_bytes());
     assert_eq!(decoded.as_deref(), Some(&all[..]));
 }
+
+/// `keys` lists exactly the keys stored on a group of three servers; `ping`
+/// reports each server and exits 1 when one is down; `cp` stores files under
+/// their names.
+#[test]
+fn keys_ping_and_cp() {
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
+    let list = list(&servers);
+    let run = |args: &[&str]| memgroup(&[&["--servers", list.as_str()][..], args].concat());
+    let stored: Vec<String> = (0..120).map(|i| format!("k:{i}")).collect();
+    for k in &stored {
+        assert!(run(&["set", k, "v"]).status.success());
+    }
+    assert!(run(&["set", "other", "v"]).status.success());
+    // The crawler can miss an item in one pass (a concurrent request holds
+    // it): ask again until the listing settles, as the warmer does.
+    let mut names = Vec::new();
+    for _ in 0..50 {
+        let o = run(&["--json", "keys", "--prefix", "k:"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        names = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["key"].as_str().unwrap().to_string())
+            .collect();
+        if names.len() == stored.len() {
+            break;
+        }
+    }
+    names.sort();
+    let mut want = stored.clone();
+    want.sort();
+    assert_eq!(names, want);
+    let o = run(&["--json", "keys", "--prefix", "k:", "--limit", "7"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 7);
+
+    let o = run(&["--json", "ping", "--count", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 3);
+    assert!(v.as_array().unwrap().iter().all(|s| s["up"] == true));
+    let dead = format!("{list},127.0.0.1:1");
+    let o = memgroup(&["--servers", &dead, "ping", "--count", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("down"), "{}", stdout(&o));
+
+    let dir = std::env::temp_dir().join(format!("memgroup-cp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("notes.txt");
+    std::fs::write(&file, b"file contents\n").unwrap();
+    assert!(run(&["cp", file.to_str().unwrap()]).status.success());
+    assert_eq!(run(&["get", "notes.txt"]).stdout, b"file contents\n");
+    let o = run(&["cp", dir.join("absent").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -130,6 +130,34 @@ enum Command {
     },
     /// Each server's version, with its group.
     Version,
+    /// Each server's round-trip time; exit 1 if any is down (like memping).
+    Ping {
+        /// Round trips per server.
+        #[arg(long, default_value_t = 3)]
+        count: usize,
+    },
+    /// List the keys stored on a group's servers, with size and expiry
+    /// (lru_crawler metadump; like memdump).
+    Keys {
+        /// Only this group (default: every group).
+        #[arg(long)]
+        group: Option<String>,
+        /// Only keys starting with this.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// At most this many keys.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Store files: the file name is the key, the contents the value (like memcp).
+    Cp {
+        /// The files.
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+        /// Expiration time in seconds (0 = never).
+        #[arg(long, default_value_t = 0)]
+        exptime: u32,
+    },
     /// Delete keys from every group.
     Delete {
         /// The keys.
@@ -305,6 +333,24 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Gets { keys } => ops::gets(&cli.cluster.client()?, &keys, json).await,
         Command::Exist { keys } => ops::exist(&cli.cluster.client()?, &keys, json).await,
         Command::Version => ops::version(&cli.cluster.client()?, json).await,
+        Command::Ping { count } => ops::ping(&cli.cluster, count, json).await,
+        Command::Keys {
+            group,
+            prefix,
+            limit,
+        } => {
+            ops::keys(
+                &cli.cluster,
+                group.as_deref(),
+                prefix.as_deref(),
+                limit,
+                json,
+            )
+            .await
+        }
+        Command::Cp { files, exptime } => {
+            ops::cp(&cli.cluster.client()?, &files, exptime, json).await
+        }
         Command::Add(a) => a.run(&cli.cluster, ops::Conditional::Add, 0, json).await,
         Command::Replace(a) => {
             a.run(&cli.cluster, ops::Conditional::Replace, 0, json)

@@ -367,6 +367,149 @@ pub(crate) async fn stats_section(
     Ok(code)
 }
 
+/// `keys`: every key of a group's servers, listed by the LRU crawler
+/// (`lru_crawler metadump`), with size and expiry; like memdump / `mc keys`.
+pub(crate) async fn keys(
+    cluster: &ClusterArgs,
+    group: Option<&str>,
+    prefix: Option<&str>,
+    limit: Option<usize>,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let (spec, settings) = cluster.spec()?;
+    let topology = Topology::new(spec).map_err(|e| Failure::Usage(e.to_string()))?;
+    let groups: Vec<&memgroup::topology::Group> = match group {
+        Some(name) => vec![
+            topology
+                .group_by_name(name)
+                .map(|id| topology.group(id))
+                .ok_or_else(|| Failure::Usage(format!("unknown group {name:?}")))?,
+        ],
+        None => topology.groups().iter().collect(),
+    };
+    let mut rows = Vec::new();
+    let mut records = Vec::new();
+    let mut listed = 0usize;
+    let full = |listed: usize| limit.is_some_and(|l| listed >= l);
+    'groups: for g in groups {
+        for &server in g.servers() {
+            let addr = topology.servers()[server.0].to_string();
+            let dumped = memgroup::client::crawler::metadump_with(
+                &addr,
+                settings.op.max(std::time::Duration::from_secs(1)),
+                settings.credentials.as_ref(),
+            )
+            .await?;
+            for entry in dumped {
+                if prefix.is_some_and(|p| !entry.key.starts_with(p.as_bytes())) {
+                    continue;
+                }
+                if full(listed) {
+                    break 'groups;
+                }
+                listed += 1;
+                let key = output::show(&entry.key);
+                let exp = entry.exp.map_or("never".to_string(), |e| e.to_string());
+                records.push(json!({"group": g.name(), "server": addr, "key": key,
+                    "size": entry.size, "exp": entry.exp}));
+                rows.push(vec![
+                    g.name().to_string(),
+                    addr.clone(),
+                    key,
+                    entry.size.to_string(),
+                    exp,
+                ]);
+            }
+        }
+    }
+    if json {
+        output::json(&json!(records));
+    } else {
+        output::table(&["GROUP", "SERVER", "KEY", "SIZE", "EXPIRES"], &rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ping`: each server's round-trip time (a `version` request on a
+/// connection of its own), like memping; exit 1 if any is down.
+pub(crate) async fn ping(
+    cluster: &ClusterArgs,
+    count: usize,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let (spec, settings) = cluster.spec()?;
+    let topology = Topology::new(spec).map_err(|e| Failure::Usage(e.to_string()))?;
+    let mut code = ExitCode::SUCCESS;
+    let mut rows = Vec::new();
+    let mut records = Vec::new();
+    for addr in topology.servers() {
+        let one = memgroup::topology::ClusterSpec::parse_server_list(&addr.to_string())
+            .map_err(|e| Failure::Usage(e.to_string()))?;
+        let client = cluster.client_for(one, settings.clone())?;
+        let mut times = Vec::with_capacity(count);
+        let mut failure = None;
+        for _ in 0..count.max(1) {
+            let t0 = Instant::now();
+            match client.version().await.into_iter().next().map(|(_, _, v)| v) {
+                Some(Ok(_)) => times.push(t0.elapsed().as_secs_f64() * 1e6),
+                Some(Err(e)) => {
+                    failure = Some(e.chain());
+                    break;
+                }
+                None => break,
+            }
+        }
+        match failure {
+            Some(e) => {
+                code = ExitCode::from(1);
+                records.push(json!({"server": addr.to_string(), "up": false, "error": e}));
+                rows.push(vec![addr.to_string(), "down".into(), e]);
+            }
+            None => {
+                let min = times.iter().copied().fold(f64::INFINITY, f64::min);
+                let avg = times.iter().sum::<f64>() / times.len() as f64;
+                records.push(
+                    json!({"server": addr.to_string(), "up": true, "min_us": min, "avg_us": avg}),
+                );
+                rows.push(vec![
+                    addr.to_string(),
+                    "up".into(),
+                    format!("min {min:.0} µs, avg {avg:.0} µs"),
+                ]);
+            }
+        }
+    }
+    if json {
+        output::json(&json!(records));
+    } else {
+        output::table(&["SERVER", "STATE", "ROUND TRIP"], &rows);
+    }
+    Ok(code)
+}
+
+/// `cp FILE…`: each file's contents stored under its file name (like memcp).
+pub(crate) async fn cp(
+    client: &Client,
+    files: &[std::path::PathBuf],
+    exptime: u32,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let mut code = ExitCode::SUCCESS;
+    for file in files {
+        let key = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| Failure::Usage(format!("{}: no usable file name", file.display())))?;
+        let data = std::fs::read(file)
+            .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?;
+        let outcome = client.set(key, &data, exptime).await?;
+        if report_write(key, &outcome, json) != ExitCode::SUCCESS {
+            code = ExitCode::from(1);
+        }
+    }
+    Ok(code)
+}
+
 /// The type `set --type` stores a value as, encoded by the value format.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum ValueType {
