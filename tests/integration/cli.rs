@@ -751,3 +751,29 @@ fn keys_ping_and_cp() {
     assert_eq!(o.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--help` lists exit codes and examples; completions come from the same
+/// definition; `-q` keeps write reports quiet but still prints values.
+#[test]
+fn help_completions_and_quiet() {
+    let o = memgroup(&["--help"]);
+    assert!(stdout(&o).contains("Exit codes:") && stdout(&o).contains("Examples:"));
+    for shell in ["bash", "zsh", "fish"] {
+        let o = memgroup(&["completions", shell]);
+        assert!(o.status.success(), "{shell}: {}", stderr(&o));
+        for sub in ["warm", "bench", "keys", "cas"] {
+            assert!(stdout(&o).contains(sub), "{shell} completions lack {sub}");
+        }
+    }
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    let o = memgroup(&["--servers", &addr, "-q", "set", "k", "v"]);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "", "quiet write");
+    let o = memgroup(&["--servers", &addr, "-q", "add", "k", "v"]);
+    assert_eq!(o.status.code(), Some(1), "still the exit code");
+    assert_eq!(
+        stdout(&memgroup(&["--servers", &addr, "-q", "get", "k"])),
+        "v"
+    );
+}

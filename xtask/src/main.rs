@@ -6,6 +6,7 @@
 //!   (the standalone `bench-compare/` package, outside the workspace).
 //! - `cargo xtask fuzz [seconds]` — every fuzz target, each for `seconds` (needs `cargo install cargo-fuzz`).
 //! - `cargo xtask demo` — a local cluster narrated by the `memgroup` tool.
+//! - `cargo xtask man` — the tool's man pages into `target/man`.
 //! - `cargo xtask cluster up|down` — leave such a cluster running to play with.
 
 mod cluster;
@@ -26,9 +27,10 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("ensure-memcached") => ensure_memcached(),
         Some("demo") => demo::demo(),
+        Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare | fuzz [seconds] | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare | fuzz [seconds] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -180,6 +182,19 @@ fn compare() -> Result<()> {
         ],
         &[],
     )
+}
+
+/// Writes the tool's man pages (from its clap definition) to `target/man`.
+fn man() -> Result<()> {
+    let dir = root().join("target").join("man");
+    let dir = dir.to_str().ok_or("the target directory is not UTF-8")?;
+    run(
+        &cargo(),
+        &["run", "--quiet", "--bin", "memgroup", "--", "man", dir],
+        &[],
+    )?;
+    eprintln!("man pages in {dir} (man -l {dir}/memgroup.1)");
+    Ok(())
 }
 
 fn fuzz(seconds: Option<&str>) -> Result<()> {

@@ -17,14 +17,36 @@ use clap::{Parser, Subcommand};
 use crate::config::ClusterArgs;
 
 /// Route keys, read and write, inspect and warm memcached server groups.
+/// Shown after `--help`: what the exit codes mean, and a few examples.
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  success
+  1  the operation failed: a miss, an unreachable server, a write that missed
+     its policy or was not applied (add/replace/cas), keys missing after
+     `warm --verify`, a value that cannot be decoded
+  2  usage or configuration error, reported on one line naming the bad token
+
+Examples:
+  memgroup --servers 10.0.0.1:11211,10.0.0.2:11211 --hash new-compat route user:42
+  memgroup --groups 'sg1=10.0.0.1:11211;sg2=10.0.1.1:11211' --zone sg1 get user:42
+  memgroup --servers memcache://app:secret@10.0.0.1:11211?value_format=evcache get user:42
+  echo -n payload | memgroup --servers 10.0.0.1:11211 set blob -
+  memgroup --config cluster.toml warm --from sg1 --to sg3 --verify
+  memgroup --config cluster.toml bench --concurrency 32 --duration 10
+  memgroup completions bash > /etc/bash_completion.d/memgroup";
+
 #[derive(Debug, Parser)]
-#[command(name = "memgroup", version, about, propagate_version = true)]
+#[command(name = "memgroup", version, about, propagate_version = true, after_help = AFTER_HELP)]
 struct Cli {
     #[command(flatten)]
     cluster: ClusterArgs,
     /// Machine-readable JSON output.
     #[arg(long, global = true)]
     json: bool,
+    /// No informational output (per-group write reports, confirmations);
+    /// values, JSON and errors still print.
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -148,6 +170,17 @@ enum Command {
         /// At most this many keys.
         #[arg(long)]
         limit: Option<usize>,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (memgroup.1 and one per subcommand) into DIR.
+    #[command(hide = true)]
+    Man {
+        /// The directory.
+        dir: std::path::PathBuf,
     },
     /// Store files: the file name is the key, the contents the value (like memcp).
     Cp {
@@ -288,6 +321,7 @@ impl From<memgroup::client::Error> for Failure {
 
 async fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let json = cli.json;
+    output::set_quiet(cli.quiet);
     match cli.command {
         Command::Route {
             keys,
@@ -333,6 +367,22 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Gets { keys } => ops::gets(&cli.cluster.client()?, &keys, json).await,
         Command::Exist { keys } => ops::exist(&cli.cluster.client()?, &keys, json).await,
         Command::Version => ops::version(&cli.cluster.client()?, json).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            // Into a buffer first: clap_complete panics on a closed pipe.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "memgroup", &mut script);
+            output::write_line(String::from_utf8_lossy(&script).trim_end());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => {
+            use clap::CommandFactory;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Failure::Op(format!("{}: {e}", dir.display())))?;
+            clap_mangen::generate_to(Cli::command(), &dir)
+                .map_err(|e| Failure::Op(format!("writing man pages: {e}")))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Ping { count } => ops::ping(&cli.cluster, count, json).await,
         Command::Keys {
             group,

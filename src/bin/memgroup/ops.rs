@@ -150,11 +150,15 @@ fn report_write(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool)
     } else {
         for g in &outcome.groups {
             let server = g.server.as_deref().unwrap_or("-");
-            match &g.result {
-                Ok(true) => outln!("{key}: {} {server}: ok", g.group),
-                Ok(false) => outln!("{key}: {} {server}: not applied", g.group),
-                Err(e) => outln!("{key}: {} {server}: error: {}", g.group, e.chain()),
-            }
+            output::info(&match &g.result {
+                Ok(true) => format!("{key}: {} {server}: ok", g.group),
+                Ok(false) => format!("{key}: {} {server}: not applied", g.group),
+                Err(e) => format!(
+                    "{key}: {} {server}: error: {}",
+                    g.group,
+                    output::clean(&e.chain())
+                ),
+            });
         }
     }
     if outcome.applied() {
@@ -612,7 +616,7 @@ pub(crate) async fn flush(client: &Client, group: &str, yes: bool) -> Result<Exi
         )));
     }
     client.flush_all(Some(group)).await?;
-    outln!("flushed {group}");
+    output::info(&format!("flushed {group}"));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,6 +4,20 @@ use std::io::Write;
 
 use memgroup::client::value::Value;
 
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `-q`: informational lines ([`info`]) are not printed.
+pub(crate) fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Writes an informational line (a write report, a confirmation), unless `-q`.
+pub(crate) fn info(line: &str) {
+    if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+        write_line(line);
+    }
+}
+
 /// Writes one line to stdout. A closed pipe (`memgroup … | head`) ends the
 /// program quietly instead of panicking like `println!`.
 pub(crate) fn write_line(line: &str) {
