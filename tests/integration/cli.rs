@@ -777,3 +777,56 @@ fn help_completions_and_quiet() {
         "v"
     );
 }
+
+/// Client settings reach the tool by flag, and `flush` speaks JSON too.
+#[test]
+fn client_settings_by_flag_and_flush_json() {
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    let o = memgroup(&[
+        "--servers",
+        &addr,
+        "--max-value-size",
+        "10",
+        "set",
+        "k",
+        "0123456789ABCDEF",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("exceeds the 10-byte limit"),
+        "{}",
+        stderr(&o)
+    );
+    let o = memgroup(&[
+        "--servers",
+        &addr,
+        "--no-merge-gets",
+        "--max-in-flight",
+        "4",
+        "--connect-timeout-ms",
+        "500",
+        "--backoff-ms",
+        "100",
+        "--no-failover",
+        "set",
+        "k",
+        "v",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = memgroup(&[
+        "--servers",
+        &addr,
+        "--json",
+        "flush",
+        "--group",
+        "default",
+        "--yes",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["flushed"], true);
+    assert_eq!(
+        memgroup(&["--servers", &addr, "get", "k"]).status.code(),
+        Some(1)
+    );
+}

@@ -92,6 +92,15 @@ pub(crate) struct ClusterArgs {
     /// First dead-host backoff in milliseconds (doubles per failure, up to 10 minutes).
     #[arg(long, global = true)]
     pub(crate) backoff_ms: Option<u64>,
+    /// The largest value read or written, in bytes (default 1 MiB).
+    #[arg(long, global = true)]
+    pub(crate) max_value_size: Option<usize>,
+    /// Requests in flight per connection before callers wait (default 1024).
+    #[arg(long, global = true)]
+    pub(crate) max_in_flight: Option<usize>,
+    /// Do not merge concurrent single-key gets into multi-key commands.
+    #[arg(long, global = true)]
+    pub(crate) no_merge_gets: bool,
     /// Log in as this user (memcached's ASCII authentication, `-Y`).
     #[arg(long, global = true)]
     pub(crate) username: Option<String>,
@@ -349,6 +358,13 @@ impl ClusterArgs {
         if let Some(credentials) = timeouts.credentials {
             builder = builder.credentials(credentials);
         }
+        if let Some(bytes) = self.max_value_size {
+            builder = builder.max_value_size(bytes);
+        }
+        if let Some(n) = self.max_in_flight {
+            builder = builder.max_in_flight(n);
+        }
+        builder = builder.merge_gets(!self.no_merge_gets);
         builder.build().map_err(|e| usage(format!("{e}")))
     }
 }

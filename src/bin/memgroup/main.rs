@@ -88,6 +88,9 @@ impl ConditionalArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show which server (in each group) every key maps to.
+    #[command(
+        after_help = "Examples:\n  memgroup --servers h1:11211,h2:11211 --hash native route user:42\n  memgroup --config cluster.toml route user:42 --all-strategies"
+    )]
     Route {
         /// The keys.
         #[arg(required = true)]
@@ -97,12 +100,18 @@ enum Command {
         all_strategies: bool,
     },
     /// Read keys (local group first, falling back per the read policy).
+    #[command(
+        after_help = "One key writes exactly the value's bytes; several print `key: value` lines.\nExit 1 if any key is missing.\n\nExamples:\n  memgroup --servers h1:11211 get user:42 > value.bin\n  memgroup --config cluster.toml --value-format evcache --json get user:42 user:43"
+    )]
     Get {
         /// The keys.
         #[arg(required = true)]
         keys: Vec<String>,
     },
     /// Store a value in every group (`-` reads it from stdin).
+    #[command(
+        after_help = "Examples:\n  memgroup --servers h1:11211 set user:42 Ada --exptime 300\n  cat blob | memgroup --servers h1:11211 set blob -\n  memgroup --config cluster.toml --value-format evcache set visits 41 --type long"
+    )]
     Set {
         /// The key.
         key: String,
@@ -158,6 +167,9 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         count: usize,
     },
+    #[command(
+        after_help = "Examples:\n  memgroup --config cluster.toml keys --group sg1 --prefix user: --limit 100\n  memgroup --servers h1:11211 --json keys"
+    )]
     /// List the keys stored on a group's servers, with size and expiry
     /// (lru_crawler metadump; like memdump).
     Keys {
@@ -230,6 +242,9 @@ enum Command {
         yes: bool,
     },
     /// Per-server statistics, with totals per group; or one raw section
+    #[command(
+        after_help = "Examples:\n  memgroup --config cluster.toml stats --group sg1\n  memgroup --config cluster.toml --json stats slabs"
+    )]
     /// (`slabs`, `items`, `settings`, `sizes`, `conns`, …) of every server.
     Stats {
         /// A stats section.
@@ -254,8 +269,14 @@ enum Command {
         concurrency: usize,
     },
     /// Copy a group's keys into other groups (the cache warmer).
+    #[command(
+        after_help = "Exit 1 if a key could not be copied, or (with --verify) is missing.\n\nExamples:\n  memgroup --config cluster.toml warm --from sg1 --to sg3 --verify\n  memgroup --groups \"$GROUPS\" --pool-size 6 --json warm --from sg1 --to sg2 --to sg3"
+    )]
     Warm(warm::WarmArgs),
     /// A memslap-like load generator with latency percentiles.
+    #[command(
+        after_help = "Examples:\n  memgroup --servers h1:11211 bench --ratio 9:1 --keys 10000 --concurrency 32 --duration 10\n  memgroup --config cluster.toml --json bench --ops 100000"
+    )]
     Bench(bench::BenchArgs),
 }
 
@@ -356,7 +377,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Decr { key, delta } => {
             ops::arith(&cli.cluster.client()?, &key, delta, false, json).await
         }
-        Command::Flush { group, yes } => ops::flush(&cli.cluster.client()?, &group, yes).await,
+        Command::Flush { group, yes } => {
+            ops::flush(&cli.cluster.client()?, &group, yes, json).await
+        }
         Command::Stats { arg: None, group } => {
             ops::stats(&cli.cluster.client()?, group.as_deref(), json).await
         }

@@ -414,8 +414,17 @@ pub(crate) async fn keys(
                 listed += 1;
                 let key = output::show(&entry.key);
                 let exp = entry.exp.map_or("never".to_string(), |e| e.to_string());
-                records.push(json!({"group": g.name(), "server": addr, "key": key,
-                    "size": entry.size, "exp": entry.exp}));
+                let mut record = json!({"group": g.name(), "server": addr,
+                    "size": entry.size, "exp": entry.exp});
+                // Binary-safe: a key that is not UTF-8 goes base64, with
+                // "key_encoding": "base64".
+                let mut key_field = json!({});
+                output::json_value(&mut key_field, &Value::Bytes(entry.key.clone().into()));
+                record["key"] = key_field["value"].take();
+                if let Some(encoding) = key_field.get("encoding") {
+                    record["key_encoding"] = encoding.clone();
+                }
+                records.push(record);
                 rows.push(vec![
                     g.name().to_string(),
                     addr.clone(),
@@ -606,7 +615,12 @@ pub(crate) async fn arith(
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) async fn flush(client: &Client, group: &str, yes: bool) -> Result<ExitCode, Failure> {
+pub(crate) async fn flush(
+    client: &Client,
+    group: &str,
+    yes: bool,
+    json: bool,
+) -> Result<ExitCode, Failure> {
     if client.topology().group_by_name(group).is_none() {
         return Err(Failure::Usage(format!("unknown group {group:?}")));
     }
@@ -616,7 +630,11 @@ pub(crate) async fn flush(client: &Client, group: &str, yes: bool) -> Result<Exi
         )));
     }
     client.flush_all(Some(group)).await?;
-    output::info(&format!("flushed {group}"));
+    if json {
+        output::json(&json!({"group": group, "flushed": true}));
+    } else {
+        output::info(&format!("flushed {group}"));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
