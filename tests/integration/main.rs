@@ -7,6 +7,7 @@
 mod auth;
 mod cli;
 mod client;
+mod hostile;
 mod interop;
 mod proto;
 mod support;

@@ -1,0 +1,187 @@
+//! Hostile peers: a small misbehaving TCP peer (a fault injector, not a
+//! memcached stand-in) answers the client's first request with a script —
+//! lying lengths, lines that never end, endless values, a close mid-value,
+//! values for keys nobody asked for, a drip of one byte at a time, binary
+//! garbage. For each: a clear, typed error (or a miss) within the timeout,
+//! never a hang, a panic or another key's value; and a second group on a
+//! real memcached keeps serving.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use memgroup::client::{Client, Error};
+use memgroup::topology::ReadFallback;
+
+use crate::support::Memcached;
+
+/// What the peer does after reading a request.
+#[derive(Clone)]
+enum Act {
+    /// Writes these bytes once.
+    Send(&'static [u8]),
+    /// Writes these bytes again and again until the client hangs up.
+    Repeat(&'static [u8]),
+    /// Writes one byte every `ms` milliseconds, for ever.
+    Drip(&'static [u8], u64),
+    /// Closes the connection.
+    Close,
+}
+
+/// Starts a peer on a free loopback port that plays `acts` on every
+/// connection after its first read; returns `host:port`.
+fn peer(acts: Vec<Act>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let acts = acts.clone();
+            std::thread::spawn(move || {
+                let mut request = [0u8; 1024];
+                if conn.read(&mut request).unwrap_or(0) == 0 {
+                    return;
+                }
+                for act in acts {
+                    match act {
+                        Act::Send(bytes) => {
+                            if conn.write_all(bytes).is_err() {
+                                return;
+                            }
+                        }
+                        Act::Repeat(bytes) => while conn.write_all(bytes).is_ok() {},
+                        Act::Drip(bytes, ms) => {
+                            for b in bytes.iter().cycle() {
+                                if conn.write_all(&[*b]).is_err() {
+                                    return;
+                                }
+                                std::thread::sleep(Duration::from_millis(ms));
+                            }
+                        }
+                        Act::Close => return,
+                    }
+                }
+                // Then hold the connection open, silent, until the client leaves.
+                let _ = conn.read(&mut request);
+            });
+        }
+    });
+    addr
+}
+
+/// A client of the peer alone, with small limits and a short timeout.
+fn client_of(addr: &str) -> Client {
+    Client::builder()
+        .servers(addr)
+        .unwrap()
+        .max_value_size(64 * 1024)
+        .max_reply_size(1 << 20)
+        .timeout(Duration::from_millis(400))
+        .build()
+        .unwrap()
+}
+
+/// Each script, and the error kind the client must report for `get k`.
+fn cases() -> Vec<(&'static str, Vec<Act>, fn(&Error) -> bool)> {
+    vec![
+        (
+            "a VALUE header with a huge length",
+            vec![Act::Send(b"VALUE k 0 99999999999\r\n")],
+            Error::is_protocol,
+        ),
+        (
+            "a VALUE with more data than declared",
+            vec![Act::Send(b"VALUE k 0 3\r\nabcdef\r\nEND\r\n")],
+            Error::is_protocol,
+        ),
+        (
+            "a line that never ends",
+            vec![Act::Repeat(b"VALUEVALUEVALUE")],
+            Error::is_protocol,
+        ),
+        (
+            "values for ever, no END",
+            vec![Act::Repeat(b"VALUE k 0 5\r\nhello\r\n")],
+            Error::is_protocol,
+        ),
+        (
+            "a close mid-value",
+            vec![Act::Send(b"VALUE k 0 100\r\nabc"), Act::Close],
+            Error::is_connection,
+        ),
+        (
+            "one byte every 150 ms",
+            vec![Act::Drip(b"VALUE k 0 5\r\nhello\r\nEND\r\n", 150)],
+            Error::is_timeout,
+        ),
+        (
+            "binary garbage",
+            vec![Act::Send(b"\x00\xff\x13\x37garbage\r\n")],
+            Error::is_protocol,
+        ),
+        ("silence", vec![], Error::is_timeout),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_misbehaviour_is_a_typed_error_within_the_timeout() {
+    for (what, acts, kind) in cases() {
+        let addr = peer(acts);
+        let client = client_of(&addr);
+        // Bounded by the client's own 400 ms timeout; 5 s is a hang.
+        let got = tokio::time::timeout(Duration::from_secs(5), client.get("k"))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the client hung"));
+        let err = got.expect_err(what);
+        assert!(kind(&err), "{what}: {}", err.chain());
+        assert_eq!(
+            err.server(),
+            Some(addr.as_str()),
+            "{what}: names the server"
+        );
+    }
+}
+
+/// Values for keys nobody asked for are never handed to a caller as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_for_another_key_is_never_returned() {
+    let addr = peer(vec![Act::Send(b"VALUE other 0 6\r\nsecret\r\nEND\r\n")]);
+    let got = client_of(&addr).get("k").await.unwrap();
+    assert_eq!(got, None, "another key's value");
+    let addr = peer(vec![Act::Send(
+        b"VALUE x 0 1\r\n1\r\nVALUE y 0 1\r\n2\r\nEND\r\n",
+    )]);
+    let got = client_of(&addr).get_multi(&["a", "b"]).await.unwrap();
+    assert!(got.is_empty(), "{got:?}");
+}
+
+/// A hostile group fails alone: reads fall back to a real memcached in the
+/// other group, and its connections keep serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_group_does_not_affect_the_other() {
+    let real = Memcached::spawn();
+    for (what, acts, _) in cases() {
+        let addr = peer(acts);
+        let client = Client::builder()
+            .evcache_groups(&format!("bad={addr};good={}", real.addr_string()))
+            .unwrap()
+            .zone("bad")
+            .read_fallback(ReadFallback::OneMore)
+            .write_policy(memgroup::topology::WritePolicy::One)
+            .timeout(Duration::from_millis(400))
+            .max_value_size(64 * 1024)
+            .max_reply_size(1 << 20)
+            .build()
+            .unwrap();
+        crate::support::raw::set(real.addr(), b"k", b"from the good group");
+        let got = tokio::time::timeout(Duration::from_secs(5), client.get("k"))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: hung"))
+            .unwrap_or_else(|e| panic!("{what}: {}", e.chain()));
+        assert_eq!(
+            got.map(|i| i.value).as_deref(),
+            Some(&b"from the good group"[..]),
+            "{what}"
+        );
+    }
+}
