@@ -81,8 +81,11 @@ fn client_of(addr: &str) -> Client {
         .unwrap()
 }
 
+/// A script: what it is, what the peer does, the error the client must report.
+type Case = (&'static str, Vec<Act>, fn(&Error) -> bool);
+
 /// Each script, and the error kind the client must report for `get k`.
-fn cases() -> Vec<(&'static str, Vec<Act>, fn(&Error) -> bool)> {
+fn cases() -> Vec<Case> {
     vec![
         (
             "a VALUE header with a huge length",
