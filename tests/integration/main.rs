@@ -10,4 +10,5 @@ mod client;
 mod hostile;
 mod interop;
 mod proto;
+mod soak;
 mod support;
