@@ -188,3 +188,52 @@ async fn a_hostile_group_does_not_affect_the_other() {
         );
     }
 }
+
+/// The same scripts through the tool: exit 1, one line on stderr naming the
+/// server, no raw control characters, within the timeout.
+#[test]
+fn the_tool_reports_each_misbehaviour_on_one_clean_line() {
+    for (what, acts, _) in cases() {
+        let addr = peer(acts);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            .args([
+                "--servers",
+                &addr,
+                "--timeout-ms",
+                "400",
+                "--max-value-size",
+                "65536",
+                "get",
+                "k",
+            ])
+            .env_remove("MEMCACHED_SERVERS")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+        assert!(err.contains(&addr), "{what}: {err}");
+        assert!(
+            !err.chars().any(|c| c.is_control() && c != '\n'),
+            "{what}: {err:?}"
+        );
+    }
+}
+
+/// An endless reply under the default (large) reply limit: the caller still
+/// gets its timeout on time, because reading yields now and then instead of
+/// spinning on a socket that never stops being readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_reply_does_not_starve_the_timeout() {
+    let addr = peer(vec![Act::Repeat(b"VALUE k 0 5\r\nhello\r\n")]);
+    let client = Client::builder()
+        .servers(&addr)
+        .unwrap()
+        .timeout(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), client.get("k"))
+        .await
+        .expect("the 400 ms timeout did not fire");
+    assert!(got.unwrap_err().is_timeout());
+}

@@ -249,6 +249,10 @@ impl Shared {
                     self.fail(&error.with_source(e));
                 }
             }
+            // A peer that keeps the socket readable (an endless reply) must
+            // not keep this loop from yielding: the caller's timeout and the
+            // worker's other tasks get their turn.
+            tokio::task::coop::consume_budget().await;
         }
     }
 
@@ -505,6 +509,8 @@ async fn read_loop(shared: Arc<Shared>) {
                     return shared.fail(&error.with_source(e));
                 }
             }
+            // Yield now and then under an endless stream (see `read_own`).
+            tokio::task::coop::consume_budget().await;
         }
     }
 }
