@@ -82,6 +82,7 @@ async fn right_credentials_work_everywhere() {
             &server.addr_string(),
             Duration::from_secs(10),
             Some(&creds),
+            usize::MAX,
         )
         .await
         .unwrap();

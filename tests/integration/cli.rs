@@ -830,3 +830,49 @@ fn client_settings_by_flag_and_flush_json() {
         Some(1)
     );
 }
+
+/// A metadump source that keeps listing keys (a fault injector whose stats
+/// say it holds 5 items) is refused by `warm` at a bound derived from its
+/// `curr_items`, instead of filling memory.
+#[test]
+fn warm_refuses_a_metadump_listing_far_more_keys_than_the_server_holds() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for peer in listener.incoming() {
+            let Ok(mut peer) = peer else { return };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 256];
+                while let Ok(n) = peer.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    if buf[..n].starts_with(b"stats") {
+                        let _ =
+                            peer.write_all(b"STAT time 1700000000\r\nSTAT curr_items 5\r\nEND\r\n");
+                    } else if buf[..n].starts_with(b"lru_crawler") {
+                        let mut i = 0u64;
+                        loop {
+                            let line =
+                                format!("key=k{i} exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n");
+                            if peer.write_all(line.as_bytes()).is_err() {
+                                return;
+                            }
+                            i += 1;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let dst = Memcached::spawn();
+    let groups = format!("src={addr};dst={}", dst.addr_string());
+    let o = memgroup(&["--groups", &groups, "warm", "--from", "src", "--to", "dst"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("more than 10010 keys"),
+        "{}",
+        stderr(&o)
+    );
+}

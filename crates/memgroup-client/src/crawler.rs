@@ -29,18 +29,22 @@ const BUSY_RETRY: Duration = Duration::from_millis(50);
 /// on a large server takes as long as it takes: a server that stops talking
 /// fails within `timeout`.
 pub async fn metadump(server: &str, timeout: Duration) -> Result<Vec<DumpEntry>, Error> {
-    metadump_with(server, timeout, None).await
+    metadump_with(server, timeout, None, usize::MAX).await
 }
 
-/// [`metadump`] on a server that wants a login first.
+/// [`metadump`] on a server that may want a login first, listing at most
+/// `max_keys` entries: a server that keeps listing keys (a hostile or broken
+/// one) fails the dump instead of growing memory without bound. The warmer
+/// derives the bound from the server's own `curr_items`.
 pub async fn metadump_with(
     server: &str,
     timeout: Duration,
     credentials: Option<&Credentials>,
+    max_keys: usize,
 ) -> Result<Vec<DumpEntry>, Error> {
     let busy_until = tokio::time::Instant::now() + timeout;
     loop {
-        match dump_once(server, credentials, timeout).await {
+        match dump_once(server, credentials, timeout, max_keys).await {
             Ok(Some(keys)) => return Ok(keys),
             Ok(None) if tokio::time::Instant::now() < busy_until => {
                 tokio::time::sleep(BUSY_RETRY).await;
@@ -78,6 +82,7 @@ async fn dump_once(
     server: &str,
     credentials: Option<&Credentials>,
     timeout: Duration,
+    max_keys: usize,
 ) -> Result<Option<Vec<DumpEntry>>, Error> {
     let io = |what: &'static str| {
         move |e: std::io::Error| Error::new(ErrorKind::Connection, what).with_source(e)
@@ -107,6 +112,12 @@ async fn dump_once(
             .decode(&mut buf)
             .map_err(|e| Error::new(ErrorKind::Protocol, "bad metadump reply").with_source(e))?;
         match line {
+            Some(DumpLine::Entry(_)) if keys.len() >= max_keys => {
+                return Err(Error::new(
+                    ErrorKind::Protocol,
+                    format!("metadump listed more than {max_keys} keys"),
+                ));
+            }
             Some(DumpLine::Entry(entry)) => keys.push(entry),
             Some(DumpLine::End) => return Ok(Some(keys)),
             Some(DumpLine::Busy(_)) => return Ok(None),

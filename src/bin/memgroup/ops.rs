@@ -402,6 +402,7 @@ pub(crate) async fn keys(
                 &addr,
                 settings.op.max(std::time::Duration::from_secs(1)),
                 settings.credentials.as_ref(),
+                usize::MAX,
             )
             .await?;
             for entry in dumped {

@@ -232,17 +232,24 @@ async fn dump_pass(
     let times = reader.stats(None).await?;
     let mut jobs = Vec::new();
     for server in sources {
-        let server_time = times
+        let stats = times
             .iter()
             .find(|s| &s.server == server)
-            .and_then(|s| s.stats.as_ref().ok())
-            .and_then(|s| s.get("time"))
-            .and_then(|t| t.parse::<i64>().ok())
-            .ok_or_else(|| {
-                Failure::Op(format!("cannot read the clock (stats time) of {server}"))
-            })?;
+            .and_then(|s| s.stats.as_ref().ok());
+        let stat = |name: &str| {
+            stats
+                .and_then(|s| s.get(name))
+                .and_then(|t| t.parse::<i64>().ok())
+        };
+        let server_time = stat("time").ok_or_else(|| {
+            Failure::Op(format!("cannot read the clock (stats time) of {server}"))
+        })?;
+        // A dump cannot list far more keys than the server says it holds; one
+        // that does is refused instead of filling memory.
+        let items = stat("curr_items").unwrap_or(0).max(0) as usize;
+        let max_keys = items.saturating_mul(2).saturating_add(10_000);
         let dumped_at = Instant::now();
-        let keys = metadump_with(server, timeout, credentials).await?;
+        let keys = metadump_with(server, timeout, credentials, max_keys).await?;
         for key in keys {
             if seen.insert(key.key.clone()) {
                 jobs.push(Job {
