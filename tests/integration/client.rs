@@ -812,3 +812,30 @@ async fn an_endless_reply_is_refused_at_the_reply_limit() {
     })
     .await;
 }
+
+/// A caller's future polled once and then left unpolled (a slow consumer of
+/// a buffered stream, say) must not hold up other callers' replies on the
+/// same connection: the reader task takes the reading over as soon as a
+/// second caller waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpolled_call_does_not_hold_up_other_callers() {
+    bounded(async {
+        let server = Memcached::spawn();
+        let client = one_server(&server).build().unwrap();
+        client.set("a", "1", 0).await.unwrap();
+        client.set("b", "2", 0).await.unwrap();
+        // A's request goes out while the server is stalled, so A is still
+        // waiting for its reply after its first poll.
+        server.stop();
+        let mut a = Box::pin(client.get("a"));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(a.as_mut().poll(cx))).await;
+        assert!(first.is_pending());
+        server.resume();
+        // A is never polled again while B runs.
+        let b = client.get("b").await.unwrap().unwrap();
+        assert_eq!(b.value, "2");
+        drop(a);
+        assert_eq!(client.get("a").await.unwrap().unwrap().value, "1");
+    })
+    .await;
+}

@@ -228,10 +228,11 @@ impl Shared {
     async fn read_own(
         &self,
         mut receiver: oneshot::Receiver<Result<Response, Error>>,
+        epoch: u64,
     ) -> Result<Response, Error> {
         // Hands the role on however this ends (reply, failure, or the caller
         // giving up).
-        let _role = ReaderRole(self);
+        let _role = ReaderRole(self, epoch);
         loop {
             match receiver.try_recv() {
                 Ok(reply) => return reply,
@@ -320,13 +321,13 @@ impl Shared {
     }
 }
 
-/// Held by a caller reading its own reply; passes the reader role on when
-/// dropped.
-struct ReaderRole<'a>(&'a Shared);
+/// Held by a caller reading its own reply (with the epoch it took the reader
+/// role in); passes the role on when dropped.
+struct ReaderRole<'a>(&'a Shared, u64);
 
 impl Drop for ReaderRole<'_> {
     fn drop(&mut self) {
-        if self.0.state.lock().reader_release() {
+        if self.0.state.lock().reader_release(self.1) {
             self.0.wake_reader.notify_one();
         }
     }
@@ -423,17 +424,21 @@ impl Connection {
             receiver,
             next,
             reads,
+            wake_reader,
         } = shared.state.lock().queue(request, permit, in_flight)?;
         shared.follow(next);
-        match receiver {
-            Some(receiver) if reads => shared.read_own(receiver).await.map(Some),
-            Some(receiver) => match receiver.await {
+        if wake_reader {
+            shared.wake_reader.notify_one();
+        }
+        match (receiver, reads) {
+            (Some(receiver), Some(epoch)) => shared.read_own(receiver, epoch).await.map(Some),
+            (Some(receiver), None) => match receiver.await {
                 Ok(reply) => reply.map(Some),
                 Err(_) => {
                     Err(Error::new(ErrorKind::Connection, "connection closed").at(self.server()))
                 }
             },
-            None => Ok(None),
+            (None, _) => Ok(None),
         }
     }
 }

@@ -21,16 +21,20 @@
 //! | [`writer_take`](State::writer_take), nothing it may send | Writer | Idle | the task sleeps |
 //! | [`reply`](State::reply) ends a batch, more to send | Idle | Writer | wake the writer task |
 //!
-//! **The reader role.** Exactly one party reads the socket while replies are
-//! due: a caller ([`ReadRole::Caller`]) or the reader task
-//! ([`ReadRole::Task`]). A caller whose request finds no other waiter (a
-//! lone caller, the connection idle) takes the role and reads its own reply:
-//! no task switch between the reply and its caller. When it has its reply,
-//! or gives up, it hands the role to the reader task if other replies are
-//! still due ([`reader_release`](State::reader_release)), else lets it go.
+//! **The reader role.** Someone reads the socket while replies are due: a
+//! caller ([`ReadRole::Caller`]) or the reader task ([`ReadRole::Task`]). A
+//! caller whose request finds no reply due (a lone caller, the connection
+//! idle) takes the role and reads its own reply: no task switch between the
+//! reply and its caller. As soon as a second caller waits, the reader task
+//! takes the role over (the first caller may still read on until its own
+//! reply is in; reads are serialised by the driver, so two readers are
+//! safe): a caller's future that is polled once and then left unpolled never
+//! holds up other callers' replies. A caller that has its reply, or gives
+//! up, hands the role to the reader task if other replies are still due
+//! ([`reader_release`](State::reader_release)), else lets it go; a release
+//! by a caller that no longer holds the role (an older epoch) does nothing.
 //! The reader task reads while replies are due and lets the role go when none
-//! are ([`reader_task_done`](State::reader_task_done)). With many callers in
-//! flight the connection rarely empties, so the reader task does the reading.
+//! are ([`reader_task_done`](State::reader_task_done)).
 //!
 //! **Invariants** (checked after every step of the property test):
 //! 1. `batches` is the number of waiters with `ends_batch` set: written
@@ -96,9 +100,12 @@ pub(crate) struct Queued {
     pub(crate) receiver: Option<oneshot::Receiver<Result<Response, Error>>>,
     /// Who writes the request.
     pub(crate) next: Next,
-    /// The caller took the reader role: it reads until its reply is in, then
-    /// calls [`State::reader_release`].
-    pub(crate) reads: bool,
+    /// The caller took the reader role (this epoch of it): it reads until
+    /// its reply is in, then calls [`State::reader_release`] with the epoch.
+    pub(crate) reads: Option<u64>,
+    /// The reader task must be woken: it took the role over from a lone
+    /// caller now that a second one waits.
+    pub(crate) wake_reader: bool,
 }
 
 /// What the driver must do after a transition.
@@ -152,6 +159,9 @@ pub(crate) struct State {
     out: BytesMut,
     role: Role,
     read_role: ReadRole,
+    /// Counts the times a caller took the reader role, so a caller's release
+    /// acts only on its own tenure.
+    read_epoch: u64,
     /// Written batches whose last reply has not arrived.
     batches: usize,
     /// Requests queued or written, oldest first, awaiting replies.
@@ -173,6 +183,7 @@ impl State {
             out: BytesMut::new(),
             role: Role::Idle,
             read_role: ReadRole::Idle,
+            read_epoch: 0,
             batches: 0,
             waiters: VecDeque::new(),
             closed: None,
@@ -238,21 +249,36 @@ impl State {
                 Some(receiver)
             }
         };
-        let reads = receiver.is_some() && self.read_role == ReadRole::Idle;
-        if reads {
-            self.read_role = ReadRole::Caller;
+        let (mut reads, mut wake_reader) = (None, false);
+        if receiver.is_some() {
+            match self.read_role {
+                ReadRole::Idle => {
+                    self.read_epoch += 1;
+                    self.read_role = ReadRole::Caller;
+                    reads = Some(self.read_epoch);
+                }
+                ReadRole::Caller => {
+                    self.read_role = ReadRole::Task;
+                    wake_reader = true;
+                }
+                ReadRole::Task => {}
+            }
         }
         Ok(Queued {
             receiver,
             next: self.next_write(in_flight),
             reads,
+            wake_reader,
         })
     }
 
-    /// A caller holding the reader role has its reply, or gave up: returns
-    /// whether the reader task must be woken to read the replies still due.
-    pub(crate) fn reader_release(&mut self) -> bool {
-        debug_assert_eq!(self.read_role, ReadRole::Caller);
+    /// A caller that took the reader role in `epoch` has its reply, or gave
+    /// up: returns whether the reader task must be woken to read the replies
+    /// still due. Nothing happens if the role has moved on since.
+    pub(crate) fn reader_release(&mut self, epoch: u64) -> bool {
+        if self.read_role != ReadRole::Caller || self.read_epoch != epoch {
+            return false;
+        }
         if self.waiters.is_empty() || self.closed.is_some() {
             self.read_role = ReadRole::Idle;
             false

@@ -240,8 +240,11 @@ struct Sim {
     /// Replies the server sent, not yet decoded by the reader.
     replies: VecDeque<Response>,
     callers: Vec<Caller>,
-    /// Who reads: `Some(Some(i))` caller `i`, `Some(None)` the reader task.
-    reader: Option<Option<usize>>,
+    /// Callers that took the reader role (index, epoch) and still read until
+    /// their own reply is in.
+    caller_readers: Vec<(usize, u64)>,
+    /// Whether the reader task holds the role.
+    task_reads: bool,
     failed: bool,
 }
 
@@ -272,22 +275,33 @@ impl Sim {
         };
         if !self.failed {
             assert_eq!(state.role, role);
-            let read_role = match self.reader {
-                None => ReadRole::Idle,
-                Some(Some(_)) => ReadRole::Caller,
-                Some(None) => ReadRole::Task,
+            let read_role = if self.task_reads {
+                ReadRole::Task
+            } else if self
+                .caller_readers
+                .iter()
+                .any(|&(_, e)| e == state.read_epoch)
+            {
+                ReadRole::Caller
+            } else {
+                ReadRole::Idle
             };
             assert_eq!(state.read_role, read_role);
         }
     }
 
-    /// The caller holding the reader role passes it on.
-    fn release_reader(&mut self, state: &mut State) {
-        self.reader = if state.reader_release() {
-            Some(None)
-        } else {
-            None
-        };
+    /// Caller reader `k` (an index into `caller_readers`) stops reading.
+    fn release_reader(&mut self, state: &mut State, k: usize) {
+        let (_, epoch) = self.caller_readers.remove(k);
+        if state.reader_release(epoch) {
+            assert!(!self.task_reads, "the reader task woken twice");
+            self.task_reads = true;
+        }
+    }
+
+    /// Whether anybody reads the socket.
+    fn someone_reads(&self) -> bool {
+        self.task_reads || !self.caller_readers.is_empty()
     }
 
     /// The server: parses whole requests off the wire and answers them, every
@@ -339,9 +353,13 @@ impl Sim {
                 let permit = sem.clone().try_acquire_owned().unwrap();
                 let in_flight = 10_000 - sem.available_permits();
                 let queued = state.queue(&request, permit, in_flight).unwrap();
-                if queued.reads {
-                    assert!(self.reader.is_none(), "two readers");
-                    self.reader = Some(Some(self.callers.len()));
+                if let Some(epoch) = queued.reads {
+                    assert!(!self.someone_reads(), "a caller read while others did");
+                    self.caller_readers.push((self.callers.len(), epoch));
+                }
+                if queued.wake_reader {
+                    assert!(!self.task_reads, "the reader task woken twice");
+                    self.task_reads = true;
                 }
                 if let Some(rx) = queued.receiver {
                     let get = matches!(step, Step::Get(_)).then(|| get(key.as_bytes()));
@@ -379,7 +397,7 @@ impl Sim {
             _ if self.failed => {}
             Step::Serve => self.serve(),
             Step::Read => {
-                if self.reader.is_none() {
+                if !self.someone_reads() {
                     // Nobody reads: then no reply may be due.
                     assert!(self.replies.is_empty(), "replies with no reader");
                     return;
@@ -393,22 +411,22 @@ impl Sim {
             Step::GiveUp => {
                 if let Some(i) = self.callers.iter().position(|c| c.rx.is_some()) {
                     self.callers[i].rx = None;
-                    if self.reader == Some(Some(i)) {
-                        self.release_reader(state);
+                    if let Some(k) = self.caller_readers.iter().position(|&(c, _)| c == i) {
+                        self.release_reader(state, k);
                     }
                 }
             }
-            Step::ReaderDone => match self.reader {
-                Some(Some(i)) => {
-                    // A reading caller stops once its own reply is in.
-                    let has_reply = self.callers[i].rx.as_mut().is_none_or(|rx| !rx.is_empty());
-                    if has_reply {
-                        self.release_reader(state);
-                    }
+            Step::ReaderDone => {
+                // A reading caller stops once its own reply is in.
+                let done = self.caller_readers.iter().position(|&(i, _)| {
+                    self.callers[i].rx.as_ref().is_none_or(|rx| !rx.is_empty())
+                });
+                if let Some(k) = done {
+                    self.release_reader(state, k);
+                } else if self.task_reads && state.reader_task_done() {
+                    self.task_reads = false;
                 }
-                Some(None) if state.reader_task_done() => self.reader = None,
-                _ => {}
-            },
+            }
             Step::Fail if !self.failed => {
                 self.failed = true;
                 let error = Error::new(ErrorKind::Connection, "broken");
@@ -417,10 +435,10 @@ impl Sim {
                 }
                 self.caller_chunk = None;
                 self.writer = false;
-                if let Some(Some(_)) = self.reader {
-                    self.release_reader(state);
+                while !self.caller_readers.is_empty() {
+                    self.release_reader(state, 0);
                 }
-                self.reader = None;
+                self.task_reads = false;
             }
             _ => {}
         }
@@ -459,7 +477,7 @@ proptest! {
             if sim.caller_chunk.is_none()
                 && !sim.writer
                 && sim.replies.is_empty()
-                && sim.reader.is_none()
+                && !sim.someone_reads()
             {
                 break;
             }
