@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use memgroup::client::{Client, MetaFlag};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 
-use crate::support::{Memcached, raw, server_list as list};
+use std::io::Write;
+
+use crate::support::{Memcached, fault_peer, raw, server_list as list};
 
 fn memgroup(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memgroup"))
@@ -458,16 +460,9 @@ fn value_formats_in_the_tool() {
 /// answering with escape sequences cannot rewrite the operator's screen.
 #[test]
 fn server_text_is_shown_without_control_characters() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for peer in listener.incoming() {
-            let Ok(mut peer) = peer else { return };
-            let mut request = [0u8; 256];
-            let _ = peer.read(&mut request);
-            let _ = peer.write_all(b"SERVER_ERROR \x1b]0;pwned\x07\x1b[2J gone\r\n");
-        }
+    let addr = fault_peer(|_, peer| {
+        let _ = peer.write_all(b"SERVER_ERROR \x1b]0;pwned\x07\x1b[2J gone\r\n");
+        true
     });
     let o = memgroup(&["--servers", &addr, "get", "k"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -485,23 +480,14 @@ fn server_text_is_shown_without_control_characters() {
 #[test]
 fn absurd_stats_counters_saturate_in_the_totals() {
     let peer = || {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        std::thread::spawn(move || {
-            use std::io::{Read, Write};
-            for peer in listener.incoming() {
-                let Ok(mut peer) = peer else { return };
-                let mut request = [0u8; 256];
-                let _ = peer.read(&mut request);
-                let max = u64::MAX;
-                let reply = format!(
-                    "STAT version 1.6.18\r\nSTAT uptime {max}\r\nSTAT curr_items {max}\r\n\
-                     STAT get_hits {max}\r\nSTAT get_misses {max}\r\nSTAT cmd_set {max}\r\nEND\r\n"
-                );
-                let _ = peer.write_all(reply.as_bytes());
-            }
-        });
-        addr
+        fault_peer(|_, peer| {
+            let max = u64::MAX;
+            let reply = format!(
+                "STAT version 1.6.18\r\nSTAT uptime {max}\r\nSTAT curr_items {max}\r\n\
+                 STAT get_hits {max}\r\nSTAT get_misses {max}\r\nSTAT cmd_set {max}\r\nEND\r\n"
+            );
+            peer.write_all(reply.as_bytes()).is_ok()
+        })
     };
     let servers = format!("{},{}", peer(), peer());
     let o = memgroup(&["--servers", &servers, "stats"]);
@@ -553,25 +539,12 @@ fn warm_skips_an_unrequestable_key_and_copies_the_rest() {
 /// after the operation timeout, instead of waiting minutes.
 #[test]
 fn warm_gives_up_on_a_silent_metadump_source_after_the_timeout() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for peer in listener.incoming() {
-            let Ok(mut peer) = peer else { return };
-            std::thread::spawn(move || {
-                use std::io::{Read, Write};
-                let mut buf = [0u8; 256];
-                while let Ok(n) = peer.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    if buf[..n].starts_with(b"stats") {
-                        let _ = peer.write_all(b"STAT time 1700000000\r\nEND\r\n");
-                    }
-                    // Anything else (the metadump): silence.
-                }
-            });
+    let addr = fault_peer(|request, peer| {
+        if request.starts_with(b"stats") {
+            let _ = peer.write_all(b"STAT time 1700000000\r\nEND\r\n");
         }
+        // Anything else (the metadump): silence.
+        true
     });
     let dst = Memcached::spawn();
     let groups = format!("src={addr};dst={}", dst.addr_string());
@@ -836,35 +809,19 @@ fn client_settings_by_flag_and_flush_json() {
 /// `curr_items`, instead of filling memory.
 #[test]
 fn warm_refuses_a_metadump_listing_far_more_keys_than_the_server_holds() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for peer in listener.incoming() {
-            let Ok(mut peer) = peer else { return };
-            std::thread::spawn(move || {
-                use std::io::{Read, Write};
-                let mut buf = [0u8; 256];
-                while let Ok(n) = peer.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    if buf[..n].starts_with(b"stats") {
-                        let _ =
-                            peer.write_all(b"STAT time 1700000000\r\nSTAT curr_items 5\r\nEND\r\n");
-                    } else if buf[..n].starts_with(b"lru_crawler") {
-                        let mut i = 0u64;
-                        loop {
-                            let line =
-                                format!("key=k{i} exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n");
-                            if peer.write_all(line.as_bytes()).is_err() {
-                                return;
-                            }
-                            i += 1;
-                        }
-                    }
+    let addr = fault_peer(|request, peer| {
+        if request.starts_with(b"stats") {
+            let _ = peer.write_all(b"STAT time 1700000000\r\nSTAT curr_items 5\r\nEND\r\n");
+        } else if request.starts_with(b"lru_crawler") {
+            // Keys for ever, until the client hangs up.
+            for i in 0u64.. {
+                let line = format!("key=k{i} exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n");
+                if peer.write_all(line.as_bytes()).is_err() {
+                    return false;
                 }
-            });
+            }
         }
+        true
     });
     let dst = Memcached::spawn();
     let groups = format!("src={addr};dst={}", dst.addr_string());

@@ -9,7 +9,7 @@ use memgroup::client::{Client, ClientBuilder, Error};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
-use crate::support::{HeldClock, Memcached, raw, server_list};
+use crate::support::{HeldClock, Memcached, fault_peer, raw, server_list};
 
 /// `groups` groups of `per_group` servers each.
 fn spawn_groups(groups: usize, per_group: usize) -> Vec<Vec<Memcached>> {
@@ -781,26 +781,21 @@ async fn batching_and_merging_work_on_a_current_thread_runtime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_reply_is_refused_at_the_reply_limit() {
     bounded(async {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        std::thread::spawn(move || {
-            use std::io::{Read, Write};
-            let Ok((mut peer, _)) = listener.accept() else {
-                return;
-            };
-            let mut request = [0u8; 64];
-            let _ = peer.read(&mut request);
-            let item = b"VALUE k 0 100\r\n"
-                .iter()
-                .chain(&[b'x'; 100])
-                .chain(b"\r\n")
-                .copied()
-                .collect::<Vec<u8>>();
-            // Until the client hangs up.
-            while peer.write_all(&item.repeat(100)).is_ok() {}
+        let item = b"VALUE k 0 100\r\n"
+            .iter()
+            .chain(&[b'x'; 100])
+            .chain(b"\r\n")
+            .copied()
+            .collect::<Vec<u8>>()
+            .repeat(100);
+        // Values until the client hangs up.
+        let addr = fault_peer(move |_, peer| {
+            use std::io::Write;
+            while peer.write_all(&item).is_ok() {}
+            false
         });
         let client = Client::builder()
-            .servers(&addr.to_string())
+            .servers(&addr)
             .unwrap()
             .max_reply_size(1 << 20)
             .timeout(Duration::from_secs(30))

@@ -6,14 +6,13 @@
 //! never a hang, a panic or another key's value; and a second group on a
 //! real memcached keeps serving.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::time::Duration;
 
 use memgroup::client::{Client, Error};
 use memgroup::topology::ReadFallback;
 
-use crate::support::Memcached;
+use crate::support::{Memcached, fault_peer};
 
 /// What the peer does after reading a request.
 #[derive(Clone)]
@@ -28,45 +27,32 @@ enum Act {
     Close,
 }
 
-/// Starts a peer on a free loopback port that plays `acts` on every
-/// connection after its first read; returns `host:port`.
+/// A fault-injecting peer that plays `acts` after the first request of
+/// every connection, then holds the connection open and silent.
 fn peer(acts: Vec<Act>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let acts = acts.clone();
-            std::thread::spawn(move || {
-                let mut request = [0u8; 1024];
-                if conn.read(&mut request).unwrap_or(0) == 0 {
-                    return;
-                }
-                for act in acts {
-                    match act {
-                        Act::Send(bytes) => {
-                            if conn.write_all(bytes).is_err() {
-                                return;
-                            }
-                        }
-                        Act::Repeat(bytes) => while conn.write_all(bytes).is_ok() {},
-                        Act::Drip(bytes, ms) => {
-                            for b in bytes.iter().cycle() {
-                                if conn.write_all(&[*b]).is_err() {
-                                    return;
-                                }
-                                std::thread::sleep(Duration::from_millis(ms));
-                            }
-                        }
-                        Act::Close => return,
+    fault_peer(move |_, conn| {
+        for act in &acts {
+            match act {
+                Act::Send(bytes) => {
+                    if conn.write_all(bytes).is_err() {
+                        return false;
                     }
                 }
-                // Then hold the connection open, silent, until the client leaves.
-                let _ = conn.read(&mut request);
-            });
+                Act::Repeat(bytes) => while conn.write_all(bytes).is_ok() {},
+                Act::Drip(bytes, ms) => {
+                    for b in bytes.iter().cycle() {
+                        if conn.write_all(&[*b]).is_err() {
+                            return false;
+                        }
+                        std::thread::sleep(Duration::from_millis(*ms));
+                    }
+                }
+                Act::Close => return false,
+            }
         }
-    });
-    addr
+        // Then silence: later requests get nothing.
+        true
+    })
 }
 
 /// A client of the peer alone, with small limits and a short timeout.

@@ -142,3 +142,31 @@ impl Drop for Watchdog {
         self.0.store(true, std::sync::atomic::Ordering::Release);
     }
 }
+
+/// A fault injector, never a memcached stand-in: a TCP peer on a free
+/// loopback port that hands every request it reads, on every connection, to
+/// `respond`, which writes whatever misbehaviour the test wants to the
+/// stream and returns whether to keep reading. Returns `host:port`.
+pub fn fault_peer(
+    respond: impl Fn(&[u8], &mut std::net::TcpStream) -> bool + Send + Sync + 'static,
+) -> String {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let respond = std::sync::Arc::new(respond);
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let respond = respond.clone();
+            thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 || !respond(&buf[..n], &mut conn) {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
