@@ -414,20 +414,7 @@ fn url_credentials(rest: &str) -> Result<(Option<Credentials>, &str), Error> {
 
 /// `%XX` escapes to bytes, which must then be UTF-8.
 fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    String::from_utf8(memgroup_proto::percent_decode(text.as_bytes())?).ok()
 }
 
 #[cfg(test)]

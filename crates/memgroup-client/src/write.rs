@@ -105,10 +105,9 @@ impl Client {
     ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
         let snap = self.snapshot();
         let wire = Self::wire_key(&snap, key)?;
-        let only = only
+        let only: Option<Vec<GroupId>> = only
             .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
-        let only: Option<Vec<GroupId>> = only;
         let plan: Vec<Result<Target, Skipped>> = {
             let rotation = self.rotation();
             let dead = self.inner.pool.dead();

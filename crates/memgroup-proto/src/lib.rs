@@ -51,7 +51,7 @@ mod tests;
 
 pub use decode::{Decoder, Expect, Limits, MAX_ITEM_SIZE, ProtoError};
 pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};
-pub use metadump::{DEFAULT_MAX_DUMP_LINE, DumpEntry, DumpLine, MetadumpDecoder};
+pub use metadump::{DEFAULT_MAX_DUMP_LINE, DumpEntry, DumpLine, MetadumpDecoder, percent_decode};
 pub use multiget::{GrowingRetrieval, MAX_GROWN_KEYS, MAX_GROWN_LINE};
 pub use request::{ArithMode, MetaFlag, Request, SetMode, StoreCommand};
 pub use response::{MetaResponse, MetaStatus, Response, Stat, Value, Values};

@@ -153,7 +153,9 @@ fn parse_entry(line: &[u8]) -> Result<DumpEntry, ProtoError> {
         let (name, value) = (&field[..eq], &field[eq + 1..]);
         let slot_taken = match name {
             b"key" => key
-                .replace(url_decode(value).ok_or_else(|| malformed("bad %-escape in key", line))?)
+                .replace(
+                    percent_decode(value).ok_or_else(|| malformed("bad %-escape in key", line))?,
+                )
                 .is_some(),
             b"exp" => exp.replace(number::<i64>(value, line)?).is_some(),
             b"la" => la.replace(number::<u64>(value, line)?).is_some(),
@@ -195,9 +197,14 @@ fn parse_entry(line: &[u8]) -> Result<DumpEntry, ProtoError> {
     }
 }
 
-/// Decodes `%XX` escapes (memcached's URI encoding of dumped keys); `None` on
-/// a truncated or non-hex escape.
-fn url_decode(text: &[u8]) -> Option<Vec<u8>> {
+/// Decodes `%XX` escapes (memcached's URI encoding of dumped keys, and the
+/// userinfo of `memcache://` URLs); `None` on a truncated or non-hex escape.
+///
+/// ```
+/// assert_eq!(memgroup_proto::percent_decode(b"a%3Ab%25"), Some(b"a:b%".to_vec()));
+/// assert_eq!(memgroup_proto::percent_decode(b"%4"), None);
+/// ```
+pub fn percent_decode(text: &[u8]) -> Option<Vec<u8>> {
     fn hex(b: u8) -> Option<u8> {
         match b {
             b'0'..=b'9' => Some(b - b'0'),
