@@ -12,3 +12,5 @@ mod interop;
 mod proto;
 mod soak;
 mod support;
+#[cfg(feature = "tls")]
+mod tls;

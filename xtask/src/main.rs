@@ -134,18 +134,15 @@ fn test() -> Result<()> {
     ensure_memcached()?;
     ensure_interop()?;
     run(&cargo(), &["fmt", "--all", "--", "--check"], &[])?;
-    run(
-        &cargo(),
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
-        &[],
-    )?;
+    // The library without its optional features (TLS, compression) builds
+    // and lints too.
+    let no_features = ["-p", "memgroup-client", "--no-default-features"];
+    for which in [&["--workspace"][..], &no_features[..]] {
+        let mut args = vec!["clippy"];
+        args.extend(which);
+        args.extend(["--all-targets", "--", "-D", "warnings"]);
+        run(&cargo(), &args, &[])?;
+    }
     run(&cargo(), &["test", "--workspace"], &[])?;
     run(
         &cargo(),

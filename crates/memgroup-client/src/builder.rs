@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memgroup_hash::{HashStrategy, NodeNaming};
-use memgroup_proto::Limits;
 use memgroup_topology::{ClusterSpec, GroupSpec, ReadFallback, Settings, Topology, WritePolicy};
 
 use crate::auth::Credentials;
 use crate::client::Client;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
+use crate::pool::GroupSecurity;
 use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
 
 /// Configures and builds a [`Client`].
@@ -43,6 +43,19 @@ pub struct ClientBuilder {
     conn: ConnSettings,
     max_value_size: usize,
     values: Codec,
+    #[cfg(feature = "tls")]
+    tls: Option<crate::TlsConfig>,
+    /// Per group: its own TLS and credentials.
+    groups: Vec<GroupOverride>,
+}
+
+/// A group's own TLS and credentials, as given to the builder.
+#[derive(Debug, Clone, Default)]
+struct GroupOverride {
+    group: String,
+    #[cfg(feature = "tls")]
+    tls: Option<crate::TlsConfig>,
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl Default for ClientBuilder {
@@ -54,20 +67,15 @@ impl Default for ClientBuilder {
             sanitize: None,
             pool_size: None,
             op_timeout: Duration::from_millis(500),
-            conn: ConnSettings {
-                connect_timeout: Duration::from_secs(1),
-                nodelay: true,
-                max_in_flight: 1024,
-                max_batches: 4,
-                merge_gets: true,
-                limits: Limits::default(),
-                credentials: None,
-            },
+            conn: ConnSettings::default(),
             max_value_size: 1024 * 1024,
             values: Codec {
                 format: ValueFormat::Raw,
                 max_decompressed: DEFAULT_MAX_DECOMPRESSED,
             },
+            #[cfg(feature = "tls")]
+            tls: None,
+            groups: Vec::new(),
         }
     }
 }
@@ -237,6 +245,44 @@ impl ClientBuilder {
         self
     }
 
+    /// Log in with these on the connections to `group`'s servers, instead of
+    /// the cluster-wide [`ClientBuilder::credentials`].
+    pub fn group_credentials(mut self, group: &str, credentials: Credentials) -> Self {
+        self.group_override(group).credentials = Some(Arc::new(credentials));
+        self
+    }
+
+    /// Connect over TLS (feature `tls`): every new connection runs a TLS
+    /// handshake, verifying the server's certificate against `config`'s
+    /// authorities, then logs in if credentials are set. Also used for the
+    /// connections [`Client::metadump`] opens.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: crate::TlsConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Connect to `group`'s servers with this TLS configuration, instead of
+    /// the cluster-wide [`ClientBuilder::tls`] (feature `tls`).
+    #[cfg(feature = "tls")]
+    pub fn group_tls(mut self, group: &str, config: crate::TlsConfig) -> Self {
+        self.group_override(group).tls = Some(config);
+        self
+    }
+
+    fn group_override(&mut self, group: &str) -> &mut GroupOverride {
+        match self.groups.iter().position(|g| g.group == group) {
+            Some(i) => &mut self.groups[i],
+            None => {
+                self.groups.push(GroupOverride {
+                    group: group.to_string(),
+                    ..GroupOverride::default()
+                });
+                self.groups.last_mut().expect("just pushed")
+            }
+        }
+    }
+
     /// How typed reads and writes (`get_as`, `set_as`, `get_value`, …)
     /// encode values: the convention of the clients the fleet is shared with
     /// (default [`ValueFormat::Raw`]; see [`crate::value`]). Per call:
@@ -278,9 +324,38 @@ impl ClientBuilder {
             return Err(Error::new(ErrorKind::Config, "no server groups configured"));
         }
         let topology = Topology::new(self.spec())?;
+        #[allow(unused_mut)]
+        let mut conn = self.conn;
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            conn.tls = Some(tls.connector()?);
+        }
+        let mut groups = Vec::with_capacity(self.groups.len());
+        for own in self.groups {
+            if topology.group_by_name(&own.group).is_none() {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "TLS or credentials given for group {:?}, which the cluster does not have",
+                        own.group
+                    ),
+                ));
+            }
+            groups.push(GroupSecurity {
+                #[cfg(feature = "tls")]
+                tls: own
+                    .tls
+                    .as_ref()
+                    .map(crate::TlsConfig::connector)
+                    .transpose()?,
+                credentials: own.credentials,
+                group: own.group,
+            });
+        }
         Ok(Client::new(
             topology,
-            self.conn,
+            conn,
+            groups,
             self.max_value_size,
             self.op_timeout,
             self.values,

@@ -16,7 +16,7 @@ use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
-use crate::pool::{Pool, Snapshot};
+use crate::pool::{GroupSecurity, Pool, Snapshot};
 use crate::value::Codec;
 
 /// The memcached cluster client. Cheap to clone; clones share connections.
@@ -54,13 +54,14 @@ impl Client {
     pub(crate) fn new(
         topology: Topology,
         conn: ConnSettings,
+        groups: Vec<GroupSecurity>,
         max_value_size: usize,
         timeout: Duration,
         values: Codec,
     ) -> Client {
         Client {
             inner: Arc::new(Inner {
-                pool: Pool::new(topology, conn),
+                pool: Pool::new(topology, conn, groups),
                 rotation: AtomicU64::new(0),
                 max_value_size,
             }),

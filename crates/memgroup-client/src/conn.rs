@@ -36,19 +36,14 @@
 //! A semaphore caps the requests in flight per connection: callers beyond the
 //! cap wait (inside their timeout) instead of growing queues without bound.
 
-use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use memgroup_proto::{Decoder, Limits, Request, Response};
 use parking_lot::Mutex;
-use tokio::io::Interest;
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::oneshot::{self, error::TryRecvError};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
@@ -56,6 +51,7 @@ use tokio::task::JoinHandle;
 use crate::auth::{Credentials, authenticate};
 use crate::error::{Error, ErrorKind};
 use crate::state::{Next, Queued, State};
+use crate::transport::{Filled, Stream, Transport, write_failed, write_zero};
 
 /// What the writer task's buffer starts at: a batch of ~300 small requests
 /// fits without growing it.
@@ -80,7 +76,32 @@ pub(crate) struct ConnSettings {
     pub(crate) limits: Limits,
     /// Every new connection logs in with these first.
     pub(crate) credentials: Option<Arc<Credentials>>,
+    /// Every new connection runs a TLS handshake with this first.
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<crate::tls::TlsConnector>,
 }
+
+impl Default for ConnSettings {
+    fn default() -> Self {
+        ConnSettings {
+            connect_timeout: Duration::from_secs(1),
+            nodelay: true,
+            max_in_flight: 1024,
+            max_batches: 4,
+            merge_gets: true,
+            limits: Limits::default(),
+            credentials: None,
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+}
+
+/// Over TLS, memcached 1.6.18 stops processing a connection with more than
+/// about 16 KB of requests unanswered until more bytes arrive (reproduced with
+/// Python's ssl and with rustls). Batches are cut so that written requests
+/// still unanswered stay within this (a single larger request goes alone).
+const TLS_MAX_UNANSWERED_BYTES: usize = 15 * 1024;
 
 /// A cloneable handle; the connection closes when the last handle is dropped.
 #[derive(Debug, Clone)]
@@ -116,14 +137,13 @@ struct Shared {
     /// Used only by the holder of the reader role (and, while nobody holds
     /// it, by [`Shared::idle_check`]).
     read_side: Mutex<ReadSide>,
-    read_half: OwnedReadHalf,
+    transport: Transport,
     /// Set when the state closes, readable without the lock: writers stop
     /// writing at once, so nothing is sent after callers were told it failed.
     failed: AtomicBool,
     /// The size of `permits`.
     max_in_flight: usize,
     permits: Arc<Semaphore>,
-    socket: OwnedWriteHalf,
 }
 
 /// The reading end's buffer and decoder.
@@ -156,16 +176,13 @@ impl Shared {
             if self.failed.load(Ordering::Acquire) {
                 break;
             }
-            match self.socket.try_write(&chunk) {
-                Ok(0) => return self.fail(&write_zero(&self.server)),
+            match self.transport.try_write(&chunk) {
+                Ok(0) => return self.fail(&write_zero().at(&self.server)),
                 Ok(n) => {
                     let _ = chunk.split_to(n);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    let error = Error::new(ErrorKind::Connection, "write failed").at(&self.server);
-                    return self.fail(&error.with_source(e));
-                }
+                Err(e) => return self.fail(&write_failed(e).at(&self.server)),
             }
         }
         let next = self.state.lock().caller_wrote(chunk);
@@ -180,17 +197,14 @@ impl Shared {
         if buf.capacity() - buf.len() < READ_MIN_ROOM {
             buf.reserve(READ_BUFFER);
         }
-        match self.read_half.try_read_buf(buf) {
-            Ok(0) => {
+        match self.transport.fill(buf) {
+            Ok(Filled::Eof) => {
                 let error = Error::new(ErrorKind::Connection, "connection closed by the server");
                 return self.fail(&error.at(&self.server));
             }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-            Err(e) => {
-                let error = Error::new(ErrorKind::Connection, "read failed").at(&self.server);
-                return self.fail(&error.with_source(e));
-            }
+            Ok(Filled::Bytes(_)) => {}
+            Ok(Filled::Blocked) => return,
+            Err(error) => return self.fail(&error.at(&self.server)),
         }
         loop {
             let expect = self.state.lock().expect();
@@ -243,7 +257,7 @@ impl Shared {
                 }
                 Err(TryRecvError::Empty) => {}
             }
-            match self.read_half.readable().await {
+            match self.transport.readable().await {
                 Ok(()) => self.read_some(),
                 Err(e) => {
                     let error = Error::new(ErrorKind::Connection, "read failed").at(&self.server);
@@ -269,14 +283,9 @@ impl Shared {
         let Some(mut side) = self.read_side.try_lock() else {
             return false;
         };
-        let ready = {
-            let mut ready = pin!(self.read_half.ready(Interest::READABLE));
-            match ready.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-                Poll::Ready(Ok(ready)) => ready,
-                Poll::Ready(Err(_)) => return false,
-                Poll::Pending => return false,
-            }
-        };
+        if !self.transport.is_readable_now() {
+            return false;
+        }
         let error = {
             // Held while reading, so no request is queued meanwhile whose
             // reply could be taken for stray bytes.
@@ -285,19 +294,19 @@ impl Shared {
                 return false;
             }
             let ReadSide { buf, .. } = &mut *side;
-            match self.read_half.try_read_buf(buf) {
-                Ok(0) => Error::new(ErrorKind::Connection, "connection closed by the server"),
-                Ok(n) => Error::new(
+            match self.transport.fill(buf) {
+                Ok(Filled::Eof) => {
+                    Error::new(ErrorKind::Connection, "connection closed by the server")
+                }
+                Ok(Filled::Bytes(n)) if n > 0 => Error::new(
                     ErrorKind::Protocol,
                     format!("{n} unsolicited bytes from the server"),
                 ),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    // Stale readiness (the last read stopped short of
-                    // `WouldBlock`); now cleared.
-                    let _ = ready;
-                    return false;
-                }
-                Err(e) => Error::new(ErrorKind::Connection, "read failed").with_source(e),
+                // Stale readiness (the last read stopped short of
+                // `WouldBlock`), now cleared, or TLS records without data
+                // (session tickets).
+                Ok(Filled::Bytes(_) | Filled::Blocked) => return false,
+                Err(error) => error,
             }
         };
         drop(side);
@@ -333,18 +342,11 @@ impl Drop for ReaderRole<'_> {
     }
 }
 
-impl Connection {
-    /// Connects to `server` (`host:port`) within the connect timeout.
-    pub(crate) async fn connect(
-        server: &str,
-        settings: &ConnSettings,
-    ) -> Result<Connection, Error> {
-        let mut stream = match tokio::time::timeout(
-            settings.connect_timeout,
-            TcpStream::connect(server),
-        )
-        .await
-        {
+/// Opens a stream to `server` (`host:port`): connects within the connect
+/// timeout, runs the TLS handshake and logs in, as configured.
+pub(crate) async fn open(server: &str, settings: &ConnSettings) -> Result<Stream, Error> {
+    let stream =
+        match tokio::time::timeout(settings.connect_timeout, TcpStream::connect(server)).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
                 return Err(Error::new(ErrorKind::Connection, "connect failed")
@@ -359,30 +361,52 @@ impl Connection {
                 .at(server));
             }
         };
-        stream.set_nodelay(settings.nodelay).map_err(|e| {
-            Error::new(ErrorKind::Connection, "setsockopt")
-                .at(server)
-                .with_source(e)
-        })?;
-        if let Some(credentials) = &settings.credentials {
-            authenticate(&mut stream, credentials, server, settings.connect_timeout).await?;
+    stream.set_nodelay(settings.nodelay).map_err(|e| {
+        Error::new(ErrorKind::Connection, "setsockopt")
+            .at(server)
+            .with_source(e)
+    })?;
+    #[cfg(feature = "tls")]
+    let mut stream = match &settings.tls {
+        Some(tls) => Stream::Tls(Box::new(
+            tls.handshake(stream, server, settings.connect_timeout)
+                .await?,
+        )),
+        None => Stream::Plain(stream),
+    };
+    #[cfg(not(feature = "tls"))]
+    let mut stream = Stream::Plain(stream);
+    if let Some(credentials) = &settings.credentials {
+        authenticate(&mut stream, credentials, server, settings.connect_timeout).await?;
+    }
+    Ok(stream)
+}
+
+impl Connection {
+    /// Connects to `server` (`host:port`) within the connect timeout.
+    pub(crate) async fn connect(
+        server: &str,
+        settings: &ConnSettings,
+    ) -> Result<Connection, Error> {
+        let transport = open(server, settings).await?.into_transport();
+        let mut state = State::new(settings.max_batches, settings.merge_gets);
+        if transport.is_tls() {
+            state = state.with_max_unanswered_bytes(TLS_MAX_UNANSWERED_BYTES);
         }
-        let (read, write) = stream.into_split();
         let max_in_flight = settings.max_in_flight.max(1);
         let shared = Arc::new(Shared {
             server: server.into(),
-            state: Mutex::new(State::new(settings.max_batches, settings.merge_gets)),
+            state: Mutex::new(state),
             wake_writer: Notify::new(),
             wake_reader: Notify::new(),
             read_side: Mutex::new(ReadSide {
                 buf: BytesMut::with_capacity(READ_BUFFER),
                 decoder: Decoder::new(settings.limits),
             }),
-            read_half: read,
+            transport,
             failed: AtomicBool::new(false),
             max_in_flight,
             permits: Arc::new(Semaphore::new(max_in_flight)),
-            socket: write,
         });
         let reader = tokio::spawn(read_loop(shared.clone()));
         let writer = tokio::spawn(write_loop(shared.clone()));
@@ -443,10 +467,6 @@ impl Connection {
     }
 }
 
-fn write_zero(server: &str) -> Error {
-    Error::new(ErrorKind::Connection, "the socket accepted no bytes").at(server)
-}
-
 /// The writer task: sends batches while it holds the writer role, handed to
 /// it (with a notification) by a caller, by a caller's unfinished write, or
 /// by the reader when a batch's last reply arrives.
@@ -468,27 +488,12 @@ async fn write_loop(shared: Arc<Shared>) {
                     break;
                 }
             }
-            while !chunk.is_empty() {
-                let written = match shared.socket.writable().await {
-                    Ok(()) if shared.failed.load(Ordering::Acquire) => return,
-                    Ok(()) => shared.socket.try_write(&chunk),
-                    Err(e) => Err(e),
-                };
-                match written {
-                    Ok(0) => return shared.fail(&write_zero(&shared.server)),
-                    Ok(n) => {
-                        let _ = chunk.split_to(n);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => {
-                        shared.fail(
-                            &Error::new(ErrorKind::Connection, "write failed")
-                                .at(&shared.server)
-                                .with_source(e),
-                        );
-                        return;
-                    }
-                }
+            let stop = || shared.failed.load(Ordering::Acquire);
+            if let Err(error) = shared.transport.send(&mut chunk, stop).await {
+                return shared.fail(&error.at(&shared.server));
+            }
+            if stop() {
+                return;
             }
         }
     }
@@ -507,7 +512,7 @@ async fn read_loop(shared: Arc<Shared>) {
             if shared.state.lock().reader_task_done() {
                 break;
             }
-            match shared.read_half.readable().await {
+            match shared.transport.readable().await {
                 Ok(()) => shared.read_some(),
                 Err(e) => {
                     let error = Error::new(ErrorKind::Connection, "read failed").at(&shared.server);

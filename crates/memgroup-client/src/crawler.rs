@@ -13,9 +13,9 @@ use std::time::Duration;
 use bytes::BytesMut;
 use memgroup_proto::{DumpLine, MetadumpDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-use crate::auth::{Credentials, authenticate};
+use crate::client::Client;
+use crate::conn::{self, ConnSettings};
 use crate::error::{Error, ErrorKind};
 
 pub use memgroup_proto::DumpEntry;
@@ -23,28 +23,55 @@ pub use memgroup_proto::DumpEntry;
 /// How long to wait before asking again while another crawl runs.
 const BUSY_RETRY: Duration = Duration::from_millis(50);
 
-/// Lists every key of one server. `timeout` bounds every wait for the
-/// server to make progress (connecting, logging in, each read of the dump,
-/// and retrying while another crawl runs, `BUSY`), not the whole dump, which
-/// on a large server takes as long as it takes: a server that stops talking
-/// fails within `timeout`.
+/// Lists every key of one server, over plain TCP without a login (for a
+/// server of a client's cluster, [`Client::metadump`] uses the client's TLS
+/// and credentials). `timeout` bounds every wait for the server to make
+/// progress (connecting, logging in, each read of the dump, and retrying
+/// while another crawl runs, `BUSY`), not the whole dump, which on a large
+/// server takes as long as it takes: a server that stops talking fails
+/// within `timeout`.
 pub async fn metadump(server: &str, timeout: Duration) -> Result<Vec<DumpEntry>, Error> {
-    metadump_with(server, timeout, None, usize::MAX).await
+    dump(server, &ConnSettings::default(), timeout, usize::MAX).await
 }
 
-/// [`metadump`] on a server that may want a login first, listing at most
-/// `max_keys` entries: a server that keeps listing keys (a hostile or broken
-/// one) fails the dump instead of growing memory without bound. The warmer
-/// derives the bound from the server's own `curr_items`.
-pub async fn metadump_with(
+impl Client {
+    /// Lists every key of `server` (`host:port`, one of the cluster's) with
+    /// `lru_crawler metadump all`, on a connection of its own opened as the
+    /// client's connections to that server are (TLS, login). At most
+    /// `max_keys` entries: a server that keeps listing keys (a hostile or
+    /// broken one) fails the dump instead of growing memory without bound;
+    /// the warmer derives the bound from the server's own `curr_items`.
+    /// `timeout` bounds each wait for progress, as for [`metadump`].
+    pub async fn metadump(
+        &self,
+        server: &str,
+        timeout: Duration,
+        max_keys: usize,
+    ) -> Result<Vec<DumpEntry>, Error> {
+        let snap = self.snapshot();
+        let id = snap.server_by_name(server).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{server} is not a server of the cluster"),
+            )
+        })?;
+        dump(server, snap.settings(id), timeout, max_keys).await
+    }
+}
+
+async fn dump(
     server: &str,
+    settings: &ConnSettings,
     timeout: Duration,
-    credentials: Option<&Credentials>,
     max_keys: usize,
 ) -> Result<Vec<DumpEntry>, Error> {
+    let settings = ConnSettings {
+        connect_timeout: timeout,
+        ..settings.clone()
+    };
     let busy_until = tokio::time::Instant::now() + timeout;
     loop {
-        match dump_once(server, credentials, timeout, max_keys).await {
+        match dump_once(server, &settings, timeout, max_keys).await {
             Ok(Some(keys)) => return Ok(keys),
             Ok(None) if tokio::time::Instant::now() < busy_until => {
                 tokio::time::sleep(BUSY_RETRY).await;
@@ -80,22 +107,14 @@ async fn within<T>(
 /// One dump; `Ok(None)` when the crawler is busy.
 async fn dump_once(
     server: &str,
-    credentials: Option<&Credentials>,
+    settings: &ConnSettings,
     timeout: Duration,
     max_keys: usize,
 ) -> Result<Option<Vec<DumpEntry>>, Error> {
     let io = |what: &'static str| {
         move |e: std::io::Error| Error::new(ErrorKind::Connection, what).with_source(e)
     };
-    let mut stream = within(timeout, "connecting", async {
-        TcpStream::connect(server)
-            .await
-            .map_err(io("connect failed"))
-    })
-    .await?;
-    if let Some(credentials) = credentials {
-        authenticate(&mut stream, credentials, server, timeout).await?;
-    }
+    let mut stream = conn::open(server, settings).await?;
     within(timeout, "writing the command", async {
         stream
             .write_all(b"lru_crawler metadump all\r\n")

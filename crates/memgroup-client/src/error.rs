@@ -41,6 +41,10 @@ pub enum ErrorKind {
     /// The server refused the client's credentials, or wants some and none
     /// were configured (`CLIENT_ERROR unauthenticated`).
     Auth,
+    /// The TLS handshake failed (a certificate the client does not trust or
+    /// that does not name the server, a refused or missing client
+    /// certificate, a peer that does not speak TLS), or TLS data was bad.
+    Tls,
 }
 
 /// An error of the memgroup client.
@@ -130,6 +134,18 @@ impl Error {
     /// Whether the server refused to authenticate the client.
     pub fn is_auth(&self) -> bool {
         self.kind == ErrorKind::Auth
+    }
+
+    /// Whether TLS failed: the handshake (certificates, a refused client
+    /// certificate, a peer without TLS) or the encrypted data.
+    pub fn is_tls(&self) -> bool {
+        self.kind == ErrorKind::Tls
+    }
+
+    /// A refusal to let the client in (a login or a TLS handshake): kept as
+    /// the reason a server is backed off, never hidden by failover.
+    pub(crate) fn is_refusal(&self) -> bool {
+        matches!(self.kind, ErrorKind::Auth | ErrorKind::Tls)
     }
 
     /// Whether a stored value could not be decoded because it is corrupt.

@@ -75,6 +75,9 @@ mod merge;
 mod pool;
 mod read;
 mod state;
+#[cfg(feature = "tls")]
+mod tls;
+mod transport;
 mod typed;
 pub mod value;
 mod write;
@@ -85,6 +88,8 @@ pub use client::Client;
 pub use error::{Error, ErrorKind};
 pub use item::{GroupOutcome, Item, ServerStats, WriteOutcome};
 pub use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus};
+#[cfg(feature = "tls")]
+pub use tls::TlsConfig;
 
 /// `Client` is shared across tasks: checked at compile time.
 const _: () = {

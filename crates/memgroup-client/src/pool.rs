@@ -11,6 +11,7 @@ use std::sync::Arc;
 use memgroup_topology::{DeadHosts, GroupId, ServerId, Topology};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
+use crate::auth::Credentials;
 use crate::conn::{ConnSettings, Connection};
 use crate::error::{Error, ErrorKind};
 use crate::join::{BoxFuture, join_all};
@@ -66,10 +67,39 @@ pub(crate) struct Snapshot {
     slots: Vec<Vec<Arc<Slot>>>,
     /// `host:port` of each server, for connecting and for error messages.
     names: Vec<Arc<str>>,
+    /// How to open each server's connections (its group's TLS and login).
+    settings: Vec<Arc<ConnSettings>>,
+}
+
+/// A group's own TLS and login, overriding the cluster-wide ones.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GroupSecurity {
+    /// The group's name.
+    pub(crate) group: String,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<crate::tls::TlsConnector>,
+    pub(crate) credentials: Option<Arc<Credentials>>,
+}
+
+impl GroupSecurity {
+    fn apply(&self, settings: &mut ConnSettings) {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            settings.tls = Some(tls.clone());
+        }
+        if let Some(credentials) = &self.credentials {
+            settings.credentials = Some(credentials.clone());
+        }
+    }
 }
 
 impl Snapshot {
-    fn new(topology: Arc<Topology>, previous: Option<&Snapshot>) -> Snapshot {
+    fn new(
+        topology: Arc<Topology>,
+        previous: Option<&Snapshot>,
+        base: &ConnSettings,
+        groups: &[GroupSecurity],
+    ) -> Snapshot {
         let names: Vec<Arc<str>> = topology
             .servers()
             .iter()
@@ -92,11 +122,37 @@ impl Snapshot {
                     .collect()
             })
             .collect();
+        let settings = (0..names.len())
+            .map(|server| {
+                let mut settings = base.clone();
+                // A server in several groups takes the first one's settings.
+                let own = topology.groups().iter().find_map(|g| {
+                    g.servers()
+                        .contains(&ServerId(server))
+                        .then(|| groups.iter().find(|s| s.group == g.name()))?
+                });
+                if let Some(own) = own {
+                    own.apply(&mut settings);
+                }
+                Arc::new(settings)
+            })
+            .collect();
         Snapshot {
             topology,
             slots,
             names,
+            settings,
         }
+    }
+
+    /// How `server`'s connections are opened.
+    pub(crate) fn settings(&self, server: ServerId) -> &ConnSettings {
+        &self.settings[server.0]
+    }
+
+    /// The server named `host:port`, if the topology has it.
+    pub(crate) fn server_by_name(&self, name: &str) -> Option<ServerId> {
+        self.names.iter().position(|n| &**n == name).map(ServerId)
     }
 
     fn slot(&self, server: ServerId, slot: usize) -> &Arc<Slot> {
@@ -131,15 +187,22 @@ pub(crate) struct Pool {
     snapshot: RwLock<Arc<Snapshot>>,
     dead: Mutex<DeadHosts>,
     settings: ConnSettings,
+    groups: Vec<GroupSecurity>,
 }
 
 impl Pool {
-    pub(crate) fn new(topology: Topology, settings: ConnSettings) -> Pool {
+    pub(crate) fn new(
+        topology: Topology,
+        settings: ConnSettings,
+        groups: Vec<GroupSecurity>,
+    ) -> Pool {
         let topology = Arc::new(topology);
+        let snapshot = Snapshot::new(topology.clone(), None, &settings, &groups);
         Pool {
             dead: Mutex::new(DeadHosts::new(&topology)),
-            snapshot: RwLock::new(Arc::new(Snapshot::new(topology, None))),
+            snapshot: RwLock::new(Arc::new(snapshot)),
             settings,
+            groups,
         }
     }
 
@@ -160,7 +223,8 @@ impl Pool {
         let mut current = self.snapshot.write();
         let mut dead = self.dead.lock();
         *dead = dead.carry_over(&current.topology, &topology);
-        *current = Arc::new(Snapshot::new(topology, Some(&current)));
+        let next = Snapshot::new(topology, Some(&current), &self.settings, &self.groups);
+        *current = Arc::new(next);
     }
 
     /// The connection of a slot, opening it if needed (unless the server is
@@ -188,7 +252,7 @@ impl Pool {
                 Error::new(ErrorKind::ServerDead, "server is marked dead (backoff)").at(name),
             );
         }
-        match Connection::connect(name, &self.settings).await {
+        match Connection::connect(name, snap.settings(server)).await {
             Ok(conn) => {
                 self.dead.lock().record_success(server);
                 *entry.refused.lock() = None;
@@ -196,10 +260,10 @@ impl Pool {
                 Ok(conn)
             }
             Err(e) => {
-                // A refused login backs the server off like a failure, so it
-                // is not retried in a tight loop.
+                // A refused login or TLS handshake backs the server off like
+                // a failure, so it is not retried in a tight loop.
                 self.dead.lock().record_failure(server, now());
-                *entry.refused.lock() = e.is_auth().then(|| e.clone());
+                *entry.refused.lock() = e.is_refusal().then(|| e.clone());
                 Err(e)
             }
         }

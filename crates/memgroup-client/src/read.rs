@@ -373,7 +373,8 @@ fn settle<R: ReadOp>(
             Ok(()) => reads[i].answered = true,
             // A refused login stays the reported cause: a later group's
             // failure must not hide it.
-            Err(e) if reads[i].error.as_ref().is_some_and(Error::is_auth) && !e.is_auth() => {}
+            Err(e) if reads[i].error.as_ref().is_some_and(Error::is_refusal) && !e.is_refusal() => {
+            }
             Err(e) => reads[i].error = Some(e.clone()),
         }
     }

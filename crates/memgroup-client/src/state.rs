@@ -144,8 +144,12 @@ impl Reply {
 #[derive(Debug)]
 struct Waiter {
     expect: Expect,
+    /// While the request is still in `out`: where it ends there.
+    end: usize,
     /// The last request of a batch written with one `write`.
     ends_batch: bool,
+    /// For the last request of a batch: the batch's size in bytes.
+    batch_bytes: usize,
     /// `None` only for a moment while a caller joins a merged `get`.
     reply: Option<Reply>,
 }
@@ -166,6 +170,13 @@ pub(crate) struct State {
     batches: usize,
     /// Requests queued or written, oldest first, awaiting replies.
     waiters: VecDeque<Waiter>,
+    /// How many of the newest waiters' requests are still in `out`.
+    unwritten: usize,
+    /// Bytes of written batches whose last reply has not arrived.
+    unanswered: usize,
+    /// The most `unanswered` may grow to by starting a batch (a request
+    /// larger than this goes alone, when nothing is unanswered).
+    max_unanswered: usize,
     /// Set once the connection failed; every later call fails with it.
     closed: Option<Error>,
     /// The `get`/`gets` at the end of `out` that single-key retrievals may join.
@@ -186,11 +197,21 @@ impl State {
             read_epoch: 0,
             batches: 0,
             waiters: VecDeque::new(),
+            unwritten: 0,
+            unanswered: 0,
+            max_unanswered: usize::MAX,
             closed: None,
             open: None,
             max_batches: max_batches.max(1),
             merge_gets,
         }
+    }
+
+    /// Bounds the bytes of written requests still unanswered (see
+    /// [`State::take_out`]).
+    pub(crate) fn with_max_unanswered_bytes(mut self, bytes: usize) -> State {
+        self.max_unanswered = bytes.max(1);
+        self
     }
 
     /// Why the connection closed, once it has.
@@ -242,9 +263,12 @@ impl State {
                     };
                     self.waiters.push_back(Waiter {
                         expect,
+                        end: self.out.len(),
                         ends_batch: false,
+                        batch_bytes: 0,
                         reply: Some(Reply::One(tx, permit)),
                     });
+                    self.unwritten += 1;
                 }
                 Some(receiver)
             }
@@ -338,19 +362,17 @@ impl State {
         };
         merged.add(bytes, tx, permit);
         waiter.reply = Some(Reply::Merged(merged));
+        waiter.end = self.out.len();
         None
     }
 
     /// Who writes what was just queued (see the module docs' table).
     fn next_write(&mut self, in_flight: usize) -> Next {
-        if self.role != Role::Idle || self.batches >= self.max_batches {
+        if self.role != Role::Idle || self.cut().is_none() {
             Next::Nothing
         } else if self.batches == 0 || in_flight <= DIRECT_WRITE_CALLERS {
             self.role = Role::Caller;
-            let chunk = self.out.split();
-            self.open = None;
-            self.mark_batch();
-            Next::Write(chunk)
+            Next::Write(self.take_out())
         } else {
             self.role = Role::Writer;
             Next::WakeWriter
@@ -359,7 +381,58 @@ impl State {
 
     /// Whether the writer task has something it may send now.
     fn can_send(&self) -> bool {
-        !self.front.is_empty() || (!self.out.is_empty() && self.batches < self.max_batches)
+        !self.front.is_empty() || self.cut().is_some()
+    }
+
+    /// How many bytes of `out` the next batch may take, if any: all of it
+    /// within the budget of unanswered bytes, else up to the end of the last
+    /// request that fits; a request larger than the whole budget goes alone
+    /// once nothing is unanswered.
+    fn cut(&self) -> Option<usize> {
+        if self.out.is_empty() || self.batches >= self.max_batches {
+            return None;
+        }
+        let budget = self.max_unanswered.saturating_sub(self.unanswered);
+        if self.out.len() <= budget {
+            return Some(self.out.len());
+        }
+        let unwritten = self.waiters.range(self.waiters.len() - self.unwritten..);
+        let fits = unwritten.clone().take_while(|w| w.end <= budget).last();
+        if let Some(waiter) = fits {
+            return Some(waiter.end);
+        }
+        if self.unanswered == 0 {
+            return Some(unwritten.map(|w| w.end).next().unwrap_or(self.out.len()));
+        }
+        None
+    }
+
+    /// Takes the next batch out of `out` (see [`State::cut`]) and marks its
+    /// last request.
+    fn take_out(&mut self) -> BytesMut {
+        let cut = self.cut().expect("checked by the caller");
+        let chunk = self.out.split_to(cut);
+        // The open `get` line's position moves (or it went out): merging
+        // starts afresh.
+        self.open = None;
+        let first = self.waiters.len() - self.unwritten;
+        let mut last_written = None;
+        for (i, waiter) in self.waiters.range_mut(first..).enumerate() {
+            if waiter.end <= cut {
+                last_written = Some(first + i);
+            } else {
+                waiter.end -= cut;
+            }
+        }
+        if let Some(last) = last_written {
+            self.unwritten = self.waiters.len() - last - 1;
+            let waiter = &mut self.waiters[last];
+            waiter.ends_batch = true;
+            waiter.batch_bytes = cut;
+            self.batches += 1;
+            self.unanswered += cut;
+        }
+        chunk
     }
 
     /// A caller holding the role wrote what it could of its chunk; `rest` is
@@ -390,29 +463,17 @@ impl State {
         }
         into.clear();
         // The front finishes a batch already counted; `out` starts a new one
-        // only while the cap allows.
+        // only while the caps allow.
         std::mem::swap(into, &mut self.front);
-        if self.batches < self.max_batches && !self.out.is_empty() {
+        if self.cut().is_some() {
+            let batch = self.take_out();
             if into.is_empty() {
-                std::mem::swap(into, &mut self.out);
+                *into = batch;
             } else {
-                into.extend_from_slice(&self.out);
-                self.out.clear();
+                into.extend_from_slice(&batch);
             }
-            self.open = None;
-            self.mark_batch();
         }
         true
-    }
-
-    /// Marks the newest waiter as the last of the batch being written.
-    fn mark_batch(&mut self) {
-        if let Some(last) = self.waiters.back_mut() {
-            if !last.ends_batch {
-                last.ends_batch = true;
-                self.batches += 1;
-            }
-        }
     }
 
     /// The reply to the oldest waiter was decoded: returns where it goes and
@@ -422,11 +483,17 @@ impl State {
             return (None, Next::Nothing);
         };
         let mut next = Next::Nothing;
+        if self.waiters.len() < self.unwritten {
+            // A "reply" to a request not yet written (a hostile server
+            // answering what it never got): the count must stay in range.
+            self.unwritten = self.waiters.len();
+        }
         if waiter.ends_batch {
             self.batches = self
                 .batches
                 .checked_sub(1)
                 .expect("a batch's last reply arrives once");
+            self.unanswered -= waiter.batch_bytes;
             if self.role == Role::Idle && self.closed.is_none() && self.can_send() {
                 self.role = Role::Writer;
                 next = Next::WakeWriter;
@@ -442,6 +509,8 @@ impl State {
             self.closed = Some(error.clone());
         }
         self.batches = 0;
+        self.unwritten = 0;
+        self.unanswered = 0;
         self.open = None;
         self.front = BytesMut::new();
         self.out = BytesMut::new();
@@ -453,6 +522,20 @@ impl State {
     fn check(&self) {
         let ends = self.waiters.iter().filter(|w| w.ends_batch).count();
         assert_eq!(self.batches, ends, "invariant 1: batches counted");
+        let bytes: usize = self.waiters.iter().map(|w| w.batch_bytes).sum();
+        assert_eq!(
+            self.unanswered, bytes,
+            "invariant 8: unanswered bytes counted"
+        );
+        let alone = self.batches == 1;
+        assert!(
+            self.unanswered <= self.max_unanswered || alone,
+            "invariant 8: within the bound of unanswered bytes, or one request alone"
+        );
+        assert!(self.unwritten <= self.waiters.len());
+        for waiter in self.waiters.range(self.waiters.len() - self.unwritten..) {
+            assert!(!waiter.ends_batch && waiter.end <= self.out.len());
+        }
         if !self.front.is_empty() {
             assert_eq!(self.role, Role::Writer, "invariant 2: front has a writer");
         }

@@ -5,8 +5,9 @@
 //! port, waiting until it accepts, killed (SIGKILL) when dropped. Fault tests
 //! stop (SIGSTOP), resume and restart it on the same port.
 //!
-//! Not published; no dependencies. Needs `memcached` on `PATH` (`cargo xtask
-//! test` installs the Debian package when it can).
+//! Not published. Needs `memcached` on `PATH` (`cargo xtask test` installs
+//! the Debian package when it can). With feature `tls`, `Pki` makes test
+//! certificates at run time and `Memcached::spawn_tls` serves TLS with them.
 //!
 //! ```no_run
 //! use memgroup_testkit::Memcached;
@@ -18,6 +19,11 @@
 //! ```
 
 #![forbid(unsafe_code)]
+
+#[cfg(feature = "tls")]
+mod pki;
+#[cfg(feature = "tls")]
+pub use pki::Pki;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -46,6 +52,17 @@ impl Memcached {
     /// As [`Memcached::spawn`], with extra command-line arguments.
     pub fn spawn_with(extra: &[&str]) -> Memcached {
         Memcached::try_spawn_with(extra, |_| {}).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Spawns memcached serving TLS only (`-Z`) with `pki`'s server
+    /// certificate; with `require_client_cert`, it refuses clients without a
+    /// certificate signed by `pki`'s CA (`ssl_verify_mode=2`).
+    #[cfg(feature = "tls")]
+    pub fn spawn_tls(pki: &Pki, require_client_cert: bool, extra: &[&str]) -> Memcached {
+        let options = pki.memcached_options(require_client_cert);
+        let mut args = vec!["-Z", "-o", &options];
+        args.extend_from_slice(extra);
+        Memcached::spawn_with(&args)
     }
 
     /// Spawns with extra arguments; `configure` may adjust the command

@@ -381,7 +381,8 @@ pub(crate) async fn keys(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let (spec, settings) = cluster.spec()?;
-    let topology = Topology::new(spec).map_err(|e| Failure::Usage(e.to_string()))?;
+    let client = cluster.client_for(spec, settings.clone())?;
+    let topology = client.topology();
     let groups: Vec<&memgroup::topology::Group> = match group {
         Some(name) => vec![
             topology
@@ -398,13 +399,13 @@ pub(crate) async fn keys(
     'groups: for g in groups {
         for &server in g.servers() {
             let addr = topology.servers()[server.0].to_string();
-            let dumped = memgroup::client::crawler::metadump_with(
-                &addr,
-                settings.op.max(std::time::Duration::from_secs(1)),
-                settings.credentials.as_ref(),
-                usize::MAX,
-            )
-            .await?;
+            let dumped = client
+                .metadump(
+                    &addr,
+                    settings.op.max(std::time::Duration::from_secs(1)),
+                    usize::MAX,
+                )
+                .await?;
             for entry in dumped {
                 if prefix.is_some_and(|p| !entry.key.starts_with(p.as_bytes())) {
                     continue;

@@ -24,8 +24,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use memgroup::client::Credentials;
-use memgroup::client::crawler::{DumpEntry, metadump_with};
+use memgroup::client::crawler::DumpEntry;
 use memgroup::client::{Client, Error};
 use memgroup::topology::{ClusterSpec, ReadFallback};
 use parking_lot::Mutex;
@@ -130,14 +129,7 @@ pub(crate) async fn run(
     );
     let started = Instant::now();
     for pass in 0..2 {
-        let jobs = dump_pass(
-            &reader,
-            &sources,
-            timeouts.op,
-            timeouts.credentials.as_ref(),
-            &mut seen,
-        )
-        .await?;
+        let jobs = dump_pass(&reader, &sources, timeouts.op, &mut seen).await?;
         counters
             .dumped
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
@@ -226,7 +218,6 @@ async fn dump_pass(
     reader: &Client,
     sources: &[String],
     timeout: Duration,
-    credentials: Option<&Credentials>,
     seen: &mut HashSet<Vec<u8>>,
 ) -> Result<Vec<Job>, Failure> {
     let times = reader.stats(None).await?;
@@ -249,7 +240,7 @@ async fn dump_pass(
         let items = stat("curr_items").unwrap_or(0).max(0) as usize;
         let max_keys = items.saturating_mul(2).saturating_add(10_000);
         let dumped_at = Instant::now();
-        let keys = metadump_with(server, timeout, credentials, max_keys).await?;
+        let keys = reader.metadump(server, timeout, max_keys).await?;
         for key in keys {
             if seen.insert(key.key.clone()) {
                 jobs.push(Job {

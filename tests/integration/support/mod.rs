@@ -170,3 +170,19 @@ pub fn fault_peer(
     });
     addr
 }
+
+/// Whether `client`'s dump of `server` lists `key`, dumping up to 100 times:
+/// the LRU crawler can miss an item in one pass (the warmer dumps again too).
+pub async fn metadump_lists(client: &memgroup::client::Client, server: &str, key: &[u8]) -> bool {
+    for _ in 0..100 {
+        let keys = client
+            .metadump(server, Duration::from_secs(10), usize::MAX)
+            .await
+            .unwrap();
+        if keys.iter().any(|k| k.key == key) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}

@@ -459,9 +459,15 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..200),
         max_batches in 1usize..4,
         merge in any::<bool>(),
+        // Unbounded (plaintext), or a bound of a few requests (TLS's bound
+        // scaled down to the simulation's small requests).
+        max_unanswered in prop_oneof![Just(usize::MAX), 1usize..80],
     ) {
         let sem = permits();
         let mut state = State::new(max_batches, merge);
+        if max_unanswered != usize::MAX {
+            state = state.with_max_unanswered_bytes(max_unanswered);
+        }
         let mut sim = Sim::default();
         for s in steps {
             sim.apply(&mut state, &sem, s);

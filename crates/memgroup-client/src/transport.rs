@@ -1,0 +1,363 @@
+//! The bytes under a connection: a TCP socket, optionally with TLS on it.
+//!
+//! Both are driven the same way, by readiness: a reader waits until the
+//! socket is readable and then [`fill`](Transport::fill)s its buffer without
+//! blocking; a writer [`try_write`](Transport::try_write)s without blocking or
+//! [`send`](Transport::send)s a whole chunk, waiting for room. TLS goes
+//! through rustls's sans-IO connection (after tokio-rustls ran the
+//! handshake): raw records move through the socket's non-blocking calls, and
+//! the rustls state (shared by both directions) sits behind a lock held only
+//! to encrypt or decrypt. So a TLS connection keeps the plaintext one's shape:
+//! a lone caller reads its own reply without a task switch.
+//!
+//! Over TLS a caller never writes directly (`try_write` declines, and the
+//! state hands the chunk to the writer task): encrypted bytes the socket did
+//! not take would stay inside rustls with nobody owing them to the socket.
+
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll, Waker};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::error::{Error, ErrorKind};
+
+/// Plaintext read per [`Transport::fill`] call at most over TLS before it
+/// returns (the socket stays readable, so the reader comes back): a peer that
+/// keeps sending cannot keep one call busy.
+#[cfg(feature = "tls")]
+const TLS_FILL_MAX: usize = 256 * 1024;
+
+/// What one non-blocking read brought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Filled {
+    /// This many bytes of plaintext (over TLS possibly 0: only handshake
+    /// messages such as session tickets arrived).
+    Bytes(usize),
+    /// The server closed the connection.
+    Eof,
+    /// Nothing to read now.
+    Blocked,
+}
+
+/// A connected stream, before it becomes a [`Transport`]: logins and
+/// one-off commands (the crawler's dump) use it as an ordinary async stream.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// TLS over TCP, the handshake done.
+    #[cfg(feature = "tls")]
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// The stream as the pipelined connection's transport.
+    pub(crate) fn into_transport(self) -> Transport {
+        match self {
+            Stream::Plain(stream) => Transport::plain(stream),
+            #[cfg(feature = "tls")]
+            Stream::Tls(stream) => Transport::tls(*stream),
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// A connected socket, split into its two directions, with TLS state when
+/// the connection is encrypted.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    read: OwnedReadHalf,
+    write: OwnedWriteHalf,
+    #[cfg(feature = "tls")]
+    tls: Option<parking_lot::Mutex<rustls::ClientConnection>>,
+}
+
+impl Transport {
+    /// A plaintext connection.
+    pub(crate) fn plain(stream: TcpStream) -> Transport {
+        let (read, write) = stream.into_split();
+        Transport {
+            read,
+            write,
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+
+    /// A connection whose TLS handshake is done.
+    #[cfg(feature = "tls")]
+    pub(crate) fn tls(stream: tokio_rustls::client::TlsStream<TcpStream>) -> Transport {
+        let (stream, mut session) = stream.into_inner();
+        // Batches are bounded by the connection's state; rustls must take a
+        // whole large value without a limit of its own.
+        session.set_buffer_limit(None);
+        let (read, write) = stream.into_split();
+        Transport {
+            read,
+            write,
+            tls: Some(parking_lot::Mutex::new(session)),
+        }
+    }
+
+    /// Whether the bytes are encrypted.
+    pub(crate) fn is_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
+    /// Waits until the socket has something to read (or an error).
+    pub(crate) async fn readable(&self) -> std::io::Result<()> {
+        self.read.readable().await
+    }
+
+    /// Whether the socket is readable right now, without waiting.
+    pub(crate) fn is_readable_now(&self) -> bool {
+        let mut ready = pin!(self.read.ready(Interest::READABLE));
+        matches!(
+            ready.as_mut().poll(&mut Context::from_waker(Waker::noop())),
+            Poll::Ready(Ok(_))
+        )
+    }
+
+    /// Reads what the socket has, without blocking, appending plaintext to
+    /// `buf` (which must have spare room).
+    pub(crate) fn fill(&self, buf: &mut BytesMut) -> Result<Filled, Error> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            return fill_tls(&mut tls.lock(), &self.read, &self.write, buf);
+        }
+        match self.read.try_read_buf(buf) {
+            Ok(0) => Ok(Filled::Eof),
+            Ok(n) => Ok(Filled::Bytes(n)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(Filled::Blocked),
+            Err(e) => Err(Error::new(ErrorKind::Connection, "read failed").with_source(e)),
+        }
+    }
+
+    /// Writes what the socket takes now without blocking. Over TLS it takes
+    /// nothing (`WouldBlock`): the writer task sends with [`Transport::send`].
+    pub(crate) fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
+        if self.is_tls() {
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        self.write.try_write(data)
+    }
+
+    /// Sends all of `chunk`, waiting for room in the socket; `stop` is asked
+    /// before each write whether the connection failed meanwhile.
+    pub(crate) async fn send(
+        &self,
+        chunk: &mut BytesMut,
+        stop: impl Fn() -> bool,
+    ) -> Result<(), Error> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            return send_tls(tls, &self.write, chunk, stop).await;
+        }
+        while !chunk.is_empty() {
+            let written = match self.write.writable().await {
+                Ok(()) if stop() => return Ok(()),
+                Ok(()) => self.write.try_write(chunk),
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(0) => return Err(write_zero()),
+                Ok(n) => {
+                    let _ = chunk.split_to(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(write_failed(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The socket accepted a write of no bytes.
+pub(crate) fn write_zero() -> Error {
+    Error::new(ErrorKind::Connection, "the socket accepted no bytes")
+}
+
+/// A write to the socket failed.
+pub(crate) fn write_failed(e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Connection, "write failed").with_source(e)
+}
+
+/// The socket's non-blocking read as `std::io::Read`, for rustls.
+#[cfg(feature = "tls")]
+struct TryRead<'a>(&'a OwnedReadHalf);
+
+#[cfg(feature = "tls")]
+impl std::io::Read for TryRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+/// The socket's non-blocking write as `std::io::Write`, for rustls.
+#[cfg(feature = "tls")]
+struct TryWrite<'a>(&'a OwnedWriteHalf);
+
+#[cfg(feature = "tls")]
+impl std::io::Write for TryWrite<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An error of the TLS layer, as the client's error.
+#[cfg(feature = "tls")]
+pub(crate) fn tls_error(what: &str, error: &rustls::Error) -> Error {
+    Error::new(ErrorKind::Tls, format!("{what}: {error}"))
+}
+
+/// Reads records from the socket, decrypts them and appends the plaintext.
+#[cfg(feature = "tls")]
+fn fill_tls(
+    session: &mut rustls::ClientConnection,
+    read: &OwnedReadHalf,
+    write: &OwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> Result<Filled, Error> {
+    use std::io::Read;
+
+    let mut got = 0;
+    let mut eof = false;
+    let mut blocked = false;
+    while got < TLS_FILL_MAX {
+        match session.read_tls(&mut TryRead(read)) {
+            Ok(0) => eof = true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => blocked = true,
+            Err(e) => {
+                return Err(Error::new(ErrorKind::Connection, "read failed").with_source(e));
+            }
+        }
+        let state = session.process_new_packets().map_err(|e| {
+            // Tell the server why (an alert), if the socket takes it now.
+            let _ = session.write_tls(&mut TryWrite(write));
+            tls_error("TLS error from the server's data", &e)
+        })?;
+        let plaintext = state.plaintext_bytes_to_read();
+        if plaintext > 0 {
+            buf.reserve(plaintext);
+            let start = buf.len();
+            buf.resize(start + plaintext, 0);
+            let n = session
+                .reader()
+                .read(&mut buf[start..])
+                .map_err(|e| Error::new(ErrorKind::Connection, "read failed").with_source(e))?;
+            buf.truncate(start + n);
+            got += n;
+        }
+        if state.peer_has_closed() {
+            eof = true;
+        }
+        if eof || blocked {
+            break;
+        }
+    }
+    // Anything rustls wants to say (a key update's answer) goes out now if
+    // the socket takes it; otherwise with the next write.
+    if session.wants_write() {
+        let _ = session.write_tls(&mut TryWrite(write));
+    }
+    Ok(match (got, eof, blocked) {
+        (0, true, _) => Filled::Eof,
+        (0, false, true) => Filled::Blocked,
+        (n, _, _) => Filled::Bytes(n),
+    })
+}
+
+/// Encrypts `chunk` and writes the records, waiting for room as needed.
+#[cfg(feature = "tls")]
+async fn send_tls(
+    tls: &parking_lot::Mutex<rustls::ClientConnection>,
+    write: &OwnedWriteHalf,
+    chunk: &mut BytesMut,
+    stop: impl Fn() -> bool,
+) -> Result<(), Error> {
+    use std::io::Write;
+
+    loop {
+        let pending = {
+            let mut session = tls.lock();
+            if !chunk.is_empty() {
+                let n = session
+                    .writer()
+                    .write(chunk)
+                    .map_err(|e| Error::new(ErrorKind::Connection, "encrypt").with_source(e))?;
+                let _ = chunk.split_to(n);
+            }
+            while session.wants_write() {
+                match session.write_tls(&mut TryWrite(write)) {
+                    Ok(0) => return Err(write_zero()),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(write_failed(e)),
+                }
+            }
+            session.wants_write()
+        };
+        if !pending && chunk.is_empty() {
+            return Ok(());
+        }
+        write.writable().await.map_err(write_failed)?;
+        if stop() {
+            return Ok(());
+        }
+    }
+}
