@@ -208,3 +208,137 @@ async fn many_requests_in_flight_over_tls_do_not_stall() {
         done.unwrap();
     }
 }
+
+/// The tool over TLS and logins: flags (`--tls-ca`, `--username`, a
+/// password file ending in a newline), a URL (`tls_ca=`) and a
+/// `cluster.toml` with `[tls]` sections; `set`, `get`, `stats`, `keys`,
+/// a `warm` of 3,000 keys and a 32-in-flight `bench` finish without stalling.
+#[test]
+fn the_tool_works_over_tls_with_logins() {
+    let pki = Pki::new();
+    let authfile = pki.dir().join("authfile");
+    std::fs::write(&authfile, "alice:secret\n").unwrap();
+    let password_file = pki.dir().join("password");
+    std::fs::write(&password_file, "secret\n").unwrap();
+    let auth = ["-Y", authfile.to_str().unwrap()];
+    let (a, b) = (
+        Memcached::spawn_tls(&pki, false, &auth),
+        Memcached::spawn_tls(&pki, false, &auth),
+    );
+    let ca = pki.ca().display().to_string();
+    let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            .args(args)
+            .env_remove("MEMGROUP_PASSWORD")
+            .env_remove("MEMCACHED_SERVERS")
+            .env_remove("MEMGROUP_GROUPS")
+            .env_remove("MEMGROUP_CONFIG")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let password = password_file.to_str().unwrap();
+    let flags = |rest: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "--groups",
+            &groups,
+            "--tls-ca",
+            &ca,
+            "--username",
+            "alice",
+            "--password-file",
+            password,
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        v.extend(rest.iter().map(ToString::to_string));
+        v
+    };
+    let with = |rest: &[&str]| {
+        let args = flags(rest);
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    with(&["set", "t", "over tls"]);
+    assert_eq!(with(&["--zone", "sg2", "get", "t"]), "over tls");
+    assert!(with(&["stats"]).contains("sg2"));
+    // 3,000 keys written only to sg1, then warmed into sg2 (its dump over
+    // TLS too).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let items = |server: &Memcached| {
+        rt.block_on(async {
+            let client = builder(server)
+                .tls(trusting(&pki))
+                .credentials(Credentials::new("alice", "secret").unwrap())
+                .build()
+                .unwrap();
+            let stats = client.stats(None).await.unwrap();
+            let stats = stats[0].stats.as_ref().unwrap();
+            stats.get("curr_items").unwrap().parse::<u64>().unwrap()
+        })
+    };
+    rt.block_on(async {
+        let client = Client::builder()
+            .evcache_groups(&groups)
+            .unwrap()
+            .tls(trusting(&pki))
+            .credentials(Credentials::new("alice", "secret").unwrap())
+            .build()
+            .unwrap();
+        for i in 0..3000 {
+            client
+                .add_or_set(format!("w:{i}"), vec![b'w'; 500], 0, 0, &["sg1"], true)
+                .await
+                .unwrap();
+        }
+    });
+    let before = items(&b);
+    let listed = with(&["keys", "--group", "sg1", "--prefix", "w:"]);
+    assert!(listed.lines().count() > 100, "{listed}");
+    with(&["warm", "--from", "sg1", "--to", "sg2", "--verify"]);
+    assert_eq!(items(&b), before + 3000);
+    // 32 in flight with 1 KB values: more than 16 KB of requests queue.
+    let bench = with(&[
+        "bench",
+        "--keys",
+        "2000",
+        "--ops",
+        "20000",
+        "--concurrency",
+        "32",
+        "--value-size",
+        "1000",
+    ]);
+    assert!(!bench.is_empty());
+
+    // A URL with the login and the CA.
+    let url = format!(
+        "memcache://alice:secret@{}?tls_ca={}",
+        a.addr_string(),
+        ca.replace('/', "%2F")
+    );
+    assert_eq!(run(&["--servers", &url, "get", "t"]), "over tls");
+    // A cluster.toml with a file-wide [tls] and a group's own login.
+    let config = pki.dir().join("cluster.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tls]\nca = {ca:?}\n\n[[groups]]\nname = \"sg1\"\nservers = [{:?}]\nusername = \"alice\"\npassword_file = {password:?}\n",
+            a.addr_string()
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        run(&["--config", config.to_str().unwrap(), "get", "t"]),
+        "over tls"
+    );
+}

@@ -12,6 +12,12 @@
 //! username = "app"             # memcached -Y login; the password is read from
 //! password_file = "/run/secrets/memcached"   # (or MEMGROUP_PASSWORD)
 //!
+//! [tls]                        # connect over TLS (memcached -Z)
+//! ca = "/etc/memcached/ca.pem" # trusted CAs; without it, the platform's roots
+//! cert = "/etc/app/client.pem" # a client certificate, for servers that want one
+//! key = "/etc/app/client.key"
+//! server_name = "cache.internal"   # verify this name instead of each host
+//!
 //! [[groups]]
 //! name = "sg1"
 //! zone = "us-east-1a"
@@ -23,6 +29,9 @@
 //! write_only = true
 //! hash = "new-compat"
 //! servers = ["10.0.1.1:11211"]
+//! username = "warmer"          # a group's own login and TLS win over the file-wide ones
+//! password_file = "/run/secrets/sg2"
+//! tls = { ca = "/etc/memcached/sg2-ca.pem" }
 //! ```
 
 use std::path::PathBuf;
@@ -30,7 +39,7 @@ use std::time::Duration;
 
 use clap::Args;
 use memgroup::client::value::ValueFormat;
-use memgroup::client::{Client, ClientUrl, Credentials};
+use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig};
 use memgroup::hash::{HashStrategy, NodeNaming};
 use memgroup::topology::{ClusterSpec, GroupSpec, ReadFallback, WritePolicy};
 use serde::Deserialize;
@@ -46,6 +55,18 @@ pub(crate) struct ClientSettings {
     pub(crate) values: ValueFormat,
     /// The login of every connection (memcached `-Y`), if any.
     pub(crate) credentials: Option<Credentials>,
+    /// TLS for every connection, if any.
+    pub(crate) tls: Option<TlsConfig>,
+    /// Groups' own logins and TLS.
+    pub(crate) groups: Vec<GroupSecurity>,
+}
+
+/// A group's own login and TLS (from the file).
+#[derive(Debug, Clone)]
+pub(crate) struct GroupSecurity {
+    group: String,
+    credentials: Option<Credentials>,
+    tls: Option<TlsConfig>,
 }
 
 /// Where the cluster is and how to talk to it.
@@ -108,6 +129,22 @@ pub(crate) struct ClusterArgs {
     /// is ignored); or the MEMGROUP_PASSWORD environment variable.
     #[arg(long, global = true)]
     pub(crate) password_file: Option<PathBuf>,
+    /// Connect over TLS (memcached -Z), trusting the platform's roots unless
+    /// --tls-ca is given. Any --tls-* flag implies it.
+    #[arg(long, global = true)]
+    pub(crate) tls: bool,
+    /// Trust the certificate authorities in this PEM file.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) tls_ca: Option<PathBuf>,
+    /// Present this client certificate (PEM) to servers that want one.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// Verify the servers' certificates for this name instead of each host.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub(crate) tls_server_name: Option<String>,
     /// Read fallback: never, one-more, all-copies.
     #[arg(long, global = true)]
     pub(crate) read_fallback: Option<ReadFallback>,
@@ -136,8 +173,19 @@ struct FileConfig {
     username: Option<String>,
     password_file: Option<PathBuf>,
     failover: Option<bool>,
+    tls: Option<FileTls>,
     #[serde(default)]
     groups: Vec<FileGroup>,
+}
+
+/// A `[tls]` section (file-wide, or a group's own).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTls {
+    ca: Option<PathBuf>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    server_name: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,6 +199,50 @@ struct FileGroup {
     hash: Option<String>,
     node_naming: Option<String>,
     pool_size: Option<usize>,
+    username: Option<String>,
+    password_file: Option<PathBuf>,
+    tls: Option<FileTls>,
+}
+
+/// The TLS configuration from its parts (files read now): `ca` or the
+/// platform's roots, an optional client certificate, an optional name.
+fn tls_config(tls: &FileTls) -> Result<TlsConfig, Failure> {
+    let bad = |e: memgroup::client::Error| usage(e.chain());
+    let mut config = match &tls.ca {
+        Some(ca) => TlsConfig::ca_file(ca).map_err(bad)?,
+        None => TlsConfig::platform_roots().map_err(bad)?,
+    };
+    match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => config = config.client_cert_files(cert, key).map_err(bad)?,
+        (None, None) => {}
+        _ => return Err(usage("a TLS client certificate needs both cert and key")),
+    }
+    if let Some(name) = &tls.server_name {
+        if name.is_empty() {
+            return Err(usage("the TLS server name is empty"));
+        }
+        config = config.server_name(name);
+    }
+    Ok(config)
+}
+
+/// A password: from `file` (one trailing newline ignored), else from
+/// MEMGROUP_PASSWORD.
+fn password(file: Option<&PathBuf>) -> Result<String, Failure> {
+    match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                usage(format!(
+                    "cannot read the password file {}: {e}",
+                    path.display()
+                ))
+            })?;
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            Ok(text.strip_suffix('\r').unwrap_or(text).to_string())
+        }
+        None => std::env::var("MEMGROUP_PASSWORD")
+            .map_err(|_| usage("--username needs --password-file or MEMGROUP_PASSWORD")),
+    }
 }
 
 fn usage(message: impl Into<String>) -> Failure {
@@ -221,7 +313,7 @@ impl ClusterArgs {
                 file.pool_size,
             ))
         };
-        let (mut url_credentials, mut url_format) = (None, None);
+        let (mut url_credentials, mut url_format, mut url_tls) = (None, None, None);
         let spec = if let Some(groups) = &self.groups {
             file_wide(ClusterSpec::parse_evcache(groups).map_err(|e| usage(e.to_string()))?)?
         } else if let Some(url) = self
@@ -232,6 +324,7 @@ impl ClusterArgs {
             let url = ClientUrl::parse(url).map_err(|e| usage(e.chain()))?;
             url_credentials = url.credentials;
             url_format = url.value_format;
+            url_tls = url.tls;
             // The URL's settings (zone, policies) stand unless flags override them.
             file_wide(url.spec)?
         } else if let Some(servers) = &self.servers {
@@ -301,27 +394,60 @@ impl ClusterArgs {
             settings.backoff_initial = Duration::from_millis(ms);
         }
         let values = file_setting("value_format", file.value_format.as_ref())?;
-        let credentials = match self.username.clone().or(file.username) {
-            None => url_credentials,
-            Some(user) => {
-                let password = match self.password_file.as_ref().or(file.password_file.as_ref()) {
-                    Some(path) => {
-                        let text = std::fs::read_to_string(path).map_err(|e| {
-                            usage(format!(
-                                "cannot read the password file {}: {e}",
-                                path.display()
-                            ))
-                        })?;
-                        let text = text.strip_suffix('\n').unwrap_or(&text);
-                        text.strip_suffix('\r').unwrap_or(text).to_string()
-                    }
-                    None => std::env::var("MEMGROUP_PASSWORD").map_err(|_| {
-                        usage("--username needs --password-file or MEMGROUP_PASSWORD")
-                    })?,
-                };
-                Some(Credentials::new(user, password).map_err(|e| usage(e.chain()))?)
-            }
+        let login = |user: String, file: Option<&PathBuf>| -> Result<Credentials, Failure> {
+            Credentials::new(user, password(file)?).map_err(|e| usage(e.chain()))
         };
+        let credentials = match self.username.clone().or(file.username.clone()) {
+            None => url_credentials,
+            Some(user) => Some(login(
+                user,
+                self.password_file.as_ref().or(file.password_file.as_ref()),
+            )?),
+        };
+        // TLS: a flag wins over the URL, the URL over the file.
+        let flags_tls = self.tls
+            || self.tls_ca.is_some()
+            || self.tls_cert.is_some()
+            || self.tls_server_name.is_some();
+        let tls = if flags_tls {
+            Some(tls_config(&FileTls {
+                ca: self.tls_ca.clone(),
+                cert: self.tls_cert.clone(),
+                key: self.tls_key.clone(),
+                server_name: self.tls_server_name.clone(),
+            })?)
+        } else if url_tls.is_some() {
+            url_tls
+        } else {
+            file.tls.as_ref().map(tls_config).transpose()?
+        };
+        let mut groups = Vec::new();
+        // The file's groups describe the cluster only without --groups/--servers.
+        let file_groups = if self.groups.is_none() && self.servers.is_none() {
+            &file.groups[..]
+        } else {
+            &[]
+        };
+        for g in file_groups {
+            let credentials = match &g.username {
+                Some(user) => Some(login(user.clone(), g.password_file.as_ref())?),
+                None if g.password_file.is_some() => {
+                    return Err(usage(format!(
+                        "group {:?}: password_file without username",
+                        g.name
+                    )));
+                }
+                None => None,
+            };
+            let tls = g.tls.as_ref().map(tls_config).transpose()?;
+            if credentials.is_some() || tls.is_some() {
+                groups.push(GroupSecurity {
+                    group: g.name.clone(),
+                    credentials,
+                    tls,
+                });
+            }
+        }
         let timeouts = ClientSettings {
             op: Duration::from_millis(self.timeout_ms.or(file.timeout_ms).unwrap_or(500)),
             connect: Duration::from_millis(
@@ -335,6 +461,8 @@ impl ClusterArgs {
                 .or(url_format)
                 .unwrap_or_default(),
             credentials,
+            tls,
+            groups,
         };
         Ok((spec, timeouts))
     }
@@ -357,6 +485,17 @@ impl ClusterArgs {
             .value_format(timeouts.values);
         if let Some(credentials) = timeouts.credentials {
             builder = builder.credentials(credentials);
+        }
+        if let Some(tls) = timeouts.tls {
+            builder = builder.tls(tls);
+        }
+        for own in timeouts.groups {
+            if let Some(credentials) = own.credentials {
+                builder = builder.group_credentials(&own.group, credentials);
+            }
+            if let Some(tls) = own.tls {
+                builder = builder.group_tls(&own.group, tls);
+            }
         }
         if let Some(bytes) = self.max_value_size {
             builder = builder.max_value_size(bytes);
