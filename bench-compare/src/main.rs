@@ -302,6 +302,41 @@ fn memgroup_client_with(
     .expect("memgroup connect")
 }
 
+/// A memcached serving TLS (`-Z`, certificates made now), pre-set with the
+/// same keys.
+struct TlsServer {
+    pki: memgroup_testkit::Pki,
+    server: Memcached,
+}
+
+impl TlsServer {
+    fn start(rt: &Runtime) -> TlsServer {
+        let pki = memgroup_testkit::Pki::new();
+        let server = Memcached::spawn_tls(&pki, false, &["-m", "256"]);
+        let tls = TlsServer { pki, server };
+        let client = tls.client(rt);
+        rt.block_on(async {
+            for i in 0..KEYS {
+                client.set(&key(i), &VALUE[..], 0).await.expect("preload over TLS");
+            }
+        });
+        tls
+    }
+
+    /// A memgroup client (one connection) over TLS.
+    fn client(&self, rt: &Runtime) -> memgroup_client::Client {
+        let tls = memgroup_client::TlsConfig::ca_file(self.pki.ca()).expect("CA");
+        rt.block_on(
+            memgroup_client::Client::builder()
+                .servers(&self.server.addr_string())
+                .expect("server list")
+                .tls(tls)
+                .connect(),
+        )
+        .expect("memgroup TLS connect")
+    }
+}
+
 /// A `memcache` client over `addrs` with `pool` connections per server: text
 /// protocol, no per-checkout health check (see the crate docs above).
 fn memcache_client(addrs: &[&str], pool: u32) -> memcache::Client {
@@ -333,10 +368,12 @@ fn value_ok(len: usize) {
 #[derive(Clone, Copy, PartialEq)]
 enum Config {
     /// `decode`: every value is decoded by the spymemcached format (`get_value`).
+    /// `tls`: to the TLS server, over TLS.
     Memgroup {
         pool: usize,
         merge: bool,
         decode: bool,
+        tls: bool,
     },
     Memcache,
     AsyncMemcached,
@@ -345,6 +382,7 @@ enum Config {
 fn throughput(
     rt: &Runtime,
     addr: &str,
+    tls_server: &TlsServer,
     keys: &Arc<Vec<String>>,
     config: Config,
     in_flight: usize,
@@ -357,8 +395,13 @@ fn throughput(
             pool,
             merge,
             decode,
+            tls,
         } => {
-            let client = memgroup_client_with(rt, &[addr], pool, merge);
+            let client = if tls {
+                tls_server.client(rt)
+            } else {
+                memgroup_client_with(rt, &[addr], pool, merge)
+            };
             let client = if decode {
                 client.with_value_format(memgroup_client::value::ValueFormat::spymemcached())
             } else {
@@ -563,6 +606,21 @@ fn main() {
         ))
     };
     drop(mg);
+    let tls_server = TlsServer::start(&rt);
+    let mg_tls = tls_server.client(&rt);
+    let mg_tls_get = {
+        let (c, k) = (mg_tls.clone(), keys.clone());
+        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+            c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
+        ))
+    };
+    let mg_tls_set = {
+        let (c, k) = (mg_tls.clone(), keys.clone());
+        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
+            c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
+        ))
+    };
+    drop(mg_tls);
 
     let mc = memcache_client(&[one], 1);
     let mc_get = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
@@ -616,11 +674,13 @@ fn main() {
             pool: 1,
             merge: true,
             decode: false,
+            tls: false,
         },
         Config::Memgroup {
             pool: 4,
             merge: true,
             decode: false,
+            tls: false,
         },
         Config::Memcache,
         Config::AsyncMemcached,
@@ -628,11 +688,19 @@ fn main() {
             pool: 1,
             merge: false,
             decode: false,
+            tls: false,
         },
         Config::Memgroup {
             pool: 1,
             merge: true,
             decode: true,
+            tls: false,
+        },
+        Config::Memgroup {
+            pool: 1,
+            merge: true,
+            decode: false,
+            tls: true,
         },
     ];
     let mut best: HashMap<(usize, usize), Tput> = HashMap::new();
@@ -647,7 +715,7 @@ fn main() {
                     "throughput round {} / {rounds}: config {c}, {n} in flight …",
                     round + 1
                 );
-                let t = throughput(&rt, one, &keys, config, n, secs);
+                let t = throughput(&rt, one, &tls_server, &keys, config, n, secs);
                 let entry = best.entry((c, n)).or_default();
                 let errors = entry.errors + t.errors;
                 if t.ops_per_sec > entry.ops_per_sec {
@@ -715,9 +783,10 @@ fn main() {
     let load_after = loadavg();
     drop(rt);
     drop(servers);
+    drop(tls_server);
 
     // ---- the table ----
-    let (mg1c, mg4c, mcc, amc, mg_nomerge, mg_decode) = (0, 1, 2, 3, 4, 5);
+    let (mg1c, mg4c, mcc, amc, mg_nomerge, mg_decode, mg_tls) = (0, 1, 2, 3, 4, 5, 6);
     println!();
     println!(
         "## memgroup vs memcache vs async-memcached ({version}, 127.0.0.1, {VALUE_LEN}-byte values, {KEYS} keys pre-set)"
@@ -734,6 +803,8 @@ fn main() {
     println!("|---|---|---|---|");
     println!("| seq get, 1 connection, {SEQ_OPS} ops (µs) | {mg_get} | {mc_get} | {am_get} |");
     println!("| seq set, 1 connection, {SEQ_OPS} ops (µs) | {mg_set} | {mc_set} | {am_set} |");
+    println!("| seq get over TLS, 1 connection, {SEQ_OPS} ops (µs) | {mg_tls_get} | — | — |");
+    println!("| seq set over TLS, 1 connection, {SEQ_OPS} ops (µs) | {mg_tls_set} | — | — |");
     println!(
         "| seq get, memcache stock `Client::connect` (binary protocol, r2d2 check-out `version`) (µs) | — | {mc_stock_get} | — |"
     );
@@ -755,6 +826,11 @@ fn main() {
         println!(
             "| get ops/s, {n} in flight, memgroup `value_format(spymemcached)`, each value decoded | {} (1 conn, {n} tasks) | — | — |",
             kops(&tput(mg_decode, n)),
+        );
+        println!(
+            "| get ops/s, {n} in flight, memgroup over TLS (rustls, TLS 1.3) | {} (1 conn, {n} tasks; CPU {:.2} µs/op) | — | — |",
+            kops(&tput(mg_tls, n)),
+            tput(mg_tls, n).cpu_us_per_op,
         );
     }
     for &n in &IN_FLIGHT {
@@ -855,6 +931,20 @@ fn main() {
             verdict(r <= 1.05)
         );
     }
+    for &n in &IN_FLIGHT {
+        let r = tput(mg_tls, n).ops_per_sec / tput(mg1c, n).ops_per_sec;
+        let target = match n {
+            32 => format!(" — target ≥ 0.6: {}", verdict(r >= 0.6)),
+            _ => String::new(),
+        };
+        println!(
+            "- Over TLS, {n} in flight: memgroup throughput ÷ plaintext = **{r:.2}**{target}"
+        );
+    }
+    println!(
+        "- Sequential get over TLS ÷ plaintext, mean latency = **{:.2}**",
+        mg_tls_get.mean / mg_get.mean
+    );
     let cpu_ratio = mg_multi1.cpu_us / am_multi1.cpu_us;
     let tput_ratio = mg_multi1.per_sec() / am_multi1.per_sec();
     println!(
