@@ -11,6 +11,7 @@ use crate::auth::Credentials;
 use crate::client::Client;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
+use crate::events::{Event, Events};
 use crate::pool::GroupSecurity;
 use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
 
@@ -47,6 +48,7 @@ pub struct ClientBuilder {
     tls: Option<crate::TlsConfig>,
     /// Per group: its own TLS and credentials.
     groups: Vec<GroupOverride>,
+    events: Events,
 }
 
 /// A group's own TLS and credentials, as given to the builder.
@@ -76,6 +78,7 @@ impl Default for ClientBuilder {
             #[cfg(feature = "tls")]
             tls: None,
             groups: Vec::new(),
+            events: Events::default(),
         }
     }
 }
@@ -270,6 +273,28 @@ impl ClientBuilder {
         self
     }
 
+    /// Calls `callback` on every [`Event`]: a server marked dead or up
+    /// again, a write that missed its policy, the topology replaced. It runs
+    /// on the task that noticed, outside the client's locks: keep it short.
+    ///
+    /// ```no_run
+    /// use memgroup_client::{Client, Event};
+    /// # fn demo() -> Result<(), memgroup_client::Error> {
+    /// let client = Client::builder()
+    ///     .servers("10.0.0.1:11211,10.0.0.2:11211")?
+    ///     .on_event(|event| {
+    ///         if let Event::ServerDown { server, .. } = event {
+    ///             eprintln!("{server} is down");
+    ///         }
+    ///     })
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn on_event(mut self, callback: impl Fn(&Event) + Send + Sync + 'static) -> Self {
+        self.events = Events::new(callback);
+        self
+    }
+
     fn group_override(&mut self, group: &str) -> &mut GroupOverride {
         match self.groups.iter().position(|g| g.group == group) {
             Some(i) => &mut self.groups[i],
@@ -356,6 +381,7 @@ impl ClientBuilder {
             topology,
             conn,
             groups,
+            self.events,
             self.max_value_size,
             self.op_timeout,
             self.values,

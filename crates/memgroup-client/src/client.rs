@@ -16,7 +16,8 @@ use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
-use crate::pool::{GroupSecurity, Pool, Snapshot};
+use crate::events::Events;
+use crate::pool::{GroupSecurity, Pool, Snapshot, now};
 use crate::value::Codec;
 
 /// The memcached cluster client. Cheap to clone; clones share connections.
@@ -55,13 +56,14 @@ impl Client {
         topology: Topology,
         conn: ConnSettings,
         groups: Vec<GroupSecurity>,
+        events: Events,
         max_value_size: usize,
         timeout: Duration,
         values: Codec,
     ) -> Client {
         Client {
             inner: Arc::new(Inner {
-                pool: Pool::new(topology, conn, groups),
+                pool: Pool::new(topology, conn, groups, events),
                 rotation: AtomicU64::new(0),
                 max_value_size,
             }),
@@ -137,18 +139,19 @@ impl Client {
         request: &Request<'_>,
     ) -> Result<Option<Response>, Error> {
         let pool = &self.inner.pool;
+        let started = now();
         let call = async {
             let conn = pool.connection(snap, target.server, target.slot).await?;
             match conn.call(request).await {
                 Err(e) if e.is_connection() || e.is_protocol() => {
                     drop(conn);
-                    pool.connection_failed(snap, target.server, target.slot);
+                    pool.connection_failed(snap, target.server, target.slot, &e);
                     Err(e)
                 }
                 other => other,
             }
         };
-        match tokio::time::timeout(self.timeout, call).await {
+        let result = match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => result.and_then(|r| {
                 r.map(|r| check_reply(r, snap.name(target.server)))
                     .transpose()
@@ -158,7 +161,14 @@ impl Client {
                 format!("operation timed out after {:?}", self.timeout),
             )
             .at(snap.name(target.server))),
-        }
+        };
+        let store = matches!(request, Request::Store { .. } | Request::MetaSet { .. });
+        snap.counters(target.server).request(
+            now() - started,
+            store,
+            result.as_ref().err().map(Error::kind),
+        );
+        result
     }
 }
 

@@ -51,6 +51,7 @@ use tokio::task::JoinHandle;
 use crate::auth::{Credentials, authenticate};
 use crate::error::{Error, ErrorKind};
 use crate::state::{Next, Queued, State};
+use crate::stats::ServerCounters;
 use crate::transport::{Filled, Stream, Transport, write_failed, write_zero};
 
 /// What the writer task's buffer starts at: a batch of ~300 small requests
@@ -144,6 +145,8 @@ struct Shared {
     /// The size of `permits`.
     max_in_flight: usize,
     permits: Arc<Semaphore>,
+    /// The server's counters: bytes in and out.
+    counters: Arc<ServerCounters>,
 }
 
 /// The reading end's buffer and decoder.
@@ -202,7 +205,7 @@ impl Shared {
                 let error = Error::new(ErrorKind::Connection, "connection closed by the server");
                 return self.fail(&error.at(&self.server));
             }
-            Ok(Filled::Bytes(_)) => {}
+            Ok(Filled::Bytes(n)) => self.counters.bytes_in(n),
             Ok(Filled::Blocked) => return,
             Err(error) => return self.fail(&error.at(&self.server)),
         }
@@ -387,6 +390,7 @@ impl Connection {
     pub(crate) async fn connect(
         server: &str,
         settings: &ConnSettings,
+        counters: Arc<ServerCounters>,
     ) -> Result<Connection, Error> {
         let transport = open(server, settings).await?.into_transport();
         let mut state = State::new(settings.max_batches, settings.merge_gets);
@@ -407,6 +411,7 @@ impl Connection {
             failed: AtomicBool::new(false),
             max_in_flight,
             permits: Arc::new(Semaphore::new(max_in_flight)),
+            counters,
         });
         let reader = tokio::spawn(read_loop(shared.clone()));
         let writer = tokio::spawn(write_loop(shared.clone()));
@@ -421,6 +426,16 @@ impl Connection {
     /// The peer's address as configured.
     pub(crate) fn server(&self) -> &str {
         &self.inner.shared.server
+    }
+
+    /// Whether the connection has failed (without checking an idle one).
+    pub(crate) fn is_failed(&self) -> bool {
+        self.inner.shared.failed.load(Ordering::Acquire)
+    }
+
+    /// Requests written and awaiting a reply, and requests queued.
+    pub(crate) fn load(&self) -> (usize, usize) {
+        self.inner.shared.state.lock().load()
     }
 
     /// Whether the connection has failed (a new one must be made), checking
@@ -449,7 +464,9 @@ impl Connection {
             next,
             reads,
             wake_reader,
+            encoded,
         } = shared.state.lock().queue(request, permit, in_flight)?;
+        shared.counters.bytes_out(encoded);
         shared.follow(next);
         if wake_reader {
             shared.wake_reader.notify_one();

@@ -47,6 +47,54 @@ pub enum ErrorKind {
     Tls,
 }
 
+impl ErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ErrorKind; 15] = [
+        ErrorKind::Timeout,
+        ErrorKind::Connection,
+        ErrorKind::ServerDead,
+        ErrorKind::Server,
+        ErrorKind::Client,
+        ErrorKind::Protocol,
+        ErrorKind::InvalidKey,
+        ErrorKind::ValueTooLarge,
+        ErrorKind::WritePolicy,
+        ErrorKind::Type,
+        ErrorKind::Corrupt,
+        ErrorKind::Config,
+        ErrorKind::InvalidArgument,
+        ErrorKind::Auth,
+        ErrorKind::Tls,
+    ];
+
+    /// The kind's position in [`ErrorKind::ALL`].
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A short lowercase name (`"timeout"`, `"connection"`, …) for logs,
+    /// spans and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Connection => "connection",
+            ErrorKind::ServerDead => "server_dead",
+            ErrorKind::Server => "server",
+            ErrorKind::Client => "client",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::InvalidKey => "invalid_key",
+            ErrorKind::ValueTooLarge => "value_too_large",
+            ErrorKind::WritePolicy => "write_policy",
+            ErrorKind::Type => "type",
+            ErrorKind::Corrupt => "corrupt",
+            ErrorKind::Config => "config",
+            ErrorKind::InvalidArgument => "invalid_argument",
+            ErrorKind::Auth => "auth",
+            ErrorKind::Tls => "tls",
+        }
+    }
+}
+
 /// An error of the memgroup client.
 ///
 /// A cache miss is not an error: reads return `Ok(None)`.
@@ -240,6 +288,17 @@ impl From<memgroup_topology::TopologyError> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_is_listed_once_at_its_index() {
+        for (i, kind) in ErrorKind::ALL.iter().enumerate() {
+            assert_eq!(kind.index(), i, "{kind:?}");
+        }
+        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
 
     #[test]
     fn display_names_the_error_once_and_chain_adds_each_cause_once() {

@@ -69,12 +69,14 @@ mod client;
 mod conn;
 pub mod crawler;
 mod error;
+mod events;
 mod item;
 mod join;
 mod merge;
 mod pool;
 mod read;
 mod state;
+mod stats;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -86,8 +88,10 @@ pub use auth::Credentials;
 pub use builder::{ClientBuilder, ClientUrl};
 pub use client::Client;
 pub use error::{Error, ErrorKind};
+pub use events::Event;
 pub use item::{GroupOutcome, Item, ServerStats, WriteOutcome};
 pub use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus};
+pub use stats::{Counters, GroupStatus, ServerState, ServerStatus, Status};
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;
 

@@ -14,7 +14,9 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use crate::auth::Credentials;
 use crate::conn::{ConnSettings, Connection};
 use crate::error::{Error, ErrorKind};
+use crate::events::{Event, Events};
 use crate::join::{BoxFuture, join_all};
+use crate::stats::ServerCounters;
 
 /// The current time on tokio's clock, as the `std` instant the pure topology
 /// takes. Under `tokio::time::pause` it moves only when the test moves it.
@@ -69,6 +71,9 @@ pub(crate) struct Snapshot {
     names: Vec<Arc<str>>,
     /// How to open each server's connections (its group's TLS and login).
     settings: Vec<Arc<ConnSettings>>,
+    /// What the client did with each server (kept across topology changes
+    /// for servers that stay).
+    counters: Vec<Arc<ServerCounters>>,
 }
 
 /// A group's own TLS and login, overriding the cluster-wide ones.
@@ -122,6 +127,16 @@ impl Snapshot {
                     .collect()
             })
             .collect();
+        let counters = names
+            .iter()
+            .map(|name| {
+                previous
+                    .and_then(|p| p.names.iter().position(|n| n == name))
+                    .map_or_else(Arc::default, |i| {
+                        previous.expect("found").counters[i].clone()
+                    })
+            })
+            .collect();
         let settings = (0..names.len())
             .map(|server| {
                 let mut settings = base.clone();
@@ -142,7 +157,27 @@ impl Snapshot {
             slots,
             names,
             settings,
+            counters,
         }
+    }
+
+    /// `server`'s counters.
+    pub(crate) fn counters(&self, server: ServerId) -> &Arc<ServerCounters> {
+        &self.counters[server.0]
+    }
+
+    /// `server`'s open connections, and requests in flight (written,
+    /// awaiting a reply) and queued (not yet written) over them.
+    pub(crate) fn load(&self, server: ServerId) -> (usize, usize, usize) {
+        let mut load = (0, 0, 0);
+        for slot in &self.slots[server.0] {
+            let conn = slot.conn.lock().clone();
+            if let Some(conn) = conn.filter(|c| !c.is_failed()) {
+                let (in_flight, queued) = conn.load();
+                load = (load.0 + 1, load.1 + in_flight, load.2 + queued);
+            }
+        }
+        load
     }
 
     /// How `server`'s connections are opened.
@@ -188,6 +223,7 @@ pub(crate) struct Pool {
     dead: Mutex<DeadHosts>,
     settings: ConnSettings,
     groups: Vec<GroupSecurity>,
+    events: Events,
 }
 
 impl Pool {
@@ -195,6 +231,7 @@ impl Pool {
         topology: Topology,
         settings: ConnSettings,
         groups: Vec<GroupSecurity>,
+        events: Events,
     ) -> Pool {
         let topology = Arc::new(topology);
         let snapshot = Snapshot::new(topology.clone(), None, &settings, &groups);
@@ -203,7 +240,29 @@ impl Pool {
             snapshot: RwLock::new(Arc::new(snapshot)),
             settings,
             groups,
+            events,
         }
+    }
+
+    /// Where events go.
+    pub(crate) fn events(&self) -> &Events {
+        &self.events
+    }
+
+    /// Records a failure of `server`: it enters (or stays in) its backoff.
+    fn failed(&self, snap: &Snapshot, server: ServerId, error: &Error) {
+        let now = now();
+        let (until, failures) = {
+            let mut dead = self.dead.lock();
+            let until = dead.record_failure(server, now);
+            (until, dead.failures(server))
+        };
+        self.events.emit(|| Event::ServerDown {
+            server: snap.name(server).to_string(),
+            failures,
+            retry_in: until.saturating_duration_since(now),
+            error: error.clone(),
+        });
     }
 
     /// The current snapshot; operations hold it for their whole run.
@@ -220,11 +279,24 @@ impl Pool {
     /// servers that stay.
     pub(crate) fn set_topology(&self, topology: Topology) {
         let topology = Arc::new(topology);
-        let mut current = self.snapshot.write();
-        let mut dead = self.dead.lock();
-        *dead = dead.carry_over(&current.topology, &topology);
-        let next = Snapshot::new(topology, Some(&current), &self.settings, &self.groups);
-        *current = Arc::new(next);
+        let (added, removed) = {
+            let mut current = self.snapshot.write();
+            let mut dead = self.dead.lock();
+            *dead = dead.carry_over(&current.topology, &topology);
+            let next = Snapshot::new(topology, Some(&current), &self.settings, &self.groups);
+            let missing = |from: &Snapshot, of: &Snapshot| -> Vec<String> {
+                of.names
+                    .iter()
+                    .filter(|n| !from.names.contains(n))
+                    .map(ToString::to_string)
+                    .collect()
+            };
+            let changes = (missing(&current, &next), missing(&next, &current));
+            *current = Arc::new(next);
+            changes
+        };
+        self.events
+            .emit(|| Event::TopologyChanged { added, removed });
     }
 
     /// The connection of a slot, opening it if needed (unless the server is
@@ -252,9 +324,20 @@ impl Pool {
                 Error::new(ErrorKind::ServerDead, "server is marked dead (backoff)").at(name),
             );
         }
-        match Connection::connect(name, snap.settings(server)).await {
+        let counters = snap.counters(server).clone();
+        match Connection::connect(name, snap.settings(server), counters).await {
             Ok(conn) => {
-                self.dead.lock().record_success(server);
+                let was_down = {
+                    let mut dead = self.dead.lock();
+                    let failures = dead.failures(server);
+                    dead.record_success(server);
+                    failures > 0
+                };
+                if was_down {
+                    self.events.emit(|| Event::ServerUp {
+                        server: name.to_string(),
+                    });
+                }
                 *entry.refused.lock() = None;
                 *entry.conn.lock() = Some(conn.clone());
                 Ok(conn)
@@ -262,7 +345,7 @@ impl Pool {
             Err(e) => {
                 // A refused login or TLS handshake backs the server off like
                 // a failure, so it is not retried in a tight loop.
-                self.dead.lock().record_failure(server, now());
+                self.failed(snap, server, &e);
                 *entry.refused.lock() = e.is_refusal().then(|| e.clone());
                 Err(e)
             }
@@ -278,8 +361,14 @@ impl Pool {
 
     /// Records that `server`'s connection in `slot` broke: the server enters
     /// its backoff and the slot lets go of the connection.
-    pub(crate) fn connection_failed(&self, snap: &Snapshot, server: ServerId, slot: usize) {
-        self.dead.lock().record_failure(server, now());
+    pub(crate) fn connection_failed(
+        &self,
+        snap: &Snapshot,
+        server: ServerId,
+        slot: usize,
+        error: &Error,
+    ) {
+        self.failed(snap, server, error);
         snap.slot(server, slot).release_failed();
     }
 

@@ -194,7 +194,14 @@ impl Client {
                 };
                 let keys = [read.key];
                 let reply = self.exec(snap, target, &op.request(&keys)).await;
-                settle(op, reply, &[(target, 0)], &keys, std::slice::from_mut(read));
+                settle(
+                    op,
+                    snap,
+                    reply,
+                    &[(target, 0)],
+                    &keys,
+                    std::slice::from_mut(read),
+                );
             }
             return;
         }
@@ -230,7 +237,7 @@ impl Client {
             if let ([batch], [keys]) = (&batches[..], &keys[..]) {
                 // The common case needs no joining.
                 let reply = self.exec(snap, batch[0].0, &op.request(keys)).await;
-                settle(op, reply, batch, keys, reads);
+                settle(op, snap, reply, batch, keys, reads);
             } else {
                 let futures: Vec<BoxFuture<'_, _>> = batches
                     .iter()
@@ -244,7 +251,7 @@ impl Client {
                 for ((reply, batch), keys) in
                     join_all(futures).await.into_iter().zip(&batches).zip(&keys)
                 {
-                    settle(op, reply, batch, keys, reads);
+                    settle(op, snap, reply, batch, keys, reads);
                 }
             }
         }
@@ -354,6 +361,7 @@ impl Client {
 /// an answer marks the others as missed there; an error is remembered.
 fn settle<R: ReadOp>(
     op: &R,
+    snap: &Snapshot,
     reply: Result<Option<Response>, Error>,
     batch: &[(Target, usize)],
     keys: &[Key<'_>],
@@ -368,6 +376,21 @@ fn settle<R: ReadOp>(
                 read.looking = false;
             })
         });
+    if result.is_ok() {
+        let (mut hits, mut fallbacks) = (0, 0);
+        for &(_, i) in batch {
+            if reads[i].hit.is_some() {
+                hits += 1;
+                // Served by a group after the first one: tried before, or
+                // passed over because its server is dead.
+                let cursor = &reads[i].cursor;
+                fallbacks += u64::from(cursor.groups_tried() > 1 || cursor.skipped().is_some());
+            }
+        }
+        let misses = batch.len() as u64 - hits;
+        snap.counters(batch[0].0.server)
+            .reads(hits, misses, fallbacks);
+    }
     for &(_, i) in batch {
         match &result {
             Ok(()) => reads[i].answered = true,

@@ -106,6 +106,8 @@ pub(crate) struct Queued {
     /// The reader task must be woken: it took the role over from a lone
     /// caller now that a second one waits.
     pub(crate) wake_reader: bool,
+    /// Bytes the request added to the output.
+    pub(crate) encoded: usize,
 }
 
 /// What the driver must do after a transition.
@@ -214,6 +216,11 @@ impl State {
         self
     }
 
+    /// Requests written and awaiting their reply, and requests queued.
+    pub(crate) fn load(&self) -> (usize, usize) {
+        (self.waiters.len() - self.unwritten, self.unwritten)
+    }
+
     /// Why the connection closed, once it has.
     pub(crate) fn closed(&self) -> Option<&Error> {
         self.closed.as_ref()
@@ -236,6 +243,7 @@ impl State {
         if let Some(error) = &self.closed {
             return Err(error.clone());
         }
+        let before = self.out.len();
         let receiver = match request.expect() {
             None => {
                 request.encode(&mut self.out);
@@ -273,6 +281,7 @@ impl State {
                 Some(receiver)
             }
         };
+        let encoded = self.out.len() - before;
         let (mut reads, mut wake_reader) = (None, false);
         if receiver.is_some() {
             match self.read_role {
@@ -293,6 +302,7 @@ impl State {
             next: self.next_write(in_flight),
             reads,
             wake_reader,
+            encoded,
         })
     }
 

@@ -11,6 +11,7 @@ use memgroup_topology::{GroupId, ServerId, Skipped, Target};
 
 use crate::client::{Client, unexpected};
 use crate::error::{Error, ErrorKind};
+use crate::events::Event;
 use crate::item::{GroupOutcome, WriteOutcome};
 use crate::join::{BoxFuture, join_all};
 use crate::pool::now;
@@ -173,6 +174,11 @@ impl Client {
         // The groups by name; the first one's error is the source (each
         // group's own error is in its `GroupOutcome`).
         let failed: Vec<&str> = outcome.failed().map(|(g, _)| g).collect();
+        self.inner.pool.events().emit(|| Event::PolicyMissed {
+            command: request.command(),
+            failed: failed.iter().map(ToString::to_string).collect(),
+            groups: outcome.groups.len(),
+        });
         let mut error = Error::new(
             ErrorKind::WritePolicy,
             format!(

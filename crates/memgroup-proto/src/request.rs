@@ -368,6 +368,42 @@ pub enum Request<'a> {
 }
 
 impl Request<'_> {
+    /// The command's name as on the wire (`"get"`, `"set"`, `"mg"`, …): for
+    /// logs, spans and metrics.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Request::Get { .. } => "get",
+            Request::Gets { .. } => "gets",
+            Request::Gat { .. } => "gat",
+            Request::Gats { .. } => "gats",
+            Request::Store { command, .. } => match command {
+                StoreCommand::Set => "set",
+                StoreCommand::Add => "add",
+                StoreCommand::Replace => "replace",
+                StoreCommand::Append => "append",
+                StoreCommand::Prepend => "prepend",
+                StoreCommand::Cas(_) => "cas",
+            },
+            Request::Delete { .. } => "delete",
+            Request::Arith {
+                increment: true, ..
+            } => "incr",
+            Request::Arith { .. } => "decr",
+            Request::Touch { .. } => "touch",
+            Request::FlushAll { .. } => "flush_all",
+            Request::Version => "version",
+            Request::Stats { .. } => "stats",
+            Request::Verbosity { .. } => "verbosity",
+            Request::Quit => "quit",
+            Request::MetaGet { .. } => "mg",
+            Request::MetaSet { .. } => "ms",
+            Request::MetaDelete { .. } => "md",
+            Request::MetaArith { .. } => "ma",
+            Request::MetaNoop => "mn",
+            Request::MetaDebug { .. } => "me",
+        }
+    }
+
     /// Appends the command's wire form to `buf`.
     pub fn encode(&self, buf: &mut BytesMut) {
         match *self {

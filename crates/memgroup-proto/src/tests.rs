@@ -407,6 +407,9 @@ fn encodes_every_command() {
         let mut buf = BytesMut::new();
         request.encode(&mut buf);
         assert_eq!(&buf[..], wire, "{request:?}");
+        // The command's name is the wire form's first word.
+        let first = wire.split(|&b| b == b' ' || b == b'\r').next().unwrap();
+        assert_eq!(request.command().as_bytes(), first, "{request:?}");
     }
 }
 

@@ -1,0 +1,158 @@
+//! What happens to the cluster, as it happens: a server marked dead or back,
+//! a write that missed its policy, the topology replaced. Delivered to the
+//! callback given to [`ClientBuilder::on_event`](crate::ClientBuilder::on_event)
+//! and, with feature `tracing`, logged as tracing events.
+//!
+//! The callback runs on the task that noticed, outside the client's locks:
+//! keep it short (count, log, hand off to a channel).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Error;
+
+/// Something that happened to the cluster.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Event {
+    /// A server was marked dead after a failure (again, if it stays down:
+    /// once per backoff period): it is skipped for `retry_in`.
+    ServerDown {
+        /// `host:port`.
+        server: String,
+        /// Failures in a row, this one included.
+        failures: u32,
+        /// How long until it is tried again.
+        retry_in: Duration,
+        /// What failed.
+        error: Error,
+    },
+    /// A server that had failed answered again.
+    ServerUp {
+        /// `host:port`.
+        server: String,
+    },
+    /// A replicated write did not reach as many groups as the write policy
+    /// requires (the caller got an [`ErrorKind::WritePolicy`](crate::ErrorKind::WritePolicy) error).
+    PolicyMissed {
+        /// The command (`"set"`, `"delete"`, …).
+        command: &'static str,
+        /// The groups that failed.
+        failed: Vec<String>,
+        /// Of how many written to.
+        groups: usize,
+    },
+    /// The topology was replaced ([`Client::set_topology`](crate::Client::set_topology)).
+    TopologyChanged {
+        /// Servers the new topology added.
+        added: Vec<String>,
+        /// Servers it removed.
+        removed: Vec<String>,
+    },
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::ServerDown {
+                server,
+                failures,
+                retry_in,
+                error,
+            } => write!(
+                f,
+                "server {server} marked dead ({failures} failures in a row), retried in {retry_in:?}: {error}"
+            ),
+            Event::ServerUp { server } => write!(f, "server {server} is up again"),
+            Event::PolicyMissed {
+                command,
+                failed,
+                groups,
+            } => write!(
+                f,
+                "{command} missed the write policy: {} of {groups} groups failed ({})",
+                failed.len(),
+                failed.join(", ")
+            ),
+            Event::TopologyChanged { added, removed } => write!(
+                f,
+                "topology changed: {} servers added, {} removed",
+                added.len(),
+                removed.len()
+            ),
+        }
+    }
+}
+
+/// The user's event callback.
+type Callback = dyn Fn(&Event) + Send + Sync;
+
+/// The user's callback, if any.
+#[derive(Clone, Default)]
+pub(crate) struct Events(Option<Arc<Callback>>);
+
+impl fmt::Debug for Events {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Events(callback)"
+        } else {
+            "Events(none)"
+        })
+    }
+}
+
+impl Events {
+    pub(crate) fn new(callback: impl Fn(&Event) + Send + Sync + 'static) -> Events {
+        Events(Some(Arc::new(callback)))
+    }
+
+    /// Delivers `event` (built only when someone listens).
+    pub(crate) fn emit(&self, event: impl FnOnce() -> Event) {
+        #[cfg(feature = "tracing")]
+        let event = {
+            let event = event();
+            log(&event);
+            move || event
+        };
+        if let Some(callback) = &self.0 {
+            callback(&event());
+        }
+    }
+}
+
+/// The event as a tracing event: a server down or a missed policy is a
+/// warning, the rest information.
+#[cfg(feature = "tracing")]
+fn log(event: &Event) {
+    match event {
+        Event::ServerDown {
+            server,
+            failures,
+            retry_in,
+            error,
+        } => tracing::warn!(
+            server = %server,
+            failures,
+            retry_in_ms = retry_in.as_millis() as u64,
+            error = %error,
+            "memcached server marked dead"
+        ),
+        Event::ServerUp { server } => tracing::info!(server = %server, "memcached server up again"),
+        Event::PolicyMissed {
+            command,
+            failed,
+            groups,
+        } => tracing::warn!(
+            command,
+            failed = %failed.join(","),
+            groups,
+            "write missed its policy"
+        ),
+        Event::TopologyChanged { added, removed } => tracing::info!(
+            added = %added.join(","),
+            removed = %removed.join(","),
+            "topology changed"
+        ),
+    }
+}

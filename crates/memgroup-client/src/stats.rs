@@ -1,0 +1,423 @@
+//! Live counters: what the client did with each server since it started,
+//! counted on the hot path with relaxed atomics (no lock, no allocation per
+//! operation), and the plain snapshot [`Client::status`] returns.
+//!
+//! Counted per server: requests sent (one per command: a merged or
+//! multi-key `get` is one), storage commands, keys read and whether each hit
+//! or missed (as memcached's own `get_hits`/`get_misses` count them),
+//! fallback hits (served by a group after the key's first one, which missed,
+//! failed or was passed over as dead), errors
+//! by kind, bytes in and out (plaintext, before TLS) and a latency histogram
+//! of the requests (from queueing to the reply, connecting included).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::ErrorKind;
+use crate::pool::now;
+
+/// Latencies under this many microseconds have a bucket each.
+const LINEAR: u64 = 16;
+/// Sub-buckets per power of two above that: 12.5 % resolution.
+const SUB_BITS: u32 = 3;
+/// Powers of two covered above the linear range (up to 2^35 µs, ~9.5 hours;
+/// longer lands in the last bucket).
+const OCTAVES: usize = 32;
+const BUCKETS: usize = LINEAR as usize + (OCTAVES << SUB_BITS);
+
+/// A latency histogram of atomic counters (log-linear buckets).
+#[derive(Debug)]
+pub(crate) struct Histogram {
+    buckets: Box<[AtomicU64; BUCKETS]>,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: Box::new([const { AtomicU64::new(0) }; BUCKETS]),
+        }
+    }
+}
+
+impl Histogram {
+    fn bucket(micros: u64) -> usize {
+        if micros < LINEAR {
+            return micros as usize;
+        }
+        let octave = 63 - micros.leading_zeros(); // >= 4
+        let sub = (micros >> (octave - SUB_BITS)) & ((1 << SUB_BITS) - 1);
+        let index = LINEAR as usize + (((octave - 4) as usize) << SUB_BITS) + sub as usize;
+        index.min(BUCKETS - 1)
+    }
+
+    /// The upper bound of a bucket, in microseconds.
+    fn upper(index: usize) -> u64 {
+        if index < LINEAR as usize {
+            return index as u64;
+        }
+        let rest = index - LINEAR as usize;
+        let octave = (rest >> SUB_BITS) as u32 + 4;
+        let sub = (rest & ((1 << SUB_BITS) - 1)) as u64;
+        let width = 1u64 << (octave - SUB_BITS);
+        ((1 << SUB_BITS) + sub + 1) * width
+    }
+
+    pub(crate) fn record(&self, latency: Duration) {
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.buckets[Self::bucket(micros)].fetch_add(1, Relaxed);
+    }
+
+    fn counts(&self) -> Vec<u64> {
+        self.buckets.iter().map(|b| b.load(Relaxed)).collect()
+    }
+}
+
+/// The latency at quantile `q` of bucket counts, as a bucket's upper bound.
+fn quantile(counts: &[u64], q: f64) -> Option<Duration> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    // The rank of the quantile, 1-based, at least 1.
+    let rank = ((total as f64 * q).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    for (index, &count) in counts.iter().enumerate() {
+        seen += count;
+        if seen >= rank {
+            return Some(Duration::from_micros(Histogram::upper(index)));
+        }
+    }
+    None
+}
+
+/// The counters of one server.
+#[derive(Debug, Default)]
+pub(crate) struct ServerCounters {
+    requests: AtomicU64,
+    writes: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    fallbacks: AtomicU64,
+    errors: [AtomicU64; ErrorKind::ALL.len()],
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    latency: Histogram,
+}
+
+impl ServerCounters {
+    /// One request done: its latency, whether it stored, its error.
+    pub(crate) fn request(&self, latency: Duration, store: bool, error: Option<ErrorKind>) {
+        self.requests.fetch_add(1, Relaxed);
+        if store {
+            self.writes.fetch_add(1, Relaxed);
+        }
+        if let Some(kind) = error {
+            self.errors[kind.index()].fetch_add(1, Relaxed);
+        }
+        self.latency.record(latency);
+    }
+
+    /// Keys read from this server: `hits` found (`fallbacks` of them in a
+    /// group other than the first tried), `misses` not.
+    pub(crate) fn reads(&self, hits: u64, misses: u64, fallbacks: u64) {
+        if hits > 0 {
+            self.hits.fetch_add(hits, Relaxed);
+        }
+        if misses > 0 {
+            self.misses.fetch_add(misses, Relaxed);
+        }
+        if fallbacks > 0 {
+            self.fallbacks.fetch_add(fallbacks, Relaxed);
+        }
+    }
+
+    pub(crate) fn bytes_out(&self, n: usize) {
+        self.bytes_out.fetch_add(n as u64, Relaxed);
+    }
+
+    pub(crate) fn bytes_in(&self, n: usize) {
+        self.bytes_in.fetch_add(n as u64, Relaxed);
+    }
+
+    fn snapshot(&self) -> (Counters, Vec<u64>) {
+        let latency = self.latency.counts();
+        let errors: Vec<(ErrorKind, u64)> = ErrorKind::ALL
+            .iter()
+            .zip(&self.errors)
+            .map(|(&kind, n)| (kind, n.load(Relaxed)))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        let counters = Counters {
+            requests: self.requests.load(Relaxed),
+            writes: self.writes.load(Relaxed),
+            hits: self.hits.load(Relaxed),
+            misses: self.misses.load(Relaxed),
+            fallbacks: self.fallbacks.load(Relaxed),
+            timeouts: count(&errors, ErrorKind::Timeout),
+            errors,
+            bytes_in: self.bytes_in.load(Relaxed),
+            bytes_out: self.bytes_out.load(Relaxed),
+            latency_p50: quantile(&latency, 0.50),
+            latency_p99: quantile(&latency, 0.99),
+        };
+        (counters, latency)
+    }
+}
+
+fn count(errors: &[(ErrorKind, u64)], kind: ErrorKind) -> u64 {
+    errors
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or(0, |&(_, n)| n)
+}
+
+/// What the client did with a server (or a group's servers) since it
+/// started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counters {
+    /// Requests sent (a multi-key or merged `get` is one).
+    pub requests: u64,
+    /// Storage commands among them (`set`, `add`, `replace`, `append`,
+    /// `prepend`, `cas`, `ms`): memcached's `cmd_set` counts the same.
+    pub writes: u64,
+    /// Keys found (memcached's `get_hits`).
+    pub hits: u64,
+    /// Keys not found (`get_misses`); hits plus misses is `cmd_get`.
+    pub misses: u64,
+    /// Hits served by a group after the key's first one (which missed,
+    /// failed, or was passed over because its server is dead).
+    pub fallbacks: u64,
+    /// Failed requests by kind (kinds that occurred only).
+    pub errors: Vec<(ErrorKind, u64)>,
+    /// Requests that timed out (also in `errors`).
+    pub timeouts: u64,
+    /// Bytes received (plaintext: before TLS).
+    pub bytes_in: u64,
+    /// Bytes sent (plaintext: before TLS).
+    pub bytes_out: u64,
+    /// Median request latency (to 12.5 %), if any request was made.
+    pub latency_p50: Option<Duration>,
+    /// 99th-percentile request latency (to 12.5 %).
+    pub latency_p99: Option<Duration>,
+}
+
+impl Counters {
+    /// All failed requests.
+    pub fn errors_total(&self) -> u64 {
+        self.errors.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The sum of several servers' counters, with percentiles over their
+    /// merged histograms.
+    fn sum(parts: &[(Counters, Vec<u64>)]) -> Counters {
+        let mut total = Counters::default();
+        let mut latency = vec![0u64; BUCKETS];
+        for (c, hist) in parts {
+            total.requests += c.requests;
+            total.writes += c.writes;
+            total.hits += c.hits;
+            total.misses += c.misses;
+            total.fallbacks += c.fallbacks;
+            total.timeouts += c.timeouts;
+            total.bytes_in += c.bytes_in;
+            total.bytes_out += c.bytes_out;
+            for &(kind, n) in &c.errors {
+                match total.errors.iter_mut().find(|(k, _)| *k == kind) {
+                    Some((_, sum)) => *sum += n,
+                    None => total.errors.push((kind, n)),
+                }
+            }
+            for (sum, n) in latency.iter_mut().zip(hist) {
+                *sum += n;
+            }
+        }
+        total.errors.sort_by_key(|&(kind, _)| kind.index());
+        total.latency_p50 = quantile(&latency, 0.50);
+        total.latency_p99 = quantile(&latency, 0.99);
+        total
+    }
+}
+
+/// Whether a server is taking requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServerState {
+    /// Up (or never tried).
+    Up,
+    /// Marked dead after a failure: skipped until the backoff ends.
+    Dead {
+        /// How long until it is tried again.
+        retry_in: Duration,
+    },
+}
+
+/// One server's state, connections and counters.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerStatus {
+    /// `host:port`.
+    pub server: String,
+    /// The groups it belongs to.
+    pub groups: Vec<String>,
+    /// Up, or dead until when.
+    pub state: ServerState,
+    /// Failures in a row (0 once a request succeeds again).
+    pub failures: u32,
+    /// Open connections.
+    pub connections: usize,
+    /// Requests written and awaiting their reply, over its connections.
+    pub in_flight: usize,
+    /// Requests queued, not yet written.
+    pub queued: usize,
+    /// Since the client started.
+    pub counters: Counters,
+}
+
+/// A group's servers, summed.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GroupStatus {
+    /// The group's name.
+    pub group: String,
+    /// Its servers.
+    pub servers: usize,
+    /// Those not marked dead.
+    pub servers_up: usize,
+    /// Its servers' counters summed (a server in several groups counts in each).
+    pub counters: Counters,
+}
+
+/// A snapshot of the client: see [`Client::status`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Status {
+    /// Every server of the topology, in its order.
+    pub servers: Vec<ServerStatus>,
+    /// Every group, in the topology's order.
+    pub groups: Vec<GroupStatus>,
+}
+
+impl Client {
+    /// A snapshot of every server — up or dead (and for how long), failures
+    /// in a row, open connections, requests in flight and queued — and what
+    /// the client did with it since it started: requests, hits, misses,
+    /// fallbacks, errors by kind, timeouts, bytes, latency percentiles; with
+    /// totals per group. Reading it takes the pool's locks briefly; the
+    /// counters themselves are atomics updated without a lock.
+    pub fn status(&self) -> Status {
+        let snap = self.snapshot();
+        let topology = &snap.topology;
+        let now = now();
+        let mut parts = Vec::with_capacity(snap.server_count());
+        let mut servers = Vec::with_capacity(snap.server_count());
+        for (i, _) in topology.servers().iter().enumerate() {
+            let id = memgroup_topology::ServerId(i);
+            let (state, failures) = {
+                let dead = self.inner.pool.dead();
+                let state = match dead.dead_until(id) {
+                    Some(until) if until > now => ServerState::Dead {
+                        retry_in: until - now,
+                    },
+                    _ => ServerState::Up,
+                };
+                (state, dead.failures(id))
+            };
+            let (connections, in_flight, queued) = snap.load(id);
+            let (counters, latency) = snap.counters(id).snapshot();
+            let groups = topology
+                .groups()
+                .iter()
+                .filter(|g| g.servers().contains(&id))
+                .map(|g| g.name().to_string())
+                .collect();
+            servers.push(ServerStatus {
+                server: snap.name(id).to_string(),
+                groups,
+                state,
+                failures,
+                connections,
+                in_flight,
+                queued,
+                counters: counters.clone(),
+            });
+            parts.push((counters, latency));
+        }
+        let groups = topology
+            .groups()
+            .iter()
+            .map(|g| {
+                let members: Vec<usize> = g.servers().iter().map(|s| s.0).collect();
+                let mine: Vec<(Counters, Vec<u64>)> =
+                    members.iter().map(|&i| parts[i].clone()).collect();
+                GroupStatus {
+                    group: g.name().to_string(),
+                    servers: members.len(),
+                    servers_up: members
+                        .iter()
+                        .filter(|&&i| servers[i].state == ServerState::Up)
+                        .count(),
+                    counters: Counters::sum(&mine),
+                }
+            })
+            .collect();
+        Status { servers, groups }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_ordered_and_bound_their_values() {
+        let mut last = 0;
+        for micros in (0..200_000u64).chain([1 << 20, 1 << 30, 1 << 34, u64::MAX]) {
+            let b = Histogram::bucket(micros);
+            assert!(b >= last, "{micros}: bucket {b} before {last}");
+            last = b;
+            if b < BUCKETS - 1 {
+                assert!(Histogram::upper(b) >= micros, "{micros} > bucket {b}");
+                // Within 12.5 % above (or exact in the linear range).
+                assert!(Histogram::upper(b) <= micros + micros / 8 + 1, "{micros}");
+            }
+        }
+    }
+
+    #[test]
+    fn quantiles_of_a_known_distribution() {
+        let h = Histogram::default();
+        for ms in 1..=100u64 {
+            h.record(Duration::from_millis(ms));
+        }
+        let counts = h.counts();
+        let p50 = quantile(&counts, 0.5).unwrap();
+        let p99 = quantile(&counts, 0.99).unwrap();
+        assert!(
+            p50 >= Duration::from_millis(50) && p50 <= Duration::from_millis(57),
+            "{p50:?}"
+        );
+        assert!(
+            p99 >= Duration::from_millis(99) && p99 <= Duration::from_millis(112),
+            "{p99:?}"
+        );
+        assert_eq!(quantile(&vec![0; BUCKETS], 0.5), None);
+    }
+
+    #[test]
+    fn group_sums_add_servers_and_merge_histograms() {
+        let (a, b) = (ServerCounters::default(), ServerCounters::default());
+        a.request(Duration::from_micros(10), true, None);
+        b.request(Duration::from_micros(1000), false, Some(ErrorKind::Timeout));
+        b.reads(3, 1, 2);
+        let sum = Counters::sum(&[a.snapshot(), b.snapshot()]);
+        assert_eq!(
+            (sum.requests, sum.writes, sum.hits, sum.misses),
+            (2, 1, 3, 1)
+        );
+        assert_eq!((sum.fallbacks, sum.timeouts, sum.errors_total()), (2, 1, 1));
+        assert_eq!(sum.latency_p50, Some(Duration::from_micros(10)));
+        assert!(sum.latency_p99.unwrap() >= Duration::from_micros(1000));
+    }
+}

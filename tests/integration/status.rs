@@ -1,0 +1,165 @@
+//! `Client::status()` and `on_event` against real memcached: the counters
+//! equal the servers' own `stats` deltas; a SIGKILLed server shows as dead
+//! with its failures counted while reads fall back (and the fallback counter
+//! moves), and as up again after a restart and the backoff; every change is
+//! an event.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use memgroup::client::{Client, ErrorKind, Event, ServerState};
+use memgroup::topology::{ClusterSpec, ReadFallback, WritePolicy};
+
+use crate::support::{HeldClock, Memcached, raw, server_list};
+
+#[tokio::test]
+async fn counters_equal_the_servers_own_stats() {
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
+    let client = Client::builder()
+        .servers(&server_list(&servers))
+        .unwrap()
+        .build()
+        .unwrap();
+    let names = ["cmd_get", "get_hits", "cmd_set"];
+    let before: Vec<Vec<u64>> = servers
+        .iter()
+        .map(|s| names.iter().map(|n| raw::stat(s.addr(), n)).collect())
+        .collect();
+    for i in 0..200 {
+        client.set(format!("k{i}"), "v", 0).await.unwrap();
+    }
+    // Hits and misses, one by one and concurrently (merged into multi-key gets).
+    for i in 0..300 {
+        client.get(format!("k{i}")).await.unwrap();
+    }
+    let gets: Vec<_> = (0..100)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get(format!("k{}", i * 3)).await.unwrap() })
+        })
+        .collect();
+    for get in gets {
+        get.await.unwrap();
+    }
+    let keys: Vec<String> = (100..250).map(|i| format!("k{i}")).collect();
+    assert_eq!(client.get_multi(&keys).await.unwrap().len(), 100);
+
+    let status = client.status();
+    assert_eq!(status.servers.len(), 3);
+    let mut total_hits = 0;
+    for (server, before) in servers.iter().zip(&before) {
+        let delta: Vec<u64> = names
+            .iter()
+            .zip(before)
+            .map(|(n, b)| raw::stat(server.addr(), n) - b)
+            .collect();
+        let s = status
+            .servers
+            .iter()
+            .find(|s| s.server == server.addr_string())
+            .unwrap();
+        let c = &s.counters;
+        assert_eq!(c.hits + c.misses, delta[0], "cmd_get of {}", s.server);
+        assert_eq!(c.hits, delta[1], "get_hits of {}", s.server);
+        assert_eq!(c.writes, delta[2], "cmd_set of {}", s.server);
+        assert_eq!(s.state, ServerState::Up);
+        assert_eq!((s.failures, s.connections), (0, 1));
+        assert_eq!((s.in_flight, s.queued), (0, 0));
+        assert!(c.bytes_in > 0 && c.bytes_out > 0);
+        assert!(c.requests >= c.writes && c.errors_total() == 0);
+        assert!(c.latency_p50.unwrap() <= c.latency_p99.unwrap());
+        total_hits += c.hits;
+    }
+    // 200 of the 300 single gets, 67 of the 100 concurrent ones (k0, k3, …,
+    // k198), 100 of get_multi's 150.
+    assert_eq!(total_hits, 367);
+    let group = &status.groups[0];
+    assert_eq!((group.servers, group.servers_up), (3, 3));
+    assert_eq!(group.counters.hits, total_hits);
+    assert_eq!(group.counters.writes, 200);
+}
+
+/// Under paused time: the backoff after the kill passes when the test moves
+/// the clock.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_killed_server_shows_dead_reads_fall_back_and_it_comes_back() {
+    let _clock = HeldClock::hold();
+    let (mut a, b) = (Memcached::spawn(), Memcached::spawn());
+    let events = Arc::new(Mutex::new(Vec::<Event>::new()));
+    let seen = events.clone();
+    let client = Client::builder()
+        .evcache_groups(&format!("sg1={};sg2={}", a.addr_string(), b.addr_string()))
+        .unwrap()
+        .zone("sg1")
+        .read_fallback(ReadFallback::OneMore)
+        .write_policy(WritePolicy::All)
+        .on_event(move |e| seen.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    for i in 0..10 {
+        client.set(format!("k{i}"), "v", 0).await.unwrap();
+    }
+    let status_of = |name: &str| {
+        client
+            .status()
+            .servers
+            .into_iter()
+            .find(|s| s.server == name)
+            .unwrap()
+    };
+    a.kill();
+    // sg1's copy is gone: every read is served by sg2.
+    for i in 0..10 {
+        assert!(client.get(format!("k{i}")).await.unwrap().is_some());
+    }
+    let dead = status_of(&a.addr_string());
+    assert!(
+        matches!(dead.state, ServerState::Dead { retry_in } if retry_in > Duration::ZERO),
+        "{dead:?}"
+    );
+    assert!(dead.failures >= 1, "{dead:?}");
+    assert!(dead.counters.errors_total() >= 1, "{dead:?}");
+    assert!(
+        dead.counters
+            .errors
+            .iter()
+            .any(|(k, _)| *k == ErrorKind::Connection)
+    );
+    let fallback = status_of(&b.addr_string());
+    assert_eq!(fallback.counters.fallbacks, 10, "{fallback:?}");
+    let summary = client.status();
+    let sg1 = summary.groups.iter().find(|g| g.group == "sg1").unwrap();
+    assert_eq!(sg1.servers_up, 0);
+    // A write that cannot reach sg1 misses the ALL policy.
+    assert!(client.set("w", "v", 0).await.unwrap_err().is_write_policy());
+    {
+        let events = events.lock().unwrap();
+        assert!(events.iter().any(|e| matches!(e,
+            Event::ServerDown { server, failures, .. } if *server == a.addr_string() && *failures >= 1)));
+        assert!(events.iter().any(|e| matches!(e,
+            Event::PolicyMissed { command: "set", failed, groups: 2 } if failed == &["sg1"])));
+    }
+
+    a.restart();
+    tokio::time::advance(Duration::from_secs(5)).await;
+    client.set("after", "v", 0).await.unwrap();
+    let up = status_of(&a.addr_string());
+    assert_eq!((up.state, up.failures), (ServerState::Up, 0), "{up:?}");
+    assert!(
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, Event::ServerUp { server } if *server == a.addr_string()))
+    );
+
+    // A topology change is an event too, naming what changed.
+    client
+        .set_topology(ClusterSpec::parse_evcache(&format!("sg2={}", b.addr_string())).unwrap())
+        .unwrap();
+    let last = events.lock().unwrap().last().cloned().unwrap();
+    assert!(
+        matches!(&last, Event::TopologyChanged { added, removed } if added.is_empty() && removed == &[a.addr_string()]),
+        "{last:?}"
+    );
+}
