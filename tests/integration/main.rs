@@ -11,6 +11,7 @@ mod hostile;
 mod interop;
 mod proto;
 mod soak;
+mod spans;
 mod status;
 mod support;
 #[cfg(feature = "tls")]

@@ -8,6 +8,7 @@ use crate::client::{Client, unexpected};
 use crate::error::Error;
 use crate::item::ServerStats;
 use crate::join::{BoxFuture, join_all};
+use crate::trace::Attempt;
 
 /// One server's answer: its group (the first it belongs to), its server and
 /// the reply.
@@ -103,7 +104,7 @@ impl Client {
                     Answer {
                         group: target.group,
                         server,
-                        reply: self.exec(snap, target, request).await,
+                        reply: self.exec(snap, target, request, Attempt::First).await,
                     }
                 }));
             }

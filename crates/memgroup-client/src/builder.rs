@@ -11,7 +11,7 @@ use crate::auth::Credentials;
 use crate::client::Client;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
-use crate::events::{Event, Events};
+use crate::events::{Event, Events, Observe};
 use crate::pool::GroupSecurity;
 use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
 
@@ -48,7 +48,7 @@ pub struct ClientBuilder {
     tls: Option<crate::TlsConfig>,
     /// Per group: its own TLS and credentials.
     groups: Vec<GroupOverride>,
-    events: Events,
+    observe: Observe,
 }
 
 /// A group's own TLS and credentials, as given to the builder.
@@ -78,7 +78,7 @@ impl Default for ClientBuilder {
             #[cfg(feature = "tls")]
             tls: None,
             groups: Vec::new(),
-            events: Events::default(),
+            observe: Observe::default(),
         }
     }
 }
@@ -291,7 +291,15 @@ impl ClientBuilder {
     /// # Ok(()) }
     /// ```
     pub fn on_event(mut self, callback: impl Fn(&Event) + Send + Sync + 'static) -> Self {
-        self.events = Events::new(callback);
+        self.observe.events = Events::new(callback);
+        self
+    }
+
+    /// Record each operation's key in its tracing span (feature `tracing`;
+    /// default off: keys can be personal data).
+    #[cfg(feature = "tracing")]
+    pub fn trace_keys(mut self, on: bool) -> Self {
+        self.observe.trace_keys = on;
         self
     }
 
@@ -381,7 +389,7 @@ impl ClientBuilder {
             topology,
             conn,
             groups,
-            self.events,
+            self.observe,
             self.max_value_size,
             self.op_timeout,
             self.values,

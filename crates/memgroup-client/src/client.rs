@@ -16,8 +16,9 @@ use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
-use crate::events::Events;
+use crate::events::Observe;
 use crate::pool::{GroupSecurity, Pool, Snapshot, now};
+use crate::trace::{self, Attempt};
 use crate::value::Codec;
 
 /// The memcached cluster client. Cheap to clone; clones share connections.
@@ -37,6 +38,9 @@ pub(crate) struct Inner {
     /// Rotates writes over the pool slots and reads over equal groups.
     rotation: AtomicU64,
     max_value_size: usize,
+    /// Whether operation spans record the key (feature `tracing`).
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) trace_keys: bool,
 }
 
 /// A key as it goes on the wire: transformed (sanitized) and validated.
@@ -56,16 +60,17 @@ impl Client {
         topology: Topology,
         conn: ConnSettings,
         groups: Vec<GroupSecurity>,
-        events: Events,
+        observe: Observe,
         max_value_size: usize,
         timeout: Duration,
         values: Codec,
     ) -> Client {
         Client {
             inner: Arc::new(Inner {
-                pool: Pool::new(topology, conn, groups, events),
+                pool: Pool::new(topology, conn, groups, observe.events),
                 rotation: AtomicU64::new(0),
                 max_value_size,
+                trace_keys: observe.trace_keys,
             }),
             timeout,
             values,
@@ -137,6 +142,7 @@ impl Client {
         snap: &Snapshot,
         target: Target,
         request: &Request<'_>,
+        attempt: Attempt,
     ) -> Result<Option<Response>, Error> {
         let pool = &self.inner.pool;
         let started = now();
@@ -151,17 +157,27 @@ impl Client {
                 other => other,
             }
         };
-        let result = match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result.and_then(|r| {
-                r.map(|r| check_reply(r, snap.name(target.server)))
-                    .transpose()
-            }),
-            Err(_) => Err(Error::new(
-                ErrorKind::Timeout,
-                format!("operation timed out after {:?}", self.timeout),
-            )
-            .at(snap.name(target.server))),
+        let timed = async {
+            match tokio::time::timeout(self.timeout, call).await {
+                Ok(result) => result.and_then(|r| {
+                    r.map(|r| check_reply(r, snap.name(target.server)))
+                        .transpose()
+                }),
+                Err(_) => Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("operation timed out after {:?}", self.timeout),
+                )
+                .at(snap.name(target.server))),
+            }
         };
+        let result = trace::request(
+            snap.topology.group(target.group).name(),
+            snap.name(target.server),
+            request.command(),
+            attempt,
+            timed,
+        )
+        .await;
         let store = matches!(request, Request::Store { .. } | Request::MetaSet { .. });
         snap.counters(target.server).request(
             now() - started,

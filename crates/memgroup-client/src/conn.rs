@@ -322,6 +322,10 @@ impl Shared {
         let replies = {
             let mut state = self.state.lock();
             self.failed.store(true, Ordering::Release);
+            #[cfg(feature = "tracing")]
+            if state.closed().is_none() {
+                log_close(error);
+            }
             state.fail(error)
         };
         for reply in replies {
@@ -330,6 +334,17 @@ impl Shared {
         // The writer and reader tasks, if they wait, see the state closed and end.
         self.wake_writer.notify_one();
         self.wake_reader.notify_one();
+    }
+}
+
+/// A connection closing, as a tracing event: a bad reply from the server is
+/// a warning, the rest (closed, reset, dropped by the client) debug.
+#[cfg(feature = "tracing")]
+fn log_close(error: &Error) {
+    if error.is_protocol() {
+        tracing::warn!(error = %error.chain(), "malformed reply from memcached; connection closed");
+    } else {
+        tracing::debug!(error = %error.chain(), "connection closed");
     }
 }
 

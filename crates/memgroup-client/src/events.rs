@@ -85,6 +85,14 @@ impl fmt::Display for Event {
     }
 }
 
+/// How the user watches the client: the event callback, and whether spans
+/// record keys.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Observe {
+    pub(crate) events: Events,
+    pub(crate) trace_keys: bool,
+}
+
 /// The user's event callback.
 type Callback = dyn Fn(&Event) + Send + Sync;
 

@@ -79,6 +79,7 @@ mod state;
 mod stats;
 #[cfg(feature = "tls")]
 mod tls;
+mod trace;
 mod transport;
 mod typed;
 pub mod value;

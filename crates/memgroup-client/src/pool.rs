@@ -327,6 +327,8 @@ impl Pool {
         let counters = snap.counters(server).clone();
         match Connection::connect(name, snap.settings(server), counters).await {
             Ok(conn) => {
+                #[cfg(feature = "tracing")]
+                tracing::debug!(server = %name, slot, "connection opened");
                 let was_down = {
                     let mut dead = self.dead.lock();
                     let failures = dead.failures(server);

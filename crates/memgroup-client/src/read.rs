@@ -18,7 +18,7 @@ use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
 use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request, Response};
-use memgroup_topology::{ReadCursor, Target};
+use memgroup_topology::{DeadHosts, GroupId, ReadCursor, Target};
 
 use crate::client::{Client, WireKey, unexpected};
 use crate::error::{Error, ErrorKind};
@@ -26,6 +26,7 @@ use crate::item::Item;
 use crate::join::{BoxFuture, join_all};
 use crate::merge::circular;
 use crate::pool::{Pool, Snapshot, now};
+use crate::trace::{self, Attempt};
 
 /// A kind of read: the request that carries a batch of keys, and how its
 /// reply turns into hits.
@@ -129,6 +130,10 @@ struct KeyRead<'a, T> {
     error: Option<Error>,
     /// Still looking: no hit, and the cursor may offer more.
     looking: bool,
+    /// The group of the last target offered.
+    last_group: Option<GroupId>,
+    /// Which try the current target is.
+    attempt: Attempt,
 }
 
 impl<'a, T> KeyRead<'a, T> {
@@ -140,7 +145,26 @@ impl<'a, T> KeyRead<'a, T> {
             answered: false,
             error: None,
             looking: true,
+            last_group: None,
+            attempt: Attempt::First,
         }
+    }
+
+    /// Asks the cursor for the next target (given the dead hosts at `now`),
+    /// noting which try it is; `None` ends the walk.
+    fn next(&mut self, dead: &DeadHosts, now: std::time::Instant) -> Option<Target> {
+        let Some(target) = self.cursor.next(dead, now) else {
+            self.looking = false;
+            return None;
+        };
+        self.attempt = match self.last_group {
+            Some(group) if group == target.group => Attempt::Failover,
+            Some(_) => Attempt::Fallback,
+            None if self.cursor.skipped().is_some() => Attempt::Fallback,
+            None => Attempt::First,
+        };
+        self.last_group = Some(target.group);
+        Some(target)
     }
 
     /// The key's result once the engine is done with it.
@@ -186,14 +210,15 @@ impl Client {
             while read.looking {
                 let target = {
                     let dead = self.inner.pool.dead();
-                    read.cursor.next(&dead, now())
+                    read.next(&dead, now())
                 };
                 let Some(target) = target else {
-                    read.looking = false;
                     break;
                 };
                 let keys = [read.key];
-                let reply = self.exec(snap, target, &op.request(&keys)).await;
+                let reply = self
+                    .exec(snap, target, &op.request(&keys), read.attempt)
+                    .await;
                 settle(
                     op,
                     snap,
@@ -213,9 +238,8 @@ impl Client {
                 let dead = self.inner.pool.dead();
                 let now = now();
                 for (i, r) in reads.iter_mut().enumerate().filter(|(_, r)| r.looking) {
-                    match r.cursor.next(&dead, now) {
-                        Some(target) => plan.push((target, i)),
-                        None => r.looking = false,
+                    if let Some(target) = r.next(&dead, now) {
+                        plan.push((target, i));
                     }
                 }
             }
@@ -236,16 +260,21 @@ impl Client {
                 .collect();
             if let ([batch], [keys]) = (&batches[..], &keys[..]) {
                 // The common case needs no joining.
-                let reply = self.exec(snap, batch[0].0, &op.request(keys)).await;
+                let attempt = reads[batch[0].1].attempt;
+                let reply = self
+                    .exec(snap, batch[0].0, &op.request(keys), attempt)
+                    .await;
                 settle(op, snap, reply, batch, keys, reads);
             } else {
                 let futures: Vec<BoxFuture<'_, _>> = batches
                     .iter()
                     .zip(&keys)
                     .map(|(batch, keys)| {
-                        Box::pin(
-                            async move { self.exec(snap, batch[0].0, &op.request(keys)).await },
-                        ) as BoxFuture<'_, _>
+                        let attempt = reads[batch[0].1].attempt;
+                        Box::pin(async move {
+                            self.exec(snap, batch[0].0, &op.request(keys), attempt)
+                                .await
+                        }) as BoxFuture<'_, _>
                     })
                     .collect();
                 for ((reply, batch), keys) in
@@ -262,9 +291,13 @@ impl Client {
         let snap = self.snapshot();
         let wire = Self::wire_key(&snap, key)?;
         let mut reads = [KeyRead::new(&snap, &wire, self.rotation())];
-        self.read(&snap, op, &mut reads).await;
-        let [read] = reads;
-        read.outcome(&snap, &self.inner.pool)
+        let name = op.request(std::slice::from_ref(&reads[0].key)).command();
+        trace::operation(self, name, Some(key), async {
+            self.read(&snap, op, &mut reads).await;
+            let [read] = reads;
+            read.outcome(&snap, &self.inner.pool)
+        })
+        .await
     }
 
     /// Reads a key: `Ok(None)` on a miss. Tries the local group first and
@@ -322,22 +355,25 @@ impl Client {
             .iter()
             .map(|w| KeyRead::new(&snap, w, rotation))
             .collect();
-        self.read(&snap, &Retrieve::Get, &mut reads).await;
-        let mut found = HashMap::with_capacity(reads.len());
-        let mut error = None;
-        for (key, read) in given.into_iter().zip(reads) {
-            match read.outcome(&snap, &self.inner.pool) {
-                Ok(Some(item)) => {
-                    found.insert(key.to_vec(), item);
+        trace::operation(self, "get_multi", None, async {
+            self.read(&snap, &Retrieve::Get, &mut reads).await;
+            let mut found = HashMap::with_capacity(reads.len());
+            let mut error = None;
+            for (key, read) in given.into_iter().zip(reads) {
+                match read.outcome(&snap, &self.inner.pool) {
+                    Ok(Some(item)) => {
+                        found.insert(key.to_vec(), item);
+                    }
+                    Ok(None) => {}
+                    Err(e) => error = Some(e),
                 }
-                Ok(None) => {}
-                Err(e) => error = Some(e),
             }
-        }
-        match error {
-            Some(e) => Err(e),
-            None => Ok(found),
-        }
+            match error {
+                Some(e) => Err(e),
+                None => Ok(found),
+            }
+        })
+        .await
     }
 
     /// A meta get (`mg`) with the given flags, read like [`Client::get`]

@@ -9,12 +9,13 @@
 use memgroup_proto::{Key, MetaFlag, MetaStatus, Request, Response, StoreCommand};
 use memgroup_topology::{GroupId, ServerId, Skipped, Target};
 
-use crate::client::{Client, unexpected};
+use crate::client::{Client, WireKey, unexpected};
 use crate::error::{Error, ErrorKind};
 use crate::events::Event;
 use crate::item::{GroupOutcome, WriteOutcome};
 use crate::join::{BoxFuture, join_all};
-use crate::pool::now;
+use crate::pool::{Snapshot, now};
+use crate::trace::{self, Attempt};
 
 /// A write, minus its key: built into a request once the wire key is known.
 #[derive(Debug, Clone, Copy)]
@@ -109,12 +110,29 @@ impl Client {
         let only: Option<Vec<GroupId>> = only
             .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
+        let request = op.request(wire.key());
+        let name = request.command();
+        trace::operation(self, name, Some(key), async {
+            self.replicate_request(&snap, &wire, only.as_deref(), &request)
+                .await
+        })
+        .await
+    }
+
+    /// [`Client::replicate`] once the key is checked and the request built.
+    async fn replicate_request(
+        &self,
+        snap: &Snapshot,
+        wire: &WireKey<'_>,
+        only: Option<&[GroupId]>,
+        request: &Request<'_>,
+    ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
         let plan: Vec<Result<Target, Skipped>> = {
             let rotation = self.rotation();
             let dead = self.inner.pool.dead();
             let now = now();
             let topology = &snap.topology;
-            match &only {
+            match only {
                 None => topology
                     .write_targets(&wire.bytes, &dead, now, rotation)
                     .collect(),
@@ -123,15 +141,17 @@ impl Client {
                     .collect(),
             }
         };
-        let request = op.request(wire.key());
         type Part = (GroupId, ServerId, Result<Option<Response>, Error>);
         let futures: Vec<BoxFuture<'_, Part>> = plan
             .into_iter()
             .map(|target| {
-                let (snap, request) = (&snap, &request);
                 Box::pin(async move {
                     match target {
-                        Ok(t) => (t.group, t.server, self.exec(snap, t, request).await),
+                        Ok(t) => (
+                            t.group,
+                            t.server,
+                            self.exec(snap, t, request, Attempt::First).await,
+                        ),
                         Err(skip) => {
                             let error = Error::new(ErrorKind::ServerDead, "server is marked dead")
                                 .at(snap.name(skip.server));

@@ -1,0 +1,156 @@
+//! Tracing spans with a real failure: a read whose local group's server was
+//! SIGKILLed falls back to the other group. A capturing subscriber sees the
+//! operation's span and, inside it, one span per request: the first names
+//! the local group and the error, the second the other group, the fallback
+//! and the hit. Keys appear only when asked for.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use memgroup::client::Client;
+use memgroup::topology::ReadFallback;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::support::Memcached;
+
+/// A closed span: its name, fields and parent's name.
+#[derive(Debug, Clone, Default)]
+struct Captured {
+    name: &'static str,
+    fields: HashMap<String, String>,
+    parent: Option<&'static str>,
+}
+
+impl Visit for Captured {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.fields.insert(
+            field.name().to_string(),
+            format!("{value:?}").trim_matches('"').to_string(),
+        );
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.fields
+            .insert(field.name().to_string(), value.to_string());
+    }
+}
+
+/// Keeps the fields of every span made on a capturing thread as they are
+/// recorded; lists them when closed.
+#[derive(Default, Clone)]
+struct Capture {
+    open: Arc<Mutex<HashMap<u64, Captured>>>,
+    closed: Arc<Mutex<Vec<Captured>>>,
+}
+
+thread_local! {
+    static CAPTURING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The process-wide capturing subscriber. Global, not scoped to the test's
+/// thread: tracing caches each call site's interest process-wide, and a call
+/// site first reached by another test's thread while only a scoped
+/// subscriber exists can stay disabled (a flaky test). Only spans made on a
+/// thread that set `CAPTURING` are kept.
+fn capture() -> &'static Capture {
+    static CAPTURE: OnceLock<Capture> = OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        let capture = Capture::default();
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(capture.clone()),
+        )
+        .expect("no other global subscriber in the test binary");
+        capture
+    })
+}
+
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if !CAPTURING.with(Cell::get) {
+            return;
+        }
+        let mut span = Captured {
+            name: attrs.metadata().name(),
+            parent: ctx.span(id).and_then(|s| s.parent()).map(|p| p.name()),
+            ..Captured::default()
+        };
+        attrs.record(&mut span);
+        self.open.lock().unwrap().insert(id.into_u64(), span);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        if let Some(span) = self.open.lock().unwrap().get_mut(&id.into_u64()) {
+            values.record(span);
+        }
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        if let Some(span) = self.open.lock().unwrap().remove(&id.into_u64()) {
+            self.closed.lock().unwrap().push(span);
+        }
+    }
+}
+
+fn field<'a>(span: &'a Captured, name: &str) -> &'a str {
+    span.fields.get(name).map_or("", String::as_str)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_fallback_read_shows_both_requests_in_its_span() {
+    let (mut a, b) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
+    let build = |trace_keys: bool| {
+        Client::builder()
+            .evcache_groups(&groups)
+            .unwrap()
+            .zone("sg1")
+            .read_fallback(ReadFallback::OneMore)
+            .trace_keys(trace_keys)
+            .build()
+            .unwrap()
+    };
+    let client = build(false);
+    client.set("user:42", "Ada", 0).await.unwrap();
+    client.get("user:42").await.unwrap();
+    a.kill();
+
+    let capture = capture();
+    CAPTURING.with(|c| c.set(true));
+    let item = client.get("user:42").await.unwrap().expect("served by sg2");
+    assert_eq!(item.value, "Ada");
+    let closed = capture.closed.lock().unwrap().clone();
+    let requests: Vec<&Captured> = closed
+        .iter()
+        .filter(|s| s.name == "memcached.request")
+        .collect();
+    assert_eq!(requests.len(), 2, "{closed:#?}");
+    let (first, second) = (requests[0], requests[1]);
+    assert_eq!(field(first, "group"), "sg1", "{first:?}");
+    assert_eq!(field(first, "server"), a.addr_string());
+    assert_eq!(field(first, "attempt"), "first");
+    assert_eq!(field(first, "outcome"), "connection", "{first:?}");
+    assert_eq!(field(first, "command"), "get");
+    assert_eq!(field(second, "group"), "sg2", "{second:?}");
+    assert_eq!(field(second, "attempt"), "fallback");
+    assert_eq!(field(second, "outcome"), "hit");
+    let op = closed
+        .iter()
+        .find(|s| s.name == "memgroup")
+        .expect("the operation's span");
+    assert_eq!(field(op, "op"), "get");
+    assert_eq!(field(op, "outcome"), "hit");
+    assert_eq!(field(op, "key"), "", "no key unless asked for");
+    assert!(requests.iter().all(|r| r.parent == Some("memgroup")));
+
+    // Asked for, the key is in the operation's span.
+    capture.closed.lock().unwrap().clear();
+    build(true).get("user:42").await.unwrap();
+    let closed = capture.closed.lock().unwrap().clone();
+    let op = closed.iter().find(|s| s.name == "memgroup").unwrap();
+    assert_eq!(field(op, "key"), "user:42");
+    CAPTURING.with(|c| c.set(false));
+}
