@@ -104,6 +104,7 @@ where
 /// How an operation's result reads in its span.
 pub(crate) trait Outcome {
     /// A word: `hit`, `miss`, `stored`, an error kind, ….
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     fn outcome(&self) -> &'static str;
 }
 
