@@ -163,3 +163,78 @@ async fn a_killed_server_shows_dead_reads_fall_back_and_it_comes_back() {
         "{last:?}"
     );
 }
+
+/// `memgroup status` with one server down: exit 1, that server unreachable,
+/// the others with their round trip and version, group totals; `--json`
+/// parses. `-v` logs the server marked dead on stderr.
+#[test]
+fn the_status_command_lists_an_unreachable_server_and_exits_1() {
+    let (a, b, mut down) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
+    let dead = down.addr_string();
+    down.kill();
+    let groups = format!("sg1={},{dead};sg2={}", a.addr_string(), b.addr_string());
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            .args(["--groups", &groups])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let o = run(&["status"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    let row = |server: &str| {
+        text.lines()
+            .find(|l| l.contains(server))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        row(&dead).contains("NO") && row(&dead).contains("dead"),
+        "{text}"
+    );
+    for up in [a.addr_string(), b.addr_string()] {
+        let line = row(&up);
+        assert!(
+            line.contains("yes") && line.contains(" ms") && line.contains("1.6"),
+            "{text}"
+        );
+    }
+    assert!(text.contains("1/2 up") && text.contains("1/1 up"), "{text}");
+
+    let o = run(&["--json", "status"]);
+    assert_eq!(o.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["unreachable"], 1);
+    for server in report["servers"].as_array().unwrap() {
+        let is_dead = server["server"] == dead.as_str();
+        assert_eq!(server["reachable"], !is_dead, "{server}");
+        assert_eq!(server["round_trip_us"].is_u64(), !is_dead, "{server}");
+        assert_eq!(server["state"], if is_dead { "dead" } else { "up" });
+    }
+
+    // With every server up: exit 0.
+    let all_up = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args(["--servers", &a.addr_string(), "status"])
+        .output()
+        .unwrap();
+    assert!(all_up.status.success());
+
+    // -v: the client's events on stderr (20 keys: some map to the dead server).
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    let mut args = vec!["-v", "--zone", "sg1", "get"];
+    args.extend(keys.iter().map(String::as_str));
+    let log = String::from_utf8(run(&args).stderr).unwrap();
+    assert!(log.contains("marked dead") && log.contains(&dead), "{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "no colours when stderr is not a terminal"
+    );
+}

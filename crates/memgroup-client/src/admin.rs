@@ -1,6 +1,8 @@
 //! Per-server commands: `stats`, `version` and `flush_all`, sent once to every
 //! distinct server (on its first connection slot), concurrently.
 
+use std::time::Duration;
+
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::{GroupId, ServerId, Target};
 
@@ -8,6 +10,7 @@ use crate::client::{Client, unexpected};
 use crate::error::Error;
 use crate::item::ServerStats;
 use crate::join::{BoxFuture, join_all};
+use crate::pool::now;
 use crate::trace::Attempt;
 
 /// One server's answer: its group (the first it belongs to), its server and
@@ -16,6 +19,23 @@ struct Answer {
     group: GroupId,
     server: ServerId,
     reply: Result<Option<Response>, Error>,
+    /// From sending the request to its reply (connecting included).
+    round_trip: Duration,
+}
+
+/// One server's answer to a [`Client::probe`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Probe {
+    /// The first group it belongs to.
+    pub group: String,
+    /// `host:port`.
+    pub server: String,
+    /// Its version, or why it did not answer.
+    pub version: Result<String, Error>,
+    /// How long the answer took (connecting included, if a connection had
+    /// to be opened).
+    pub round_trip: Duration,
 }
 
 impl Client {
@@ -46,20 +66,29 @@ impl Client {
 
     /// The version of every server, as `(group, server, version)`.
     pub async fn version(&self) -> Vec<(String, String, Result<String, Error>)> {
+        self.probe()
+            .await
+            .into_iter()
+            .map(|p| (p.group, p.server, p.version))
+            .collect()
+    }
+
+    /// Asks every server for its version, concurrently, timing each answer:
+    /// a health check (a server that does not answer within the timeout is
+    /// marked dead, as after any failed request).
+    pub async fn probe(&self) -> Vec<Probe> {
         let snap = self.snapshot();
         self.servers_of(None, &Request::Version)
             .await
             .into_iter()
-            .map(|a| {
-                let version = a.reply.and_then(|r| match r {
+            .map(|a| Probe {
+                group: snap.topology.group(a.group).name().to_string(),
+                server: snap.name(a.server).to_string(),
+                version: a.reply.and_then(|r| match r {
                     Some(Response::Version(v)) => Ok(String::from_utf8_lossy(&v).into_owned()),
                     other => Err(unexpected(other.as_ref())),
-                });
-                (
-                    snap.topology.group(a.group).name().to_string(),
-                    snap.name(a.server).to_string(),
-                    version,
-                )
+                }),
+                round_trip: a.round_trip,
             })
             .collect()
     }
@@ -101,10 +130,13 @@ impl Client {
                     slot: 0,
                 };
                 futures.push(Box::pin(async move {
+                    let started = now();
+                    let reply = self.exec(snap, target, request, Attempt::First).await;
                     Answer {
                         group: target.group,
                         server,
-                        reply: self.exec(snap, target, request, Attempt::First).await,
+                        reply,
+                        round_trip: now() - started,
                     }
                 }));
             }

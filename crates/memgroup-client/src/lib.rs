@@ -85,6 +85,7 @@ mod typed;
 pub mod value;
 mod write;
 
+pub use admin::Probe;
 pub use auth::Credentials;
 pub use builder::{ClientBuilder, ClientUrl};
 pub use client::Client;

@@ -8,6 +8,7 @@ mod bench;
 mod config;
 mod ops;
 mod output;
+mod status;
 mod warm;
 
 use std::process::ExitCode;
@@ -47,6 +48,12 @@ struct Cli {
     /// values, JSON and errors still print.
     #[arg(short, long, global = true)]
     quiet: bool,
+    /// Log what the client does to stderr: -v servers down and up, missed
+    /// write policies, topology changes; -vv every operation and request
+    /// (spans with group, server, attempt, outcome). RUST_LOG, when set,
+    /// chooses instead (e.g. RUST_LOG=memgroup_client=debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -161,6 +168,16 @@ enum Command {
     },
     /// Each server's version, with its group.
     Version,
+    /// Each server's state: reachable, round trip, version, up or dead, with
+    /// group totals; exit 1 if any server is unreachable.
+    #[command(
+        after_help = "Examples:\n  memgroup --config cluster.toml status\n  memgroup --config cluster.toml --json status\n  memgroup --config cluster.toml status --watch 5"
+    )]
+    Status {
+        /// Probe again every SECONDS, printing each time, until interrupted.
+        #[arg(long, value_name = "SECONDS")]
+        watch: Option<f64>,
+    },
     /// Each server's round-trip time; exit 1 if any is down (like memping).
     Ping {
         /// Round trips per server.
@@ -298,6 +315,7 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
+    init_logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -319,6 +337,35 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Sends the client's tracing output to stderr: RUST_LOG if set, else by
+/// `-v` count (none: nothing).
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::fmt::format::FmtSpan;
+
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.is_empty() => EnvFilter::new(spec),
+        _ => match verbose {
+            0 => return,
+            1 => EnvFilter::new("memgroup_client=info"),
+            _ => EnvFilter::new("memgroup_client=debug"),
+        },
+    };
+    // At -vv a span is printed when it closes, with its fields and timing.
+    let spans = if verbose >= 2 {
+        FmtSpan::CLOSE
+    } else {
+        FmtSpan::NONE
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_span_events(spans)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
 }
 
 /// Why the tool stops: bad usage/configuration (exit 2) or a failed operation (exit 1).
@@ -390,6 +437,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Gets { keys } => ops::gets(&cli.cluster.client()?, &keys, json).await,
         Command::Exist { keys } => ops::exist(&cli.cluster.client()?, &keys, json).await,
         Command::Version => ops::version(&cli.cluster.client()?, json).await,
+        Command::Status { watch } => status::run(&cli.cluster, watch, json).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
             // Into a buffer first: clap_complete panics on a closed pipe.
