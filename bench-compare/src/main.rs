@@ -317,7 +317,10 @@ impl TlsServer {
         let client = tls.client(rt);
         rt.block_on(async {
             for i in 0..KEYS {
-                client.set(&key(i), &VALUE[..], 0).await.expect("preload over TLS");
+                client
+                    .set(&key(i), &VALUE[..], 0)
+                    .await
+                    .expect("preload over TLS");
             }
         });
         tls
@@ -382,7 +385,7 @@ enum Config {
 fn throughput(
     rt: &Runtime,
     addr: &str,
-    tls_server: &TlsServer,
+    tls_server: Option<&TlsServer>,
     keys: &Arc<Vec<String>>,
     config: Config,
     in_flight: usize,
@@ -398,7 +401,7 @@ fn throughput(
             tls,
         } => {
             let client = if tls {
-                tls_server.client(rt)
+                tls_server.expect("a TLS server for TLS rows").client(rt)
             } else {
                 memgroup_client_with(rt, &[addr], pool, merge)
             };
@@ -561,8 +564,35 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// `COMPARE_ONLY=32`: memgroup's get throughput at 32 in flight (pool 1),
+/// one line `ops_per_sec cpu_us_per_op`, for the A/B runs of `cargo xtask
+/// compare --tracing` (this binary built with and without the feature).
+fn only_memgroup_32(secs: Duration) {
+    let server = spawn_server();
+    let addr = server.addr_string();
+    preload(&addr);
+    let keys: Arc<Vec<String>> = Arc::new((0..KEYS).map(key).collect());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let config = Config::Memgroup {
+        pool: 1,
+        merge: true,
+        decode: false,
+        tls: false,
+    };
+    let t = throughput(&rt, &addr, None, &keys, config, 32, secs);
+    assert_eq!(t.errors, 0, "errors during the run");
+    println!("{:.0} {:.3}", t.ops_per_sec, t.cpu_us_per_op);
+}
+
 fn main() {
     let secs = Duration::from_secs(env_num("COMPARE_SECS", 3));
+    if std::env::var("COMPARE_ONLY").as_deref() == Ok("32") {
+        return only_memgroup_32(secs);
+    }
     let rounds = env_num("COMPARE_ROUNDS", 2) as usize;
     let load_before = loadavg();
     let version = Command::new("memcached")
@@ -715,7 +745,7 @@ fn main() {
                     "throughput round {} / {rounds}: config {c}, {n} in flight …",
                     round + 1
                 );
-                let t = throughput(&rt, one, &tls_server, &keys, config, n, secs);
+                let t = throughput(&rt, one, Some(&tls_server), &keys, config, n, secs);
                 let entry = best.entry((c, n)).or_default();
                 let errors = entry.errors + t.errors;
                 if t.ops_per_sec > entry.ops_per_sec {
@@ -937,9 +967,7 @@ fn main() {
             32 => format!(" — target ≥ 0.6: {}", verdict(r >= 0.6)),
             _ => String::new(),
         };
-        println!(
-            "- Over TLS, {n} in flight: memgroup throughput ÷ plaintext = **{r:.2}**{target}"
-        );
+        println!("- Over TLS, {n} in flight: memgroup throughput ÷ plaintext = **{r:.2}**{target}");
     }
     println!(
         "- Sequential get over TLS ÷ plaintext, mean latency = **{:.2}**",

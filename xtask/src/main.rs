@@ -23,6 +23,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("bench") => bench(&args[1..]),
+        Some("compare") if args.get(1).map(String::as_str) == Some("--tracing") => {
+            compare_tracing()
+        }
         Some("compare") => compare(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("ensure-memcached") => ensure_memcached(),
@@ -30,7 +33,7 @@ fn main() -> ExitCode {
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare | fuzz [seconds] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing] | fuzz [seconds] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -179,6 +182,99 @@ fn compare() -> Result<()> {
         ],
         &[],
     )
+}
+
+/// The cost of the `tracing` feature with no subscriber: `bench-compare`
+/// built without and with it (two target directories), memgroup's get
+/// throughput at 32 in flight measured in alternating runs (so drift on the
+/// machine hits both alike), best and median of each.
+fn compare_tracing() -> Result<()> {
+    ensure_memcached()?;
+    const ROUNDS: usize = 6;
+    let build = |features: &[&str], target: &str| -> Result<std::path::PathBuf> {
+        let mut args = vec![
+            "build",
+            "--release",
+            "--manifest-path",
+            "bench-compare/Cargo.toml",
+            "--target-dir",
+            target,
+        ];
+        args.extend_from_slice(features);
+        run(&cargo(), &args, &[])?;
+        Ok(root().join(target).join("release").join("bench-compare"))
+    };
+    let off = build(&[], "bench-compare/target")?;
+    let on = build(&["--features", "tracing"], "bench-compare/target-tracing")?;
+    let measure = |binary: &std::path::Path| -> Result<(f64, f64)> {
+        let out = Command::new(binary)
+            .env("COMPARE_ONLY", "32")
+            .current_dir(root())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} failed: {}",
+                binary.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut numbers = text.split_whitespace().map(str::parse::<f64>);
+        match (numbers.next(), numbers.next()) {
+            (Some(Ok(ops)), Some(Ok(cpu))) => Ok((ops, cpu)),
+            _ => Err(format!("unexpected output: {text:?}")),
+        }
+    };
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        // Alternate which goes first.
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for tracing in order {
+            let (binary, into) = if tracing {
+                (&on, &mut with)
+            } else {
+                (&off, &mut without)
+            };
+            let result = measure(binary)?;
+            eprintln!(
+                "round {}: tracing {}: {:.0} ops/s, {:.2} µs CPU/op",
+                round + 1,
+                if tracing { "on" } else { "off" },
+                result.0,
+                result.1
+            );
+            into.push(result);
+        }
+    }
+    let summary = |runs: &mut Vec<(f64, f64)>| {
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let best = runs[runs.len() - 1].0;
+        let median = runs[runs.len() / 2].0;
+        let cpu = runs.iter().map(|r| r.1).sum::<f64>() / runs.len() as f64;
+        (best, median, cpu)
+    };
+    let (off_best, off_median, off_cpu) = summary(&mut without);
+    let (on_best, on_median, on_cpu) = summary(&mut with);
+    println!(
+        "| memgroup get, 32 in flight, pool 1 ({ROUNDS} alternating runs of 3 s) | best ops/s | median ops/s | mean CPU µs/op |"
+    );
+    println!("|---|---|---|---|");
+    println!("| feature `tracing` off | {off_best:.0} | {off_median:.0} | {off_cpu:.2} |");
+    println!(
+        "| feature `tracing` on, no subscriber | {on_best:.0} | {on_median:.0} | {on_cpu:.2} |"
+    );
+    println!(
+        "| on ÷ off | {:.3} | {:.3} | {:.3} |",
+        on_best / off_best,
+        on_median / off_median,
+        on_cpu / off_cpu
+    );
+    Ok(())
 }
 
 /// Writes the tool's man pages (from its clap definition) to `target/man`.

@@ -170,14 +170,14 @@ impl Client {
                 .at(snap.name(target.server))),
             }
         };
-        let result = trace::request(
+        let span = trace::request_span(
             snap.topology.group(target.group).name(),
             snap.name(target.server),
             request.command(),
             attempt,
-            timed,
-        )
-        .await;
+        );
+        let result = trace::await_in_span!(span, timed);
+        trace::request_done(&span, &result);
         let store = matches!(request, Request::Store { .. } | Request::MetaSet { .. });
         snap.counters(target.server).request(
             now() - started,

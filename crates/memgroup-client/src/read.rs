@@ -292,12 +292,12 @@ impl Client {
         let wire = Self::wire_key(&snap, key)?;
         let mut reads = [KeyRead::new(&snap, &wire, self.rotation())];
         let name = op.request(std::slice::from_ref(&reads[0].key)).command();
-        trace::operation(self, name, Some(key), async {
-            self.read(&snap, op, &mut reads).await;
-            let [read] = reads;
-            read.outcome(&snap, &self.inner.pool)
-        })
-        .await
+        let span = trace::operation_span(self, name, Some(key));
+        trace::await_in_span!(span, self.read(&snap, op, &mut reads));
+        let [read] = reads;
+        let result = read.outcome(&snap, &self.inner.pool);
+        trace::operation_done(&span, &result);
+        result
     }
 
     /// Reads a key: `Ok(None)` on a miss. Tries the local group first and
@@ -355,25 +355,25 @@ impl Client {
             .iter()
             .map(|w| KeyRead::new(&snap, w, rotation))
             .collect();
-        trace::operation(self, "get_multi", None, async {
-            self.read(&snap, &Retrieve::Get, &mut reads).await;
-            let mut found = HashMap::with_capacity(reads.len());
-            let mut error = None;
-            for (key, read) in given.into_iter().zip(reads) {
-                match read.outcome(&snap, &self.inner.pool) {
-                    Ok(Some(item)) => {
-                        found.insert(key.to_vec(), item);
-                    }
-                    Ok(None) => {}
-                    Err(e) => error = Some(e),
+        let span = trace::operation_span(self, "get_multi", None);
+        trace::await_in_span!(span, self.read(&snap, &Retrieve::Get, &mut reads));
+        let mut found = HashMap::with_capacity(reads.len());
+        let mut error = None;
+        for (key, read) in given.into_iter().zip(reads) {
+            match read.outcome(&snap, &self.inner.pool) {
+                Ok(Some(item)) => {
+                    found.insert(key.to_vec(), item);
                 }
+                Ok(None) => {}
+                Err(e) => error = Some(e),
             }
-            match error {
-                Some(e) => Err(e),
-                None => Ok(found),
-            }
-        })
-        .await
+        }
+        let result = match error {
+            Some(e) => Err(e),
+            None => Ok(found),
+        };
+        trace::operation_done(&span, &result);
+        result
     }
 
     /// A meta get (`mg`) with the given flags, read like [`Client::get`]

@@ -112,11 +112,13 @@ impl Client {
             .transpose()?;
         let request = op.request(wire.key());
         let name = request.command();
-        trace::operation(self, name, Some(key), async {
+        let span = trace::operation_span(self, name, Some(key));
+        let result = trace::await_in_span!(
+            span,
             self.replicate_request(&snap, &wire, only.as_deref(), &request)
-                .await
-        })
-        .await
+        );
+        trace::operation_done(&span, &result);
+        result
     }
 
     /// [`Client::replicate`] once the key is checked and the request built.
