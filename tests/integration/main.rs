@@ -9,6 +9,7 @@ mod cli;
 mod client;
 mod hostile;
 mod interop;
+mod migrate;
 mod proto;
 mod soak;
 mod spans;

@@ -8,10 +8,11 @@ use memgroup_hash::{HashStrategy, NodeNaming};
 use memgroup_topology::{ClusterSpec, GroupSpec, ReadFallback, Settings, Topology, WritePolicy};
 
 use crate::auth::Credentials;
-use crate::client::Client;
+use crate::client::{Client, Parts};
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::{Event, Events, Observe};
+use crate::migrate::Migration;
 use crate::pool::GroupSecurity;
 use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
 
@@ -49,6 +50,8 @@ pub struct ClientBuilder {
     /// Per group: its own TLS and credentials.
     groups: Vec<GroupOverride>,
     observe: Observe,
+    /// The old cluster, in migration mode.
+    migrate_from: Option<ClusterSpec>,
 }
 
 /// A group's own TLS and credentials, as given to the builder.
@@ -79,6 +82,7 @@ impl Default for ClientBuilder {
             tls: None,
             groups: Vec::new(),
             observe: Observe::default(),
+            migrate_from: None,
         }
     }
 }
@@ -351,11 +355,40 @@ impl ClientBuilder {
         spec
     }
 
+    /// Migration mode (see [`crate::migrate`]): this builder describes the
+    /// new layout, `old` the layout the cache was filled under. Reads miss
+    /// over to the old placement and backfill the new one (with the
+    /// remaining TTL); writes go to the new placement; deletes to both. The
+    /// old cluster keeps its own hashing and groups (the builder's `hash`,
+    /// `node_naming` and `sanitize_keys` overrides apply to the new one
+    /// only); timeouts, TLS, credentials (and a group's own, for groups of
+    /// the same name) are shared.
+    pub fn migrate_from(mut self, old: ClusterSpec) -> Self {
+        self.migrate_from = Some(old);
+        self
+    }
+
+    /// The client of the old cluster, in migration mode.
+    fn old_client(&self, old: ClusterSpec) -> Result<Client, Error> {
+        let mut builder = self.clone();
+        builder.spec = old;
+        (builder.hash, builder.naming, builder.sanitize) = (None, None, None);
+        builder.migrate_from = None;
+        builder
+            .groups
+            .retain(|g| builder.spec.groups.iter().any(|s| s.name == g.group));
+        builder.build()
+    }
+
     /// Builds the client. Connections open lazily, on first use.
-    pub fn build(self) -> Result<Client, Error> {
+    pub fn build(mut self) -> Result<Client, Error> {
         if self.spec.groups.is_empty() {
             return Err(Error::new(ErrorKind::Config, "no server groups configured"));
         }
+        let migration = match self.migrate_from.take() {
+            Some(old) => Some(Migration::new(self.old_client(old)?)),
+            None => None,
+        };
         let topology = Topology::new(self.spec())?;
         #[allow(unused_mut)]
         let mut conn = self.conn;
@@ -385,15 +418,16 @@ impl ClientBuilder {
                 group: own.group,
             });
         }
-        Ok(Client::new(
+        Ok(Client::new(Parts {
             topology,
             conn,
             groups,
-            self.observe,
-            self.max_value_size,
-            self.op_timeout,
-            self.values,
-        ))
+            observe: self.observe,
+            max_value_size: self.max_value_size,
+            timeout: self.op_timeout,
+            values: self.values,
+            migration,
+        }))
     }
 
     /// Builds the client and opens every connection now, failing if no

@@ -17,6 +17,7 @@ use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::Observe;
+use crate::migrate::Migration;
 use crate::pool::{GroupSecurity, Pool, Snapshot, now};
 use crate::trace::{self, Attempt};
 use crate::value::Codec;
@@ -41,6 +42,8 @@ pub(crate) struct Inner {
     /// Whether operation spans record the key (feature `tracing`).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) trace_keys: bool,
+    /// The old placement, in migration mode.
+    pub(crate) migration: Option<Migration>,
 }
 
 /// A key as it goes on the wire: transformed (sanitized) and validated.
@@ -54,26 +57,36 @@ impl WireKey<'_> {
     }
 }
 
+/// What a client is made of, as the builder validated it.
+pub(crate) struct Parts {
+    pub(crate) topology: Topology,
+    pub(crate) conn: ConnSettings,
+    pub(crate) groups: Vec<GroupSecurity>,
+    pub(crate) observe: Observe,
+    pub(crate) max_value_size: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) values: Codec,
+    pub(crate) migration: Option<Migration>,
+}
+
 impl Client {
-    /// A client of `topology`; see [`ClientBuilder`](crate::ClientBuilder).
-    pub(crate) fn new(
-        topology: Topology,
-        conn: ConnSettings,
-        groups: Vec<GroupSecurity>,
-        observe: Observe,
-        max_value_size: usize,
-        timeout: Duration,
-        values: Codec,
-    ) -> Client {
+    /// A client of `parts.topology`; see [`ClientBuilder`](crate::ClientBuilder).
+    pub(crate) fn new(parts: Parts) -> Client {
         Client {
             inner: Arc::new(Inner {
-                pool: Pool::new(topology, conn, groups, observe.events),
+                pool: Pool::new(
+                    parts.topology,
+                    parts.conn,
+                    parts.groups,
+                    parts.observe.events,
+                ),
                 rotation: AtomicU64::new(0),
-                max_value_size,
-                trace_keys: observe.trace_keys,
+                max_value_size: parts.max_value_size,
+                trace_keys: parts.observe.trace_keys,
+                migration: parts.migration,
             }),
-            timeout,
-            values,
+            timeout: parts.timeout,
+            values: parts.values,
         }
     }
 

@@ -73,6 +73,7 @@ mod events;
 mod item;
 mod join;
 mod merge;
+pub mod migrate;
 mod pool;
 mod read;
 mod state;
@@ -93,6 +94,7 @@ pub use error::{Error, ErrorKind};
 pub use events::Event;
 pub use item::{GroupOutcome, Item, ServerStats, WriteOutcome};
 pub use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus};
+pub use migrate::MigrationStatus;
 pub use stats::{Counters, GroupStatus, ServerState, ServerStatus, Status};
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;

@@ -24,6 +24,14 @@ pub(crate) fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// The wall clock as a Unix time in seconds: only to write an absolute
+/// memcached exptime (a TTL beyond 30 days), never to measure time.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// One connection slot of one server.
 #[derive(Debug, Default)]
 pub(crate) struct Slot {

@@ -25,6 +25,7 @@ use crate::error::{Error, ErrorKind};
 use crate::item::Item;
 use crate::join::{BoxFuture, join_all};
 use crate::merge::circular;
+use crate::migrate::Migration;
 use crate::pool::{Pool, Snapshot, now};
 use crate::trace::{self, Attempt};
 
@@ -311,12 +312,27 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Item>, Error> {
-        self.read_one(key.as_ref(), &Retrieve::Get).await
+        let key = key.as_ref();
+        let found = self.read_one(key, &Retrieve::Get).await;
+        match (found, &self.inner.migration) {
+            (Ok(None), Some(migration)) => Ok(migration.fill(self, key).await),
+            (found, _) => found,
+        }
     }
 
-    /// Reads a key with its CAS unique, for a later [`Client::cas`].
+    /// Reads a key with its CAS unique, for a later [`Client::cas`]. In
+    /// migration mode a key found only in the old placement is backfilled
+    /// and read again, so the CAS unique is the new copy's.
     pub async fn gets(&self, key: impl AsRef<[u8]>) -> Result<Option<Item>, Error> {
-        self.read_one(key.as_ref(), &Retrieve::Gets).await
+        let key = key.as_ref();
+        let found = self.read_one(key, &Retrieve::Gets).await;
+        match (found, &self.inner.migration) {
+            (Ok(None), Some(migration)) => match migration.fill(self, key).await {
+                Some(_) => self.read_one(key, &Retrieve::Gets).await,
+                None => Ok(None),
+            },
+            (found, _) => found,
+        }
     }
 
     /// Reads a key and sets its expiration time (`gat`).
@@ -373,7 +389,37 @@ impl Client {
             None => Ok(found),
         };
         trace::operation_done(&span, &result);
-        result
+        match (result, &self.inner.migration) {
+            (Ok(found), Some(migration)) => Ok(self.fill_multi(migration, keys, found).await),
+            (result, _) => result,
+        }
+    }
+
+    /// Migration mode: the keys the new placement missed, read from the old
+    /// one (concurrently) and backfilled.
+    async fn fill_multi<K: AsRef<[u8]>>(
+        &self,
+        migration: &Migration,
+        keys: &[K],
+        mut found: HashMap<Vec<u8>, Item>,
+    ) -> HashMap<Vec<u8>, Item> {
+        let mut missing: Vec<&[u8]> = keys
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|k| !found.contains_key(*k))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        let fills: Vec<BoxFuture<'_, Option<Item>>> = missing
+            .iter()
+            .map(|&key| Box::pin(migration.fill(self, key)) as BoxFuture<'_, _>)
+            .collect();
+        for (key, item) in missing.iter().zip(join_all(fills).await) {
+            if let Some(item) = item {
+                found.insert(key.to_vec(), item);
+            }
+        }
+        found
     }
 
     /// A meta get (`mg`) with the given flags, read like [`Client::get`]

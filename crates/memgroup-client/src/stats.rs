@@ -346,6 +346,8 @@ pub struct Status {
     pub servers: Vec<ServerStatus>,
     /// Every group, in the topology's order.
     pub groups: Vec<GroupStatus>,
+    /// In migration mode, what the old placement served.
+    pub migration: Option<crate::MigrationStatus>,
 }
 
 impl Client {
@@ -411,7 +413,15 @@ impl Client {
                 }
             })
             .collect();
-        Status { servers, groups }
+        Status {
+            servers,
+            groups,
+            migration: self
+                .inner
+                .migration
+                .as_ref()
+                .map(crate::migrate::Migration::status),
+        }
     }
 }
 

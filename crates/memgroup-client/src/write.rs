@@ -345,10 +345,25 @@ impl Client {
         self.write(key.as_ref(), op).await.map(drop)
     }
 
-    /// Deletes a key from every group.
+    /// Deletes a key from every group. In migration mode also from the old
+    /// placement (concurrently), so it cannot come back from there; a failure
+    /// there fails the delete.
     pub async fn delete(&self, key: impl AsRef<[u8]>) -> Result<WriteOutcome, Error> {
-        self.write(key.as_ref(), WriteOp::Delete { noreply: false })
-            .await
+        let key = key.as_ref();
+        match &self.inner.migration {
+            None => self.delete_here(key).await,
+            Some(migration) => {
+                let (new, old) =
+                    tokio::join!(self.delete_here(key), migration.old.delete_here(key));
+                old?;
+                new
+            }
+        }
+    }
+
+    /// Deletes a key from this client's own groups only.
+    pub(crate) async fn delete_here(&self, key: &[u8]) -> Result<WriteOutcome, Error> {
+        self.write(key, WriteOp::Delete { noreply: false }).await
     }
 
     /// Deletes without waiting for replies.

@@ -1,0 +1,167 @@
+//! Migration mode: changing a fleet's layout (servers added or removed,
+//! weights changed, modulo hashing replaced by ketama) without a cold cache.
+//! mcrouter does this as a proxy (WarmUpRoute); here the client does it.
+//!
+//! A client built with the new cluster and
+//! [`ClientBuilder::migrate_from`](crate::ClientBuilder::migrate_from) the
+//! old one:
+//! - **reads** the new placement; on a miss it reads the old placement
+//!   (`mg <key> v f t`: value, flags and the remaining time to live), returns
+//!   a hit from there, and backfills it into the new placement with `add`
+//!   carrying the remaining TTL (an item without expiry stays without; `add`
+//!   so a newer value written meanwhile is never overwritten). `get_multi`
+//!   does the same per missing key; `gets` re-reads the new placement after
+//!   the backfill, so its CAS unique is the new copy's.
+//! - **writes** go to the new placement only;
+//! - **deletes** go to both, so the old placement cannot bring a deleted key
+//!   back; a failure to delete from the old placement fails the delete.
+//!
+//! Turning migration off is a configuration change: build the client
+//! without `migrate_from`. [`Client::status`] counts what the old placement
+//! served (`migration`).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use memgroup_proto::{MetaFlag, StoreCommand};
+
+use crate::client::Client;
+use crate::item::Item;
+use crate::pool::unix_now;
+
+/// memcached takes an exptime over 30 days as a Unix time.
+const RELATIVE_LIMIT: i64 = 30 * 24 * 3600;
+
+/// The old placement and what it served.
+#[derive(Debug)]
+pub(crate) struct Migration {
+    /// A client of the old cluster (same settings as the new one's).
+    pub(crate) old: Client,
+    counters: MigrationCounters,
+}
+
+#[derive(Debug, Default)]
+struct MigrationCounters {
+    old_hits: AtomicU64,
+    old_misses: AtomicU64,
+    old_errors: AtomicU64,
+    backfills: AtomicU64,
+    backfill_skipped: AtomicU64,
+    backfill_failed: AtomicU64,
+}
+
+/// What migration mode did since the client started (see [`Client::status`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MigrationStatus {
+    /// Keys the new placement missed and the old one held.
+    pub old_hits: u64,
+    /// Keys missed by both.
+    pub old_misses: u64,
+    /// Reads of the old placement that failed (the read was then a miss).
+    pub old_errors: u64,
+    /// Hits from the old placement copied into the new one (`add` applied).
+    pub backfills: u64,
+    /// Backfills not applied: the new placement had the key by then (a newer
+    /// write won), or the item was about to expire.
+    pub backfill_skipped: u64,
+    /// Backfills that failed (the read still returned the value).
+    pub backfill_failed: u64,
+}
+
+impl Migration {
+    pub(crate) fn new(old: Client) -> Migration {
+        Migration {
+            old,
+            counters: MigrationCounters::default(),
+        }
+    }
+
+    pub(crate) fn status(&self) -> MigrationStatus {
+        let c = &self.counters;
+        MigrationStatus {
+            old_hits: c.old_hits.load(Relaxed),
+            old_misses: c.old_misses.load(Relaxed),
+            old_errors: c.old_errors.load(Relaxed),
+            backfills: c.backfills.load(Relaxed),
+            backfill_skipped: c.backfill_skipped.load(Relaxed),
+            backfill_failed: c.backfill_failed.load(Relaxed),
+        }
+    }
+
+    /// After the new placement missed `key`: reads the old placement and,
+    /// on a hit, backfills the new one through `new`. Returns the item (a
+    /// miss when the old placement misses or fails).
+    pub(crate) async fn fill(&self, new: &Client, key: &[u8]) -> Option<Item> {
+        let flags = [
+            MetaFlag::ReturnValue,
+            MetaFlag::ReturnFlags,
+            MetaFlag::ReturnTtl,
+        ];
+        let Ok(found) = self.old.meta_get(key, &flags).await else {
+            self.counters.old_errors.fetch_add(1, Relaxed);
+            return None;
+        };
+        let Some(meta) = found else {
+            self.counters.old_misses.fetch_add(1, Relaxed);
+            return None;
+        };
+        self.counters.old_hits.fetch_add(1, Relaxed);
+        let item = Item {
+            value: meta.value.clone().unwrap_or_default(),
+            flags: meta
+                .flag_u64(b'f')
+                .and_then(|f| u32::try_from(f).ok())
+                .unwrap_or(0),
+            cas: None,
+        };
+        match exptime(meta.ttl()) {
+            None => {
+                self.counters.backfill_skipped.fetch_add(1, Relaxed);
+            }
+            Some(exptime) => {
+                let added = new
+                    .store(StoreCommand::Add, key, &item.value, item.flags, exptime)
+                    .await;
+                let counter = match added {
+                    Ok(outcome) if outcome.applied() => &self.counters.backfills,
+                    Ok(_) => &self.counters.backfill_skipped,
+                    Err(_) => &self.counters.backfill_failed,
+                };
+                counter.fetch_add(1, Relaxed);
+            }
+        }
+        Some(item)
+    }
+}
+
+/// The exptime carrying a remaining TTL (`t` of `mg`: -1 for no expiry):
+/// `None` when the item is about to expire (nothing worth copying).
+fn exptime(ttl: Option<i64>) -> Option<u32> {
+    match ttl {
+        None | Some(-1) => Some(0),
+        Some(t) if t <= 0 => None,
+        Some(t) if t <= RELATIVE_LIMIT => u32::try_from(t).ok(),
+        // Beyond 30 days memcached reads a Unix time.
+        Some(t) => u32::try_from(unix_now().saturating_add(t.unsigned_abs())).ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remaining_ttls_become_exptimes() {
+        assert_eq!(exptime(Some(-1)), Some(0), "no expiry stays none");
+        assert_eq!(exptime(None), Some(0));
+        assert_eq!(exptime(Some(0)), None, "about to expire: not copied");
+        assert_eq!(exptime(Some(300)), Some(300));
+        assert_eq!(exptime(Some(RELATIVE_LIMIT)), Some(RELATIVE_LIMIT as u32));
+        let absolute = exptime(Some(RELATIVE_LIMIT + 1)).unwrap();
+        let now = unix_now() as u32;
+        assert!(
+            absolute >= now + RELATIVE_LIMIT as u32,
+            "{absolute} vs {now}"
+        );
+    }
+}

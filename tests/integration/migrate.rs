@@ -1,0 +1,164 @@
+//! Migration mode against real memcached: 20,000 keys written with native
+//! (modulo) hashing on 3 servers, some with a TTL; the client switches to
+//! ketama on 4 servers with `migrate_from` the old layout. Every key reads
+//! back (100 % hits); the second read of each is served by the new
+//! placement (the servers' own counters: no miss anywhere); TTLs carry over;
+//! a key deleted during the migration stays deleted; writes go only where
+//! the new layout puts keys.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use memgroup::client::{Client, MetaFlag};
+use memgroup::hash::HashStrategy;
+use memgroup::topology::{ClusterSpec, Topology};
+
+use crate::support::{Memcached, raw, server_list};
+
+const KEYS: usize = 20_000;
+
+fn key(i: usize) -> String {
+    format!("user:{i}")
+}
+
+/// Keys with a TTL: every tenth.
+fn has_ttl(i: usize) -> bool {
+    i % 10 == 0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_layout_reads_through_to_the_old_and_backfills() {
+    let servers: Vec<Memcached> = (0..4).map(|_| Memcached::spawn()).collect();
+    let old_spec = ClusterSpec::parse_server_list(&server_list(&servers[..3]))
+        .unwrap()
+        .with_hash(HashStrategy::Native);
+    let new_spec = ClusterSpec::parse_server_list(&server_list(&servers))
+        .unwrap()
+        .with_hash(HashStrategy::Ketama);
+    let old = Client::builder()
+        .cluster(old_spec.clone())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let old = old.clone();
+            tokio::spawn(async move {
+                for i in (w..KEYS).step_by(8) {
+                    let exptime = if has_ttl(i) { 300 } else { 0 };
+                    old.set(key(i), key(i), exptime).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let client = Client::builder()
+        .cluster(new_spec.clone())
+        .migrate_from(old_spec)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    // Where the new layout puts each key, and how many move.
+    let new_topology = Topology::new(new_spec).unwrap();
+    let old_topology = Topology::new(
+        ClusterSpec::parse_server_list(&server_list(&servers[..3]))
+            .unwrap()
+            .with_hash(HashStrategy::Native),
+    )
+    .unwrap();
+    let home = |t: &Topology, i: usize| {
+        t.servers()[t.groups()[0].server_for(key(i).as_bytes()).0].to_string()
+    };
+    let moved: Vec<usize> = (0..KEYS)
+        .filter(|&i| home(&old_topology, i) != home(&new_topology, i))
+        .collect();
+    assert!(
+        moved.len() > KEYS / 2,
+        "modulo to ketama moves most keys: {}",
+        moved.len()
+    );
+
+    // A key that moved, deleted before anyone read it: gone from both.
+    let deleted = moved[0];
+    client.delete(key(deleted)).await.unwrap();
+
+    let stat =
+        |name: &str| -> Vec<u64> { servers.iter().map(|s| raw::stat(s.addr(), name)).collect() };
+    let sets_before = stat("cmd_set");
+    // First pass (16 callers): every key but the deleted one is a hit.
+    let readers: Vec<_> = (0..16)
+        .map(|r| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut hits = 0;
+                for i in (r..KEYS).step_by(16) {
+                    let item = client.get(key(i)).await.unwrap();
+                    if i == deleted {
+                        assert!(item.is_none(), "a deleted key came back");
+                        continue;
+                    }
+                    assert_eq!(item.expect("every key reads back").value, key(i));
+                    hits += 1;
+                }
+                hits
+            })
+        })
+        .collect();
+    let mut hits = 0;
+    for r in readers {
+        hits += r.await.unwrap();
+    }
+    assert_eq!(hits, KEYS - 1);
+    let migration = client.status().migration.unwrap();
+    assert_eq!(migration.old_hits as usize, moved.len() - 1);
+    assert_eq!(migration.backfills as usize, moved.len() - 1);
+    assert_eq!((migration.old_errors, migration.backfill_failed), (0, 0));
+
+    // The writes went exactly where the new layout puts the moved keys.
+    let sets_after = stat("cmd_set");
+    let mut expected: HashMap<String, u64> = HashMap::new();
+    for &i in &moved[1..] {
+        *expected.entry(home(&new_topology, i)).or_default() += 1;
+    }
+    for (s, (before, after)) in servers.iter().zip(sets_before.iter().zip(&sets_after)) {
+        let want = expected.get(&s.addr_string()).copied().unwrap_or(0);
+        assert_eq!(after - before, want, "sets on {}", s.addr_string());
+    }
+
+    // Second pass: served by the new placement, no miss on any server.
+    let (hits_before, misses_before) = (stat("get_hits"), stat("get_misses"));
+    let keys: Vec<String> = (0..KEYS).filter(|&i| i != deleted).map(key).collect();
+    for chunk in keys.chunks(500) {
+        assert_eq!(client.get_multi(chunk).await.unwrap().len(), chunk.len());
+    }
+    let (hits_after, misses_after) = (stat("get_hits"), stat("get_misses"));
+    let delta = |a: &[u64], b: &[u64]| -> u64 { a.iter().zip(b).map(|(a, b)| a - b).sum() };
+    assert_eq!(
+        delta(&misses_after, &misses_before),
+        0,
+        "a key was missing from its new home"
+    );
+    assert_eq!(delta(&hits_after, &hits_before) as usize, KEYS - 1);
+    assert_eq!(
+        client.status().migration.unwrap().old_hits as usize,
+        moved.len() - 1
+    );
+
+    // TTLs carried over: the moved keys with one still have ~300 s, the others none.
+    for &i in moved[1..].iter().take(200) {
+        let meta = client
+            .meta_get(key(i), &[MetaFlag::ReturnTtl])
+            .await
+            .unwrap()
+            .expect("backfilled");
+        let ttl = meta.ttl().unwrap();
+        if has_ttl(i) {
+            assert!((290..=300).contains(&ttl), "{}: ttl {ttl}", key(i));
+        } else {
+            assert_eq!(ttl, -1, "{}: no expiry stays none", key(i));
+        }
+    }
+    assert!(client.get(key(deleted)).await.unwrap().is_none());
+}
