@@ -13,7 +13,7 @@ use memgroup::client::{Client, MetaFlag};
 use memgroup::hash::HashStrategy;
 use memgroup::topology::{ClusterSpec, Topology};
 
-use crate::support::{Memcached, raw, server_list};
+use crate::support::{Memcached, memgroup_ok, raw, server_list};
 
 const KEYS: usize = 20_000;
 
@@ -161,4 +161,71 @@ async fn a_new_layout_reads_through_to_the_old_and_backfills() {
         }
     }
     assert!(client.get(key(deleted)).await.unwrap().is_none());
+}
+
+/// The tool: `route --compare` reports the share that moves (modulo 3 -> 4
+/// servers ~75 %, ketama ~25 %), from a sample or the keys in the cluster;
+/// `--migrate-from` reads through to the old layout.
+#[test]
+fn the_tool_plans_and_migrates() {
+    let servers: Vec<Memcached> = (0..4).map(|_| Memcached::spawn()).collect();
+    let (old, new) = (server_list(&servers[..3]), server_list(&servers));
+    let run = memgroup_ok;
+    let share = |hash: &str, extra: &[&str]| -> (u64, f64) {
+        let mut args = vec![
+            "--json",
+            "--servers",
+            &new,
+            "--hash",
+            hash,
+            "route",
+            "--compare",
+            &old,
+        ];
+        args.extend_from_slice(&["--old-hash", hash]);
+        args.extend_from_slice(extra);
+        let report: serde_json::Value = serde_json::from_str(&run(&args)).unwrap();
+        let group = &report["groups"][0];
+        (
+            report["keys"].as_u64().unwrap(),
+            group["share"].as_f64().unwrap(),
+        )
+    };
+    let (keys, native) = share("native", &[]);
+    assert_eq!(keys, 10_000);
+    assert!((0.70..0.80).contains(&native), "native moved {native}");
+    let (_, ketama) = share("ketama", &[]);
+    assert!((0.15..0.35).contains(&ketama), "ketama moved {ketama}");
+
+    // 300 keys stored under the old layout (native), listed from the cluster.
+    for i in 0..300 {
+        run(&[
+            "--servers",
+            &old,
+            "--hash",
+            "native",
+            "set",
+            &key(i),
+            &key(i),
+        ]);
+    }
+    let (keys, native) = share("native", &["--from-cluster"]);
+    assert_eq!(keys, 300);
+    assert!((0.6..0.9).contains(&native), "{native}");
+    // Migration mode from the tool: every key reads back under ketama on 4.
+    for i in (0..300).step_by(7) {
+        let value = run(&[
+            "--servers",
+            &new,
+            "--hash",
+            "ketama",
+            "--migrate-from",
+            &old,
+            "--old-hash",
+            "native",
+            "get",
+            &key(i),
+        ]);
+        assert_eq!(value, key(i));
+    }
 }

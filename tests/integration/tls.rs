@@ -12,7 +12,7 @@ use memgroup_testkit::Pki;
 
 use memgroup::client::Credentials;
 
-use crate::support::{HeldClock, Memcached, metadump_lists};
+use crate::support::{HeldClock, Memcached, memgroup_ok, metadump_lists};
 
 fn builder(server: &Memcached) -> ClientBuilder {
     Client::builder()
@@ -227,22 +227,7 @@ fn the_tool_works_over_tls_with_logins() {
     );
     let ca = pki.ca().display().to_string();
     let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
-    let run = |args: &[&str]| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
-            .args(args)
-            .env_remove("MEMGROUP_PASSWORD")
-            .env_remove("MEMCACHED_SERVERS")
-            .env_remove("MEMGROUP_GROUPS")
-            .env_remove("MEMGROUP_CONFIG")
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let run = memgroup_ok;
     let password = password_file.to_str().unwrap();
     let flags = |rest: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = [

@@ -59,6 +59,8 @@ pub(crate) struct ClientSettings {
     pub(crate) tls: Option<TlsConfig>,
     /// Groups' own logins and TLS.
     pub(crate) groups: Vec<GroupSecurity>,
+    /// Migration mode: the old layout.
+    pub(crate) migrate_from: Option<ClusterSpec>,
 }
 
 /// A group's own login and TLS (from the file).
@@ -70,7 +72,7 @@ pub(crate) struct GroupSecurity {
 }
 
 /// Where the cluster is and how to talk to it.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub(crate) struct ClusterArgs {
     /// One group of servers: `host:port[:weight],…` (libmemcached form), or
     /// a `memcache://[user:password@]host:port,…?param=…` URL.
@@ -145,6 +147,19 @@ pub(crate) struct ClusterArgs {
     /// Verify the servers' certificates for this name instead of each host.
     #[arg(long, global = true, value_name = "NAME")]
     pub(crate) tls_server_name: Option<String>,
+    /// Migration mode: the layout the cache was filled under (a cluster.toml
+    /// path, a server list, EVCache groups or a memcache:// URL). Reads that
+    /// miss fall through to it and backfill the new layout; deletes go to
+    /// both. Also `migrate_from = "old.toml"` in cluster.toml.
+    #[arg(long, global = true, value_name = "OLD")]
+    pub(crate) migrate_from: Option<String>,
+    /// The hashing strategy of the old layout, when given as a list (for
+    /// --migrate-from and `route --compare`).
+    #[arg(long, global = true, value_name = "STRATEGY")]
+    pub(crate) old_hash: Option<HashStrategy>,
+    /// Set while reading an old layout: one that migrates itself is refused.
+    #[arg(skip)]
+    pub(crate) reading_old_layout: bool,
     /// Read fallback: never, one-more, all-copies.
     #[arg(long, global = true)]
     pub(crate) read_fallback: Option<ReadFallback>,
@@ -174,6 +189,8 @@ struct FileConfig {
     password_file: Option<PathBuf>,
     failover: Option<bool>,
     tls: Option<FileTls>,
+    /// Migration mode: the old layout (see `--migrate-from`).
+    migrate_from: Option<String>,
     #[serde(default)]
     groups: Vec<FileGroup>,
 }
@@ -243,6 +260,26 @@ fn password(file: Option<&PathBuf>) -> Result<String, Failure> {
         None => std::env::var("MEMGROUP_PASSWORD")
             .map_err(|_| usage("--username needs --password-file or MEMGROUP_PASSWORD")),
     }
+}
+
+/// An old layout (for migration and `route --compare`): a cluster.toml
+/// path, a `memcache://` URL, EVCache groups (`sg1=h:p,…;sg2=…`) or a server
+/// list; `hash` overrides its hashing.
+pub(crate) fn old_layout(text: &str, hash: Option<HashStrategy>) -> Result<ClusterSpec, Failure> {
+    let mut args = ClusterArgs::default();
+    if std::path::Path::new(text).is_file() {
+        args.config = Some(PathBuf::from(text));
+    } else if text.contains('=') && !text.starts_with("memcache://") {
+        args.groups = Some(text.to_string());
+    } else {
+        args.servers = Some(text.to_string());
+    }
+    args.hash = hash;
+    args.reading_old_layout = true;
+    let (spec, _) = args.spec().map_err(|e| match e {
+        Failure::Usage(m) | Failure::Op(m) => usage(format!("the old layout {text:?}: {m}")),
+    })?;
+    Ok(spec)
 }
 
 fn usage(message: impl Into<String>) -> Failure {
@@ -463,6 +500,15 @@ impl ClusterArgs {
             credentials,
             tls,
             groups,
+            migrate_from: match self.migrate_from.as_ref().or(file.migrate_from.as_ref()) {
+                Some(_) if self.reading_old_layout => {
+                    return Err(usage(
+                        "an old layout that is itself migrating: chains are not supported",
+                    ));
+                }
+                Some(old) => Some(old_layout(old, self.old_hash)?),
+                None => None,
+            },
         };
         Ok((spec, timeouts))
     }
@@ -488,6 +534,9 @@ impl ClusterArgs {
         }
         if let Some(tls) = timeouts.tls {
             builder = builder.tls(tls);
+        }
+        if let Some(old) = timeouts.migrate_from {
+            builder = builder.migrate_from(old);
         }
         for own in timeouts.groups {
             if let Some(credentials) = own.credentials {

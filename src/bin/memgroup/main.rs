@@ -8,6 +8,7 @@ mod bench;
 mod config;
 mod ops;
 mod output;
+mod plan;
 mod status;
 mod warm;
 
@@ -96,15 +97,28 @@ impl ConditionalArgs {
 enum Command {
     /// Show which server (in each group) every key maps to.
     #[command(
-        after_help = "Examples:\n  memgroup --servers h1:11211,h2:11211 --hash native route user:42\n  memgroup --config cluster.toml route user:42 --all-strategies"
+        after_help = "Examples:\n  memgroup --servers h1:11211,h2:11211 --hash native route user:42\n  memgroup --config cluster.toml route user:42 --all-strategies\n  memgroup --servers h1:11211,h2:11211,h3:11211,h4:11211 --hash ketama route --compare h1:11211,h2:11211,h3:11211 --old-hash native\n  memgroup --config new.toml route --compare old.toml --from-cluster"
     )]
     Route {
-        /// The keys.
-        #[arg(required = true)]
+        /// The keys (with --compare: optional, else a sample).
+        #[arg(required_unless_present = "compare")]
         keys: Vec<String>,
         /// A table across every hashing strategy.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "compare")]
         all_strategies: bool,
+        /// Plan a layout change: what share of keys moves from the OLD
+        /// layout (a cluster.toml path, a server list, EVCache groups or a
+        /// memcache:// URL; --old-hash for its hashing) to the configured
+        /// one, per server from -> to.
+        #[arg(long, value_name = "OLD")]
+        compare: Option<String>,
+        /// With --compare and no keys: this many sample keys (key:0, key:1, …).
+        #[arg(long, default_value_t = 10_000, requires = "compare")]
+        sample: usize,
+        /// With --compare: the keys stored on the old layout's servers
+        /// (lru_crawler metadump) instead of a sample.
+        #[arg(long, requires = "compare")]
+        from_cluster: bool,
     },
     /// Read keys (local group first, falling back per the read policy).
     #[command(
@@ -393,7 +407,15 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
         Command::Route {
             keys,
+            compare: Some(old),
+            sample,
+            from_cluster,
+            ..
+        } => plan::compare(&cli.cluster, &old, &keys, sample, from_cluster, json).await,
+        Command::Route {
+            keys,
             all_strategies,
+            ..
         } => ops::route(&cli.cluster, &keys, all_strategies, json),
         Command::Get { keys } => ops::get(&cli.cluster.client()?, &keys, json).await,
         Command::Set {

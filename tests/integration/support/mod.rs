@@ -186,3 +186,23 @@ pub async fn metadump_lists(client: &memgroup::client::Client, server: &str, key
     }
     false
 }
+
+/// Runs the built `memgroup` tool with `args`, with none of its environment
+/// settings inherited; asserts it succeeded and returns its stdout.
+pub fn memgroup_ok(args: &[&str]) -> String {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args(args)
+        .env_remove("MEMGROUP_PASSWORD")
+        .env_remove("MEMCACHED_SERVERS")
+        .env_remove("MEMGROUP_GROUPS")
+        .env_remove("MEMGROUP_CONFIG")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}

@@ -1,0 +1,117 @@
+//! `route --compare OLD`: planning a layout change. For a sample of keys,
+//! the given keys, or the keys stored on the old layout's servers, which
+//! server each key lives on before and after, per group: the share that
+//! moves (a cold miss each, unless the client runs in migration mode) and
+//! the moves per server, from -> to.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use memgroup::topology::{GroupId, Topology};
+use serde_json::json;
+
+use crate::Failure;
+use crate::config::{ClusterArgs, old_layout};
+use crate::output::{self, outln};
+
+pub(crate) async fn compare(
+    cluster: &ClusterArgs,
+    old: &str,
+    keys: &[String],
+    sample: usize,
+    from_cluster: bool,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let (new_spec, settings) = cluster.spec()?;
+    let old_spec = old_layout(old, cluster.old_hash)?;
+    let usage = |e: memgroup::topology::TopologyError| Failure::Usage(e.to_string());
+    let new = Topology::new(new_spec).map_err(usage)?;
+    let old_topology = Topology::new(old_spec.clone()).map_err(usage)?;
+    let keys: Vec<Vec<u8>> = if !keys.is_empty() {
+        keys.iter().map(|k| k.as_bytes().to_vec()).collect()
+    } else if from_cluster {
+        let client = cluster.client_for(old_spec, settings.clone())?;
+        let mut stored = Vec::new();
+        for server in old_topology.servers() {
+            let dump = client
+                .metadump(
+                    &server.to_string(),
+                    settings.op.max(std::time::Duration::from_secs(1)),
+                    usize::MAX,
+                )
+                .await?;
+            stored.extend(dump.into_iter().map(|entry| entry.key));
+        }
+        stored.sort_unstable();
+        stored.dedup();
+        stored
+    } else {
+        (0..sample)
+            .map(|i| format!("key:{i}").into_bytes())
+            .collect()
+    };
+    if keys.is_empty() {
+        return Err(Failure::Op("no keys to compare".into()));
+    }
+    let mut records = Vec::new();
+    for (gi, group) in new.groups().iter().enumerate() {
+        // The old group of the same name, or the only one.
+        let old_group = old_topology
+            .group_by_name(group.name())
+            .or_else(|| (old_topology.groups().len() == 1).then_some(GroupId(0)));
+        let Some(og) = old_group else {
+            outln!(
+                "group {}: new (no group of that name in the old layout)",
+                group.name()
+            );
+            continue;
+        };
+        let home = |t: &Topology, g: GroupId, key: &[u8]| {
+            let wire = t.wire_key(g, key);
+            t.servers()[t.group(g).server_for(&wire).0].to_string()
+        };
+        let mut moves: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut moved = 0usize;
+        for key in &keys {
+            let (from, to) = (home(&old_topology, og, key), home(&new, GroupId(gi), key));
+            if from != to {
+                moved += 1;
+                *moves.entry((from, to)).or_default() += 1;
+            }
+        }
+        let share = moved as f64 / keys.len() as f64;
+        let mut moves: Vec<((String, String), usize)> = moves.into_iter().collect();
+        moves.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        if json {
+            records.push(json!({
+                "group": group.name(), "keys": keys.len(), "moved": moved, "share": share,
+                "moves": moves.iter().map(|((from, to), n)| json!({"from": from, "to": to, "keys": n})).collect::<Vec<_>>(),
+            }));
+            continue;
+        }
+        outln!(
+            "group {}: {moved} of {} keys move ({:.1} %)",
+            group.name(),
+            keys.len(),
+            share * 100.0
+        );
+        let rows: Vec<Vec<String>> = moves
+            .iter()
+            .map(|((from, to), n)| {
+                vec![
+                    from.clone(),
+                    to.clone(),
+                    n.to_string(),
+                    format!("{:.1} %", *n as f64 * 100.0 / keys.len() as f64),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            output::table(&["FROM", "TO", "KEYS", "SHARE"], &rows);
+        }
+    }
+    if json {
+        output::json(&json!({"keys": keys.len(), "groups": records}));
+    }
+    Ok(ExitCode::SUCCESS)
+}
