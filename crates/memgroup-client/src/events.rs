@@ -43,6 +43,12 @@ pub enum Event {
         /// Of how many written to.
         groups: usize,
     },
+    /// A new cluster description could not be applied (a watched file that
+    /// cannot be read or parsed); the topology stays as it was.
+    TopologyRejected {
+        /// Why.
+        error: Error,
+    },
     /// The topology was replaced ([`Client::set_topology`](crate::Client::set_topology)).
     TopologyChanged {
         /// Servers the new topology added.
@@ -75,6 +81,9 @@ impl fmt::Display for Event {
                 failed.len(),
                 failed.join(", ")
             ),
+            Event::TopologyRejected { error } => {
+                write!(f, "new topology rejected: {}", error.chain())
+            }
             Event::TopologyChanged { added, removed } => write!(
                 f,
                 "topology changed: {} servers added, {} removed",
@@ -157,6 +166,9 @@ fn log(event: &Event) {
             groups,
             "write missed its policy"
         ),
+        Event::TopologyRejected { error } => {
+            tracing::warn!(error = %error.chain(), "new topology rejected");
+        }
         Event::TopologyChanged { added, removed } => tracing::info!(
             added = %added.join(","),
             removed = %removed.join(","),

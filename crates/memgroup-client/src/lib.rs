@@ -84,6 +84,7 @@ mod trace;
 mod transport;
 mod typed;
 pub mod value;
+mod watch;
 mod write;
 
 pub use admin::Probe;
@@ -98,6 +99,7 @@ pub use migrate::MigrationStatus;
 pub use stats::{Counters, GroupStatus, ServerState, ServerStatus, Status};
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;
+pub use watch::Watcher;
 
 /// `Client` is shared across tasks: checked at compile time.
 const _: () = {

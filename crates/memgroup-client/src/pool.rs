@@ -362,6 +362,15 @@ impl Pool {
         }
     }
 
+    /// Lets go of every connection of `server` (requests in flight finish on
+    /// them); the next request connects anew.
+    pub(crate) fn release_server(&self, snap: &Snapshot, server: ServerId) {
+        for slot in &snap.slots[server.0] {
+            let released = slot.conn.lock().take();
+            drop(released);
+        }
+    }
+
     /// Why `server` refused the last login, if it did (its slots remember).
     pub(crate) fn refused(&self, snap: &Snapshot, server: ServerId) -> Option<Error> {
         snap.slots[server.0]

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use clap::Args;
 use memgroup::client::value::ValueFormat;
-use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig};
+use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig, Watcher};
 use memgroup::hash::{HashStrategy, NodeNaming};
 use memgroup::topology::{ClusterSpec, GroupSpec, ReadFallback, WritePolicy};
 use serde::Deserialize;
@@ -511,6 +511,25 @@ impl ClusterArgs {
             },
         };
         Ok((spec, timeouts))
+    }
+
+    /// Makes a long-running command (bench, warm, status --watch) follow
+    /// changes to the `--config` file, checked every second; `adjust` is
+    /// applied to each new description as it was to the first. `None`
+    /// without a file (the cluster then comes from flags only).
+    pub(crate) fn watch(
+        &self,
+        client: &Client,
+        adjust: impl Fn(ClusterSpec) -> ClusterSpec + Send + 'static,
+    ) -> Option<Watcher> {
+        let path = self.config.clone()?;
+        let args = self.clone();
+        Some(
+            client.watch_file(path, Duration::from_secs(1), move |_| match args.spec() {
+                Ok((spec, _)) => Ok(adjust(spec)),
+                Err(Failure::Usage(m) | Failure::Op(m)) => Err(m),
+            }),
+        )
     }
 
     /// A client for the configured cluster (connections open lazily).

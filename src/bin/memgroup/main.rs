@@ -526,6 +526,10 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             .await
         }
         Command::Warm(args) => warm::run(&cli.cluster, &args, json).await,
-        Command::Bench(args) => bench::run(&cli.cluster.client()?, &args, json).await,
+        Command::Bench(args) => {
+            let client = cli.cluster.client()?;
+            let _watch = cli.cluster.watch(&client, |spec| spec);
+            bench::run(&client, &args, json).await
+        }
     }
 }

@@ -23,6 +23,7 @@ pub(crate) async fn run(
         None => None,
     };
     let client = cluster.client()?;
+    let _watch = every.and_then(|_| cluster.watch(&client, |spec| spec));
     loop {
         let code = once(&client, json).await;
         let Some(every) = every else {

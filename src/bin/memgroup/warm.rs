@@ -94,16 +94,22 @@ fn only_group(spec: &ClusterSpec, name: &str) -> ClusterSpec {
     one
 }
 
+/// Dumped keys are already wire keys: sanitizing them again would
+/// double-encode, so the warmer's clients send them as they are.
+fn as_dumped(mut spec: ClusterSpec) -> ClusterSpec {
+    for g in &mut spec.groups {
+        g.locator.sanitize_keys = false;
+    }
+    spec
+}
+
 pub(crate) async fn run(
     cluster: &ClusterArgs,
     args: &WarmArgs,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let (mut spec, timeouts) = cluster.spec()?;
-    // Dumped keys are already wire keys: sanitizing them again would double-encode.
-    for g in &mut spec.groups {
-        g.locator.sanitize_keys = false;
-    }
+    let (spec, timeouts) = cluster.spec()?;
+    let spec = as_dumped(spec);
     for name in std::iter::once(&args.from).chain(&args.to) {
         if !spec.groups.iter().any(|g| &g.name == name) {
             return Err(Failure::Usage(format!("unknown group {name:?}")));
@@ -115,6 +121,8 @@ pub(crate) async fn run(
         ));
     }
     let writer = cluster.client_for(spec.clone(), timeouts.clone())?;
+    // A target group's servers may change during a long warm.
+    let _watch = cluster.watch(&writer, as_dumped);
     let reader = cluster.client_for(only_group(&spec, &args.from), timeouts.clone())?;
     let topology = reader.topology();
     let sources: Vec<String> = topology.servers().iter().map(ToString::to_string).collect();

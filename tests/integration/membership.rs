@@ -1,0 +1,197 @@
+//! Live membership with real memcached: under a running load, the watched
+//! server list gains a server and loses another. No operation fails, the
+//! removed server's connections close (its own `curr_connections` returns to
+//! what it was), keys go where the new layout says, and a file that does not
+//! parse is rejected without touching the topology.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use memgroup::client::{Client, Event};
+use memgroup::topology::{ClusterSpec, Topology};
+
+use crate::support::{Memcached, raw, server_list};
+
+/// Polls `done` every 10 ms for up to 5 s.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_server_list_changes_under_load() {
+    let servers: Vec<Memcached> = (0..4).map(|_| Memcached::spawn()).collect();
+    let (a, b, c, d) = (&servers[0], &servers[1], &servers[2], &servers[3]);
+    let dir = std::env::temp_dir().join(format!("memgroup-membership-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("servers");
+    std::fs::write(&file, server_list(&servers[..3])).unwrap();
+    // memcached counts its own connections; this one is the stat call's.
+    let baseline = raw::stat(c.addr(), "curr_connections");
+
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let client = Client::builder()
+        .servers(&std::fs::read_to_string(&file).unwrap())
+        .unwrap()
+        .pool_size(2)
+        .on_event(move |e| seen.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    let _watcher = client.watch_file(&file, Duration::from_millis(20), |text| {
+        ClusterSpec::parse_server_list(text.trim())
+    });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ops, failures) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let load: Vec<_> = (0..8)
+        .map(|t| {
+            let (client, stop, ops, failures) =
+                (client.clone(), stop.clone(), ops.clone(), failures.clone());
+            tokio::spawn(async move {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("load:{t}:{}", i % 500);
+                    let ok =
+                        client.set(&key, "v", 0).await.is_ok() && client.get(&key).await.is_ok();
+                    ops.fetch_add(1, Ordering::Relaxed);
+                    if !ok {
+                        failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    eventually("the load to reach C", || {
+        raw::stat(c.addr(), "curr_connections") > baseline
+    })
+    .await;
+
+    // A file that does not parse: rejected, nothing changes.
+    std::fs::write(&file, "not a server list").unwrap();
+    eventually("the rejection", || {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, Event::TopologyRejected { .. }))
+    })
+    .await;
+    assert_eq!(client.topology().servers().len(), 3);
+
+    // C leaves, D joins.
+    let new_list = format!(
+        "{},{},{}",
+        a.addr_string(),
+        b.addr_string(),
+        d.addr_string()
+    );
+    std::fs::write(&file, &new_list).unwrap();
+    eventually("the new topology", || {
+        client
+            .topology()
+            .servers()
+            .iter()
+            .any(|s| s.to_string() == d.addr_string())
+    })
+    .await;
+    let before = ops.load(Ordering::Relaxed);
+    eventually("more load on the new layout", || {
+        ops.load(Ordering::Relaxed) > before + 2000
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for task in load {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "operations failed across the change"
+    );
+    // C's connections closed once their last requests were done.
+    eventually("C's connections to close", || {
+        raw::stat(c.addr(), "curr_connections") == baseline
+    })
+    .await;
+    // Keys land where the new layout says.
+    let layout = Topology::new(ClusterSpec::parse_server_list(&new_list).unwrap()).unwrap();
+    for i in 0..50 {
+        let key = format!("after:{i}");
+        client.set(&key, "x", 0).await.unwrap();
+        let home = &layout.servers()[layout.groups()[0].server_for(key.as_bytes()).0];
+        let at = servers
+            .iter()
+            .find(|s| s.addr_string() == home.to_string())
+            .unwrap();
+        assert_eq!(
+            raw::get(at.addr(), key.as_bytes()).as_deref(),
+            Some(&b"x"[..])
+        );
+    }
+    assert!(events.lock().unwrap().iter().any(|e| matches!(e,
+        Event::TopologyChanged { added, removed }
+            if added == &[d.addr_string()] && removed == &[c.addr_string()])));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The tool's long-running commands follow their `--config` file:
+/// `status --watch` reports the server the file gains, without a restart.
+#[test]
+fn status_watch_follows_the_config_file() {
+    use std::io::BufRead;
+
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
+    let dir = std::env::temp_dir().join(format!("memgroup-watch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("cluster.toml");
+    let write = |servers: &[Memcached]| {
+        let list: Vec<String> = servers
+            .iter()
+            .map(|s| format!("{:?}", s.addr_string()))
+            .collect();
+        let text = format!(
+            "[[groups]]\nname = \"sg1\"\nservers = [{}]\n",
+            list.join(", ")
+        );
+        std::fs::write(&config, text).unwrap();
+    };
+    write(&servers[..2]);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--json",
+            "status",
+            "--watch",
+            "0.2",
+        ])
+        .env_remove("MEMCACHED_SERVERS")
+        .env_remove("MEMGROUP_GROUPS")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let count = |line: &str| -> usize {
+        let report: serde_json::Value = serde_json::from_str(line).unwrap();
+        report["servers"].as_array().unwrap().len()
+    };
+    assert_eq!(count(&lines.next().unwrap().unwrap()), 2);
+    write(&servers);
+    let mut seen = 2;
+    for _ in 0..50 {
+        seen = count(&lines.next().unwrap().unwrap());
+        if seen == 3 {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(seen, 3, "status --watch never showed the added server");
+}
