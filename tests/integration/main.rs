@@ -9,6 +9,7 @@ mod cli;
 mod client;
 mod hostile;
 mod interop;
+mod longkeys;
 mod membership;
 mod migrate;
 mod proto;

@@ -12,6 +12,7 @@ use crate::client::{Client, Parts};
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::{Event, Events, Observe};
+use crate::longkey::LongKeys;
 use crate::migrate::Migration;
 use crate::pool::GroupSecurity;
 use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
@@ -52,6 +53,7 @@ pub struct ClientBuilder {
     observe: Observe,
     /// The old cluster, in migration mode.
     migrate_from: Option<ClusterSpec>,
+    long_keys: Option<LongKeys>,
 }
 
 /// A group's own TLS and credentials, as given to the builder.
@@ -83,6 +85,7 @@ impl Default for ClientBuilder {
             groups: Vec::new(),
             observe: Observe::default(),
             migrate_from: None,
+            long_keys: None,
         }
     }
 }
@@ -368,6 +371,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Store keys longer than the limit (memcached's 250 bytes by default)
+    /// under a digest key, the value in an envelope holding the key, checked
+    /// on every read ([`crate::longkey`]). Off by default; cluster-wide.
+    pub fn long_keys(mut self, long_keys: LongKeys) -> Self {
+        self.long_keys = Some(long_keys);
+        self
+    }
+
     /// The client of the old cluster, in migration mode.
     fn old_client(&self, old: ClusterSpec) -> Result<Client, Error> {
         let mut builder = self.clone();
@@ -427,6 +438,7 @@ impl ClientBuilder {
             timeout: self.op_timeout,
             values: self.values,
             migration,
+            long_keys: self.long_keys,
         }))
     }
 

@@ -17,6 +17,7 @@ use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::Observe;
+use crate::longkey::LongKeys;
 use crate::migrate::Migration;
 use crate::pool::{GroupSecurity, Pool, Snapshot, now};
 use crate::trace::{self, Attempt};
@@ -44,11 +45,15 @@ pub(crate) struct Inner {
     pub(crate) trace_keys: bool,
     /// The old placement, in migration mode.
     pub(crate) migration: Option<Migration>,
+    /// Long keys stored under digests, when on.
+    pub(crate) long_keys: Option<LongKeys>,
 }
 
 /// A key as it goes on the wire: transformed (sanitized) and validated.
 pub(crate) struct WireKey<'k> {
     pub(crate) bytes: Cow<'k, [u8]>,
+    /// For a long key stored under a digest: the key its envelope holds.
+    pub(crate) long: Option<Vec<u8>>,
 }
 
 impl WireKey<'_> {
@@ -67,6 +72,7 @@ pub(crate) struct Parts {
     pub(crate) timeout: Duration,
     pub(crate) values: Codec,
     pub(crate) migration: Option<Migration>,
+    pub(crate) long_keys: Option<LongKeys>,
 }
 
 impl Client {
@@ -84,6 +90,7 @@ impl Client {
                 max_value_size: parts.max_value_size,
                 trace_keys: parts.observe.trace_keys,
                 migration: parts.migration,
+                long_keys: parts.long_keys,
             }),
             timeout: parts.timeout,
             values: parts.values,
@@ -126,11 +133,24 @@ impl Client {
     }
 
     /// Applies the key transform and validates the result: invalid keys are
-    /// refused here, before any byte is written.
-    pub(crate) fn wire_key<'k>(snap: &Snapshot, key: &'k [u8]) -> Result<WireKey<'k>, Error> {
+    /// refused here, before any byte is written. A long key, when long keys
+    /// are on, becomes its digest key ([`crate::longkey`]).
+    pub(crate) fn wire_key<'k>(
+        &self,
+        snap: &Snapshot,
+        key: &'k [u8],
+    ) -> Result<WireKey<'k>, Error> {
         let bytes = snap.topology.wire_key(GroupId(0), key);
+        if let Some(long) = self.inner.long_keys.as_ref().filter(|l| l.is_long(&bytes)) {
+            let short = long.short_key(&bytes);
+            Key::new(&short)?;
+            return Ok(WireKey {
+                long: Some(bytes.into_owned()),
+                bytes: Cow::Owned(short),
+            });
+        }
         Key::new(&bytes)?;
-        Ok(WireKey { bytes })
+        Ok(WireKey { bytes, long: None })
     }
 
     pub(crate) fn check_value(&self, value: &[u8]) -> Result<(), Error> {

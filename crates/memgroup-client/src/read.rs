@@ -24,6 +24,7 @@ use crate::client::{Client, WireKey, unexpected};
 use crate::error::{Error, ErrorKind};
 use crate::item::Item;
 use crate::join::{BoxFuture, join_all};
+use crate::longkey;
 use crate::merge::circular;
 use crate::migrate::Migration;
 use crate::pool::{Pool, Snapshot, now};
@@ -37,6 +38,9 @@ trait ReadOp: Sync {
     const BATCHES: bool;
     /// The request for `keys` (exactly one key unless `BATCHES`).
     fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a>;
+    /// A hit for a long key stored in an envelope ([`crate::longkey`]): its
+    /// value unwrapped, or `None` when the envelope holds another key.
+    fn unwrap_long(original: &[u8], hit: Self::Hit) -> Option<Self::Hit>;
     /// Calls `hit(j, …)` for every `keys[j]` the reply holds; the other keys
     /// missed.
     fn hits(
@@ -58,6 +62,11 @@ enum Retrieve {
 impl ReadOp for Retrieve {
     type Hit = Item;
     const BATCHES: bool = true;
+
+    fn unwrap_long(original: &[u8], mut item: Item) -> Option<Item> {
+        item.value = longkey::unwrap(original, &item.value)?;
+        Some(item)
+    }
 
     fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a> {
         match *self {
@@ -95,6 +104,15 @@ struct MetaGet<'f>(&'f [MetaFlag]);
 impl ReadOp for MetaGet<'_> {
     type Hit = MetaResponse;
     const BATCHES: bool = false;
+
+    /// Without the value (no `v` flag) the envelope cannot be checked: the
+    /// reply is returned as it is.
+    fn unwrap_long(original: &[u8], mut meta: MetaResponse) -> Option<MetaResponse> {
+        if let Some(value) = &meta.value {
+            meta.value = Some(longkey::unwrap(original, value)?);
+        }
+        Some(meta)
+    }
 
     fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a> {
         Request::MetaGet {
@@ -290,13 +308,16 @@ impl Client {
     /// Reads one key with `op`.
     async fn read_one<R: ReadOp>(&self, key: &[u8], op: &R) -> Result<Option<R::Hit>, Error> {
         let snap = self.snapshot();
-        let wire = Self::wire_key(&snap, key)?;
+        let wire = self.wire_key(&snap, key)?;
         let mut reads = [KeyRead::new(&snap, &wire, self.rotation())];
         let name = op.request(std::slice::from_ref(&reads[0].key)).command();
         let span = trace::operation_span(self, name, Some(key));
         trace::await_in_span!(span, self.read(&snap, op, &mut reads));
         let [read] = reads;
-        let result = read.outcome(&snap, &self.inner.pool);
+        let mut result = read.outcome(&snap, &self.inner.pool);
+        if let (Some(original), Ok(hit)) = (&wire.long, &mut result) {
+            *hit = hit.take().and_then(|h| R::unwrap_long(original, h));
+        }
         trace::operation_done(&span, &result);
         result
     }
@@ -362,7 +383,7 @@ impl Client {
         for key in keys {
             let key = key.as_ref();
             if seen.insert(&given, key) {
-                wires.push(Self::wire_key(&snap, key)?);
+                wires.push(self.wire_key(&snap, key)?);
                 given.push(key);
             }
         }
@@ -375,10 +396,16 @@ impl Client {
         trace::await_in_span!(span, self.read(&snap, &Retrieve::Get, &mut reads));
         let mut found = HashMap::with_capacity(reads.len());
         let mut error = None;
-        for (key, read) in given.into_iter().zip(reads) {
+        for ((key, read), wire) in given.into_iter().zip(reads).zip(&wires) {
             match read.outcome(&snap, &self.inner.pool) {
                 Ok(Some(item)) => {
-                    found.insert(key.to_vec(), item);
+                    let item = match &wire.long {
+                        Some(original) => Retrieve::unwrap_long(original, item),
+                        None => Some(item),
+                    };
+                    if let Some(item) = item {
+                        found.insert(key.to_vec(), item);
+                    }
                 }
                 Ok(None) => {}
                 Err(e) => error = Some(e),

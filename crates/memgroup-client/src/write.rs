@@ -14,6 +14,7 @@ use crate::error::{Error, ErrorKind};
 use crate::events::Event;
 use crate::item::{GroupOutcome, WriteOutcome};
 use crate::join::{BoxFuture, join_all};
+use crate::longkey;
 use crate::pool::{Snapshot, now};
 use crate::trace::{self, Attempt};
 
@@ -106,10 +107,47 @@ impl Client {
         op: WriteOp<'_>,
     ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
         let snap = self.snapshot();
-        let wire = Self::wire_key(&snap, key)?;
+        let wire = self.wire_key(&snap, key)?;
         let only: Option<Vec<GroupId>> = only
             .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
+        let enveloped;
+        let op = match (&wire.long, op) {
+            (None, op) => op,
+            (
+                Some(original),
+                WriteOp::Store {
+                    command:
+                        command @ (StoreCommand::Set
+                        | StoreCommand::Add
+                        | StoreCommand::Replace
+                        | StoreCommand::Cas(_)),
+                    data,
+                    flags,
+                    exptime,
+                    noreply,
+                },
+            ) => {
+                enveloped = longkey::wrap(original, data)?;
+                WriteOp::Store {
+                    command,
+                    data: &enveloped,
+                    flags,
+                    exptime,
+                    noreply,
+                }
+            }
+            (Some(_), op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. })) => op,
+            (Some(_), other) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "{} cannot apply to a long key: its value is stored in an envelope",
+                        other.request(wire.key()).command()
+                    ),
+                ));
+            }
+        };
         let request = op.request(wire.key());
         let name = request.command();
         let span = trace::operation_span(self, name, Some(key));
