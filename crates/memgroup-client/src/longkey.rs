@@ -28,13 +28,16 @@ use crate::error::{Error, ErrorKind};
 
 const MAGIC: &[u8; 5] = b"MGLK\x01";
 
+/// A digest function of keys.
+pub type DigestFn = dyn Fn(&[u8]) -> Vec<u8> + Send + Sync;
+
 /// How long keys are turned into short ones.
 #[derive(Clone)]
 pub enum KeyDigest {
     /// MD5 of the key (16 bytes, 24 characters of base64).
     Md5,
     /// Any function of the key (for tests: one that collides).
-    Custom(Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>),
+    Custom(Arc<DigestFn>),
 }
 
 impl fmt::Debug for KeyDigest {
