@@ -195,3 +195,41 @@ fn status_watch_follows_the_config_file() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(seen, 3, "status --watch never showed the added server");
 }
+
+/// `reconnect` (what `watch_dns` does when a name moves): the server's
+/// connections are let go and the next requests open new ones.
+#[tokio::test]
+async fn reconnect_opens_new_connections() {
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .pool_size(2)
+        .build()
+        .unwrap();
+    // Requests on both slots: memcached has accepted both connections.
+    for i in 0..10 {
+        client.set(format!("k{i}"), "v", 0).await.unwrap();
+    }
+    let opened = raw::stat(server.addr(), "total_connections");
+    client.reconnect(&server.addr_string()).unwrap();
+    for i in 0..10 {
+        client.set(format!("k{i}"), "v", 0).await.unwrap();
+    }
+    // Two new connections (the pool's), plus the stat call's own.
+    assert_eq!(raw::stat(server.addr(), "total_connections"), opened + 3);
+    assert!(client.reconnect("127.0.0.1:1").is_err());
+    // watch_dns on a name that keeps resolving the same: no reconnect.
+    let by_name = Client::builder()
+        .servers(&format!("localhost:{}", server.addr().port()))
+        .unwrap()
+        .build()
+        .unwrap();
+    by_name.set("k", "v", 0).await.unwrap();
+    by_name.get("k").await.unwrap();
+    let _watcher = by_name.watch_dns(Duration::from_millis(10));
+    let before = raw::stat(server.addr(), "total_connections");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    by_name.get("k").await.unwrap();
+    assert_eq!(raw::stat(server.addr(), "total_connections"), before + 1);
+}

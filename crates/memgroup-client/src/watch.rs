@@ -112,6 +112,8 @@ impl Client {
                         Some((_, before)) if *before != now => {
                             *before = now;
                             client.inner.pool.release_server(&snap, id);
+                            #[cfg(feature = "tracing")]
+                            tracing::info!(server = %name, "address changed; reconnecting");
                         }
                         Some(_) => {}
                         None => known.push((name, now)),
@@ -121,6 +123,23 @@ impl Client {
             }
         });
         Watcher { task }
+    }
+
+    /// Lets go of every connection to `server` (`host:port`, one of the
+    /// cluster's): requests in flight finish on them, the next request
+    /// connects anew (resolving the name again). What [`Client::watch_dns`]
+    /// does when a name's addresses change; also for an operator who moved
+    /// a server behind its name.
+    pub fn reconnect(&self, server: &str) -> Result<(), Error> {
+        let snap = self.snapshot();
+        let id = snap.server_by_name(server).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{server} is not a server of the cluster"),
+            )
+        })?;
+        self.inner.pool.release_server(&snap, id);
+        Ok(())
     }
 
     fn reject(&self, error: Error) {
