@@ -27,13 +27,13 @@ fn main() -> ExitCode {
             compare_tracing()
         }
         Some("compare") => compare(),
-        Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
+        Some("fuzz") => fuzz(&args[1..]),
         Some("ensure-memcached") => ensure_memcached(),
         Some("demo") => demo::demo(),
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing] | fuzz [seconds] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing] | fuzz [--all] [seconds] [--no-sanitizer] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -290,11 +290,23 @@ fn man() -> Result<()> {
     Ok(())
 }
 
-fn fuzz(seconds: Option<&str>) -> Result<()> {
-    let seconds = seconds.unwrap_or("60");
-    seconds
-        .parse::<u64>()
-        .map_err(|_| format!("fuzz: seconds must be a number, got {seconds:?}"))?;
+/// `cargo xtask fuzz [--all] [SECONDS] [--no-sanitizer]`: every target for
+/// SECONDS each (default 60), on the committed seeds (`fuzz/seeds/<target>`)
+/// plus the growing local corpus (`fuzz/corpus/<target>`, not committed);
+/// prints the executions per target. `--no-sanitizer` runs without
+/// AddressSanitizer (several times faster; the crates are safe Rust, the
+/// sanitizer guards the dependencies' unsafe code).
+fn fuzz(args: &[String]) -> Result<()> {
+    let mut seconds = "60".to_string();
+    let mut sanitizer = "address";
+    for arg in args {
+        match arg.as_str() {
+            "--all" => {}
+            "--no-sanitizer" => sanitizer = "none",
+            n if n.parse::<u64>().is_ok() => seconds = n.to_string(),
+            other => return Err(format!("fuzz: unknown argument {other:?}")),
+        }
+    }
     let has_fuzz = Command::new(cargo())
         .args(["fuzz", "--version"])
         .output()
@@ -313,14 +325,65 @@ fn fuzz(seconds: Option<&str>) -> Result<()> {
     if targets.trim().is_empty() {
         return Err("cargo fuzz list found no targets".into());
     }
+    let mut report = Vec::new();
     for target in targets.split_whitespace() {
+        let corpus = format!("fuzz/corpus/{target}");
+        let seeds = format!("fuzz/seeds/{target}");
+        std::fs::create_dir_all(root().join(&corpus)).map_err(|e| e.to_string())?;
+        let mut args = vec![
+            "fuzz",
+            "run",
+            "--fuzz-dir",
+            "fuzz",
+            "-s",
+            sanitizer,
+            target,
+            &corpus,
+        ];
+        if root().join(&seeds).is_dir() {
+            args.push(&seeds);
+        }
+        args.extend(["--", &max_time, "-print_final_stats=1"]);
+        eprintln!("$ cargo {}", args.join(" "));
         // cargo-fuzz passes nightly-only flags (-Zsanitizer); RUSTC_BOOTSTRAP
         // lets the machine's stable toolchain accept them.
-        run(
-            &cargo(),
-            &["fuzz", "run", "--fuzz-dir", "fuzz", target, "--", &max_time],
-            &[("RUSTC_BOOTSTRAP", "1")],
-        )?;
+        let out = Command::new(cargo())
+            .args(&args)
+            .env("RUSTC_BOOTSTRAP", "1")
+            .current_dir(root())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .map_err(|e| format!("cargo fuzz run {target}: {e}"))?;
+        let log = String::from_utf8_lossy(&out.stderr);
+        let stat = |name: &str| {
+            log.lines()
+                .find_map(|l| l.strip_prefix(&format!("stat::{name}:")))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        if !out.status.success() {
+            eprintln!("{log}");
+            return Err(format!(
+                "fuzz target {target} failed (a crash is in fuzz/artifacts/{target})"
+            ));
+        }
+        let runs = stat("number_of_executed_units").unwrap_or(0);
+        let features = log
+            .lines()
+            .rev()
+            .find_map(|l| l.split("ft: ").nth(1))
+            .and_then(|v| v.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string();
+        eprintln!("{target}: {runs} executions");
+        report.push((target.to_string(), runs, features));
     }
+    println!("| target | executions | coverage features |");
+    println!("|---|---|---|");
+    let mut total = 0;
+    for (target, runs, features) in &report {
+        println!("| {target} | {runs} | {features} |");
+        total += runs;
+    }
+    println!("| total | {total} | |");
     Ok(())
 }
