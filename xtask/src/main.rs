@@ -28,12 +28,13 @@ fn main() -> ExitCode {
         }
         Some("compare") => compare(),
         Some("fuzz") => fuzz(&args[1..]),
+        Some("soak") => soak(&args[1..]),
         Some("ensure-memcached") => ensure_memcached(),
         Some("demo") => demo::demo(),
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing] | fuzz [--all] [seconds] [--no-sanitizer] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -275,6 +276,15 @@ fn compare_tracing() -> Result<()> {
         on_cpu / off_cpu
     );
     Ok(())
+}
+
+/// `cargo xtask soak [--duration SECONDS]`: the soak under faults
+/// (`examples/soak.rs`), in release; exits non-zero on any violation.
+fn soak(args: &[String]) -> Result<()> {
+    ensure_memcached()?;
+    let mut run_args = vec!["run", "--release", "--example", "soak", "--"];
+    run_args.extend(args.iter().map(String::as_str));
+    run(&cargo(), &run_args, &[])
 }
 
 /// Writes the tool's man pages (from its clap definition) to `target/man`.
