@@ -805,10 +805,11 @@ fn client_settings_by_flag_and_flush_json() {
 }
 
 /// A metadump source that keeps listing keys (a fault injector whose stats
-/// say it holds 5 items) is refused by `warm` at a bound derived from its
-/// `curr_items`, instead of filling memory.
+/// say it holds 5 items) is refused by `warm`, `keys` and `route --compare
+/// --from-cluster` at a bound derived from its `curr_items`, instead of
+/// filling memory.
 #[test]
-fn warm_refuses_a_metadump_listing_far_more_keys_than_the_server_holds() {
+fn a_metadump_listing_far_more_keys_than_the_server_holds_is_refused() {
     let addr = fault_peer(|request, peer| {
         if request.starts_with(b"stats") {
             let _ = peer.write_all(b"STAT time 1700000000\r\nSTAT curr_items 5\r\nEND\r\n");
@@ -825,11 +826,24 @@ fn warm_refuses_a_metadump_listing_far_more_keys_than_the_server_holds() {
     });
     let dst = Memcached::spawn();
     let groups = format!("src={addr};dst={}", dst.addr_string());
-    let o = memgroup(&["--groups", &groups, "warm", "--from", "src", "--to", "dst"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("more than 10010 keys"),
-        "{}",
-        stderr(&o)
-    );
+    for args in [
+        &["--groups", &groups, "warm", "--from", "src", "--to", "dst"][..],
+        &["--servers", &addr, "keys"][..],
+        &[
+            "--servers",
+            &addr,
+            "route",
+            "--compare",
+            &addr,
+            "--from-cluster",
+        ][..],
+    ] {
+        let o = memgroup(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("more than 10010 keys"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! The simple subcommands: route, get/set/delete/touch/incr/decr, flush, stats, load.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -371,6 +372,31 @@ pub(crate) async fn stats_section(
     Ok(code)
 }
 
+/// The most keys a metadump of a server may list: a dump cannot list far
+/// more keys than the server says it holds (`curr_items`; the crawler can
+/// list an item twice); one that does (a hostile or broken server) is
+/// refused instead of filling memory.
+pub(crate) fn dump_bound(curr_items: Option<i64>) -> usize {
+    let items = usize::try_from(curr_items.unwrap_or(0).max(0)).unwrap_or(usize::MAX);
+    items.saturating_mul(2).saturating_add(10_000)
+}
+
+/// The dump bound of every server of `client`, from its `stats`.
+pub(crate) async fn dump_bounds(client: &Client) -> Result<HashMap<String, usize>, Failure> {
+    Ok(client
+        .stats(None)
+        .await?
+        .into_iter()
+        .map(|s| {
+            let items = s
+                .stats
+                .ok()
+                .and_then(|st| st.get("curr_items").and_then(|v| v.parse().ok()));
+            (s.server, dump_bound(items))
+        })
+        .collect())
+}
+
 /// `keys`: every key of a group's servers, listed by the LRU crawler
 /// (`lru_crawler metadump`), with size and expiry; like memdump / `mc keys`.
 pub(crate) async fn keys(
@@ -383,6 +409,7 @@ pub(crate) async fn keys(
     let (spec, settings) = cluster.spec()?;
     let client = cluster.client_for(spec, settings.clone())?;
     let topology = client.topology();
+    let bounds = dump_bounds(&client).await?;
     let groups: Vec<&memgroup::topology::Group> = match group {
         Some(name) => vec![
             topology
@@ -399,11 +426,12 @@ pub(crate) async fn keys(
     'groups: for g in groups {
         for &server in g.servers() {
             let addr = topology.servers()[server.0].to_string();
+            let bound = bounds.get(&addr).copied().unwrap_or(dump_bound(None));
             let dumped = client
                 .metadump(
                     &addr,
                     settings.op.max(std::time::Duration::from_secs(1)),
-                    usize::MAX,
+                    bound,
                 )
                 .await?;
             for entry in dumped {

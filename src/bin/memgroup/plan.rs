@@ -31,13 +31,19 @@ pub(crate) async fn compare(
         keys.iter().map(|k| k.as_bytes().to_vec()).collect()
     } else if from_cluster {
         let client = cluster.client_for(old_spec, settings.clone())?;
+        let bounds = crate::ops::dump_bounds(&client).await?;
         let mut stored = Vec::new();
         for server in old_topology.servers() {
+            let server = server.to_string();
+            let bound = bounds
+                .get(&server)
+                .copied()
+                .unwrap_or(crate::ops::dump_bound(None));
             let dump = client
                 .metadump(
-                    &server.to_string(),
+                    &server,
                     settings.op.max(std::time::Duration::from_secs(1)),
-                    usize::MAX,
+                    bound,
                 )
                 .await?;
             stored.extend(dump.into_iter().map(|entry| entry.key));

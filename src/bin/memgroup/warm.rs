@@ -243,10 +243,7 @@ async fn dump_pass(
         let server_time = stat("time").ok_or_else(|| {
             Failure::Op(format!("cannot read the clock (stats time) of {server}"))
         })?;
-        // A dump cannot list far more keys than the server says it holds; one
-        // that does is refused instead of filling memory.
-        let items = stat("curr_items").unwrap_or(0).max(0) as usize;
-        let max_keys = items.saturating_mul(2).saturating_add(10_000);
+        let max_keys = crate::ops::dump_bound(stat("curr_items"));
         let dumped_at = Instant::now();
         let keys = reader.metadump(server, timeout, max_keys).await?;
         for key in keys {
