@@ -29,12 +29,13 @@ fn main() -> ExitCode {
         Some("compare") => compare(),
         Some("fuzz") => fuzz(&args[1..]),
         Some("soak") => soak(&args[1..]),
+        Some("mutants") => mutants(&args[1..]),
         Some("ensure-memcached") => ensure_memcached(),
         Some("demo") => demo::demo(),
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | mutants [crate] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -284,6 +285,29 @@ fn soak(args: &[String]) -> Result<()> {
     ensure_memcached()?;
     let mut run_args = vec!["run", "--release", "--example", "soak", "--"];
     run_args.extend(args.iter().map(String::as_str));
+    run(&cargo(), &run_args, &[])
+}
+
+/// `cargo xtask mutants [crate] [cargo-mutants args]`: mutation testing
+/// (cargo-mutants) of one crate (default memgroup-proto) against that
+/// crate's own tests and the workspace's integration tests that exercise
+/// it; the report lands in `mutants.out/`. Extra arguments go to
+/// cargo-mutants (`--file src/decode.rs`, `--shard 0/4`, …).
+fn mutants(args: &[String]) -> Result<()> {
+    ensure_memcached()?;
+    let has = Command::new(cargo())
+        .args(["mutants", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        return Err("cargo-mutants is missing: `cargo install cargo-mutants`".into());
+    }
+    let (krate, extra) = match args.split_first() {
+        Some((first, rest)) if !first.starts_with('-') => (first.as_str(), rest),
+        _ => ("memgroup-proto", args),
+    };
+    let mut run_args = vec!["mutants", "--package", krate, "--timeout-multiplier", "3"];
+    run_args.extend(extra.iter().map(String::as_str));
     run(&cargo(), &run_args, &[])
 }
 
