@@ -306,7 +306,16 @@ fn mutants(args: &[String]) -> Result<()> {
         Some((first, rest)) if !first.starts_with('-') => (first.as_str(), rest),
         _ => ("memgroup-proto", args),
     };
-    let mut run_args = vec!["mutants", "--package", krate, "--timeout-multiplier", "3"];
+    // Not the ignored trees (fuzz corpora a running fuzzer rewrites, targets).
+    let mut run_args = vec![
+        "mutants",
+        "--package",
+        krate,
+        "--timeout-multiplier",
+        "3",
+        "--gitignore",
+        "true",
+    ];
     run_args.extend(extra.iter().map(String::as_str));
     run(&cargo(), &run_args, &[])
 }
