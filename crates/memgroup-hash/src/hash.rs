@@ -465,6 +465,39 @@ mod tests {
         }
     }
 
+    /// A user's hasher implementing only `hash`: the default `hash_concat`
+    /// hashes exactly `prefix ++ key`, through the stack buffer and past it.
+    #[test]
+    fn the_default_concat_hashes_the_joined_bytes() {
+        #[derive(Debug)]
+        struct Fnv;
+        impl KeyHasher for Fnv {
+            fn hash(&self, key: &[u8]) -> i64 {
+                i64::from(key.iter().fold(0x811c_9dc5u32, |h, &b| {
+                    (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+                }))
+            }
+        }
+        let long = vec![b'k'; 300];
+        for (prefix, key) in [
+            (&b""[..], &b""[..]),
+            (b"7", b"user:1"),
+            (b"12", &long[..250]),
+            (b"1", &long[..255]),
+            (b"12", &long[..255]),
+            (b"123", &long[..]),
+        ] {
+            let joined = [prefix, key].concat();
+            assert_eq!(
+                Fnv.hash_concat(prefix, key),
+                Fnv.hash(&joined),
+                "{}+{}",
+                prefix.len(),
+                key.len()
+            );
+        }
+    }
+
     #[test]
     fn counter_counts() {
         let mut c = DecimalCounter::new();

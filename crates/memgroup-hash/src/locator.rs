@@ -205,9 +205,10 @@ impl Ring {
                 // Every point before `lo` is < h and every point from `hi` on is ≥ h.
                 lo + self.points[lo..hi].partition_point(|&p| p < h)
             }
-            // Below every point: the smallest point is the ceiling.
-            Err(_) if hash < 0 => 0,
-            Err(_) => self.points.len(),
+            // Outside the ring's range: below every point the smallest is the
+            // ceiling, above every point the search wraps to it; either way the
+            // first point.
+            Err(_) => 0,
         };
         if pos == self.points.len() { 0 } else { pos }
     }
