@@ -279,9 +279,10 @@ fn ketama_ring(nodes: &[Node], total: u64, naming: NodeNaming) -> Ring {
             return 40;
         }
         let pct = nodes[i].effective_weight() as f32 / total as f32;
-        // The Java/C expression adds a double 1e-10 and narrows back to float; for every
-        // float value that gives the same floor as this all-float sum.
-        (pct * 160.0 / 4.0 * n + 1e-10).floor() as u32
+        // The Java/C expression adds a double 1e-10 and narrows back to float: the sum
+        // rounds back to the same float (1e-10 is far below a float's step near these
+        // values), so the floor is the float product's.
+        (pct * 160.0 / 4.0 * n).floor() as u32
     };
     let mut entries =
         Vec::with_capacity(4 * (0..nodes.len()).map(|i| digests(i) as usize).sum::<usize>());
