@@ -774,6 +774,19 @@ mod tests {
     }
 
     #[test]
+    fn python_failover_knows_how_many_tries_are_left() {
+        let locator = Locator::new(LocatorConfig::new(HashStrategy::Native), &b_nodes()).unwrap();
+        let mut tries = locator.python_failover(b"user:42");
+        let total = usize::from(PYTHON_SERVER_RETRIES);
+        assert!(total > 1);
+        assert_eq!(tries.len(), total);
+        assert!(tries.next().is_some());
+        assert_eq!(tries.size_hint(), (total - 1, Some(total - 1)));
+        assert_eq!(tries.by_ref().count(), total - 1);
+        assert_eq!(tries.len(), 0);
+    }
+
+    #[test]
     fn bad_input() {
         let config = LocatorConfig::new(HashStrategy::Native);
         assert_eq!(Locator::new(config, &[]).unwrap_err(), Error::NoNodes);
