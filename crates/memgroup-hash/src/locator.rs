@@ -774,6 +774,18 @@ mod tests {
     }
 
     #[test]
+    fn rings_and_their_debug_output() {
+        assert!(HashStrategy::Ketama.is_ring() && HashStrategy::Consistent.is_ring());
+        assert!(!HashStrategy::Native.is_ring() && !HashStrategy::NewCompat.is_ring());
+        let locator = Locator::new(LocatorConfig::new(HashStrategy::Ketama), &b_nodes()).unwrap();
+        let text = format!("{locator:?}");
+        assert!(
+            text.starts_with("Locator") && text.contains("config"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn python_failover_knows_how_many_tries_are_left() {
         let locator = Locator::new(LocatorConfig::new(HashStrategy::Native), &b_nodes()).unwrap();
         let mut tries = locator.python_failover(b"user:42");
