@@ -182,3 +182,36 @@ fn add_saturating(now: Instant, mut d: Duration) -> Instant {
         d /= 2;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ClusterSpec;
+
+    #[test]
+    fn a_failure_marks_a_server_dead_until_its_backoff_ends() {
+        let topology =
+            Topology::new(ClusterSpec::parse_server_list("a:1,b:1,c:1").unwrap()).unwrap();
+        let mut dead = DeadHosts::new(&topology);
+        assert_eq!(dead.len(), 3);
+        assert!(!dead.is_empty());
+        let (s, now) = (ServerId(1), Instant::now());
+        assert_eq!((dead.dead_until(s), dead.failures(s)), (None, 0));
+        let until = dead.record_failure(s, now);
+        assert_eq!(until, now + dead.backoff(1));
+        assert_eq!((dead.dead_until(s), dead.failures(s)), (Some(until), 1));
+        assert!(dead.is_dead(s, now) && !dead.is_dead(s, until));
+        assert_eq!(dead.next_deadline(now), Some(until));
+        assert_eq!(dead.dead_servers(now).collect::<Vec<_>>(), [s]);
+        // A failure while dead changes nothing; after the backoff it doubles.
+        assert_eq!(dead.record_failure(s, now), until);
+        let again = dead.record_failure(s, until);
+        assert_eq!(again, until + dead.backoff(2));
+        assert_eq!(dead.failures(s), 2);
+        dead.record_success(s);
+        assert_eq!((dead.dead_until(s), dead.failures(s)), (None, 0));
+        // Unknown ids are ignored.
+        assert_eq!(dead.record_failure(ServerId(9), now), now);
+        assert_eq!(dead.dead_until(ServerId(9)), None);
+    }
+}
