@@ -353,7 +353,10 @@ async fn soak(duration: Duration) -> ExitCode {
         }));
     }
 
-    // Faults on a random schedule.
+    // Faults on a random schedule, from a thread of their own: signals and
+    // restarts block, and blocking inside the runtime would make it start
+    // extra threads (whose allocator arenas would count as the client's
+    // memory growth).
     let faults = {
         let (servers, stop, faulting, killed) = (
             servers.clone(),
@@ -361,11 +364,11 @@ async fn soak(duration: Duration) -> ExitCode {
             faulting.clone(),
             killed.clone(),
         );
-        tokio::spawn(async move {
+        std::thread::spawn(move || {
             let mut rng = Rng(0xDEAD_BEEF);
             let (mut stops, mut kills, mut resets) = (0u64, 0u64, 0u64);
             while !stop.load(Relaxed) {
-                tokio::time::sleep(Duration::from_millis(500 + rng.below(1500))).await;
+                std::thread::sleep(Duration::from_millis(500 + rng.below(1500)));
                 if stop.load(Relaxed) {
                     break;
                 }
@@ -375,9 +378,8 @@ async fn soak(duration: Duration) -> ExitCode {
                     0 => {
                         stops += 1;
                         faulting.store(true, Relaxed);
-                        // Signals and restarts block briefly: off the workers' queue.
-                        tokio::task::block_in_place(|| servers[victim].lock().stop());
-                        tokio::time::sleep(hold).await;
+                        servers[victim].lock().stop();
+                        std::thread::sleep(hold);
                         servers[victim].lock().resume();
                         faulting.store(false, Relaxed);
                     }
@@ -385,15 +387,15 @@ async fn soak(duration: Duration) -> ExitCode {
                         kills += 1;
                         faulting.store(true, Relaxed);
                         killed.lock()[victim] = Some(Instant::now());
-                        tokio::task::block_in_place(|| servers[victim].lock().kill());
-                        tokio::time::sleep(hold).await;
-                        tokio::task::block_in_place(|| servers[victim].lock().restart());
+                        servers[victim].lock().kill();
+                        std::thread::sleep(hold);
+                        servers[victim].lock().restart();
                         killed.lock()[victim] = Some(Instant::now());
                         faulting.store(false, Relaxed);
                     }
                     _ => {
                         resets += 1;
-                        tokio::task::block_in_place(|| stats_reset(&servers[victim].lock()));
+                        stats_reset(&servers[victim].lock());
                     }
                 }
             }
@@ -408,7 +410,10 @@ async fn soak(duration: Duration) -> ExitCode {
     tokio::time::sleep(duration.saturating_sub(warm_up)).await;
     let rss_end = rss_kib();
     stop.store(true, Relaxed);
-    let (stops, kills, resets) = faults.await.expect("fault task");
+    let (stops, kills, resets) = tokio::task::spawn_blocking(move || faults.join())
+        .await
+        .expect("join")
+        .expect("fault thread");
     let mut acked_keys = Vec::new();
     for (t, task) in tasks.into_iter().enumerate() {
         for (i, ack) in task.await.expect("load task") {
