@@ -214,4 +214,32 @@ mod tests {
         assert_eq!(dead.record_failure(ServerId(9), now), now);
         assert_eq!(dead.dead_until(ServerId(9)), None);
     }
+
+    #[test]
+    fn a_backoff_past_the_clocks_end_is_shortened_not_a_panic() {
+        let mut spec = ClusterSpec::parse_server_list("a:1").unwrap();
+        spec.settings.backoff_initial = Duration::MAX;
+        spec.settings.backoff_max = Duration::MAX;
+        let mut dead = DeadHosts::new(&Topology::new(spec).unwrap());
+        let now = Instant::now();
+        let until = dead.record_failure(ServerId(0), now);
+        assert!(until > now + Duration::from_secs(3600 * 24 * 365));
+        assert!(dead.is_dead(ServerId(0), now));
+    }
+
+    #[test]
+    fn a_locator_error_keeps_its_cause() {
+        // Whalin's consistent ring refuses weights its int arithmetic overflows.
+        let spec = ClusterSpec::parse_server_list("a:1:30000000,b:1")
+            .unwrap()
+            .with_hash(memgroup_hash::HashStrategy::Consistent);
+        let error = Topology::new(spec).unwrap_err();
+        assert!(
+            matches!(error, crate::TopologyError::Locator(_)),
+            "{error:?}"
+        );
+        assert!(std::error::Error::source(&error).is_some(), "{error:?}");
+        let plain = crate::TopologyError::NoGroups;
+        assert!(std::error::Error::source(&plain).is_none());
+    }
 }

@@ -745,6 +745,12 @@ mod tests {
         );
         let auto = ClusterSpec::parse_url("memcache://h:1?failover=auto&").unwrap();
         assert_eq!(auto.settings.failover, None);
+        for off in ["false", "off", "0"] {
+            let url = format!("memcache://h:1?failover={off}&sanitize={off}");
+            let spec = ClusterSpec::parse_url(&url).unwrap();
+            assert_eq!(spec.settings.failover, Some(false), "{off}");
+            assert!(!spec.groups[0].locator.sanitize_keys, "{off}");
+        }
         let ipv6 = ClusterSpec::parse_url("memcache://[::1]:11211?pool_size=2").unwrap();
         assert_eq!(ipv6.groups[0].servers[0].addr, addr("[::1]", 11211));
     }
