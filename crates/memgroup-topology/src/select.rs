@@ -573,3 +573,24 @@ impl Iterator for TargetedWrites<'_> {
 }
 
 impl FusedIterator for TargetedWrites<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ClusterSpec, DeadHosts, ReadFallback};
+
+    /// The read targets' size hint bounds what they yield, and shrinks as
+    /// they are taken.
+    #[test]
+    fn read_targets_know_how_many_groups_are_left() {
+        let mut spec = ClusterSpec::parse_evcache("a=h1:1;b=h2:1;c=h3:1").unwrap();
+        spec.settings.read_fallback = ReadFallback::AllCopies;
+        let topology = Topology::new(spec).unwrap();
+        let dead = DeadHosts::new(&topology);
+        let mut targets = topology.read_targets(b"k", &dead, Instant::now(), 0);
+        assert_eq!(targets.size_hint(), (0, Some(3)));
+        assert!(targets.next().is_some());
+        assert_eq!(targets.size_hint(), (0, Some(2)));
+        assert_eq!(targets.count(), 2);
+    }
+}
