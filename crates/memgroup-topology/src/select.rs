@@ -577,7 +577,7 @@ impl FusedIterator for TargetedWrites<'_> {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ClusterSpec, DeadHosts, ReadFallback};
+    use crate::{ClusterSpec, DeadHosts, GroupId, ReadFallback, ServerAddr};
 
     /// The read targets' size hint bounds what they yield, and shrinks as
     /// they are taken.
@@ -592,5 +592,44 @@ mod tests {
         assert!(targets.next().is_some());
         assert_eq!(targets.size_hint(), (0, Some(2)));
         assert_eq!(targets.count(), 2);
+    }
+
+    /// Write targets know how many groups are left; targeted ones bound it;
+    /// the cursor counts the groups it offered.
+    #[test]
+    fn write_targets_and_cursors_count_what_is_left() {
+        let mut spec = ClusterSpec::parse_evcache("a=h1:1;b=h2:1;c=h3:1").unwrap();
+        spec.settings.read_fallback = ReadFallback::AllCopies;
+        let topology = Topology::new(spec).unwrap();
+        let dead = DeadHosts::new(&topology);
+        let now = Instant::now();
+        let mut writes = topology.write_targets(b"k", &dead, now, 0);
+        assert_eq!(writes.size_hint(), (3, Some(3)));
+        writes.next();
+        assert_eq!(writes.size_hint(), (2, Some(2)));
+        let groups = [GroupId(0), GroupId(2)];
+        let mut targeted = topology.targeted_write_targets(b"k", &groups, &dead, now, 0, None);
+        assert_eq!(targeted.size_hint(), (0, Some(2)));
+        assert!(format!("{targeted:?}").starts_with("TargetedWrites"));
+        targeted.next();
+        assert_eq!(targeted.size_hint(), (0, Some(1)));
+        let mut cursor = topology.read_cursor(b"k", 0);
+        assert_eq!(cursor.groups_tried(), 0);
+        cursor.next(&dead, now);
+        cursor.next(&dead, now);
+        assert_eq!(cursor.groups_tried(), 2);
+    }
+
+    #[test]
+    fn a_group_spec_finds_and_reweighs_its_servers() {
+        let mut spec = ClusterSpec::parse_server_list("h1:1,h2:1").unwrap();
+        let group = &mut spec.groups[0];
+        let (h2, h9) = (ServerAddr::new("h2", 1), ServerAddr::new("h9", 1));
+        assert_eq!(group.server(&h2).map(|s| &s.addr), Some(&h2));
+        assert!(group.server(&h9).is_none());
+        assert!(group.set_weight(&h2, 7));
+        assert_eq!(group.server(&h2).unwrap().weight, 7);
+        assert_eq!(group.servers[0].weight, 1);
+        assert!(!group.set_weight(&h9, 7));
     }
 }
