@@ -632,4 +632,37 @@ mod tests {
         assert_eq!(group.servers[0].weight, 1);
         assert!(!group.set_weight(&h9, 7));
     }
+
+    #[test]
+    fn specs_and_topologies_look_things_up_by_name() {
+        use crate::{Settings, WritePolicy};
+        let settings = Settings::default()
+            .with_read_fallback(ReadFallback::Never)
+            .with_write_policy(WritePolicy::One)
+            .with_failover(false);
+        assert_eq!(settings.read_fallback, ReadFallback::Never);
+        assert_eq!(settings.write_policy, WritePolicy::One);
+        assert_eq!(settings.failover, Some(false));
+
+        let mut spec = ClusterSpec::parse_evcache("a=h1:1;b=h2:1,h3:1").unwrap();
+        assert_eq!(spec.group("b").map(|g| g.servers.len()), Some(2));
+        assert!(spec.group("z").is_none());
+        let topology = Topology::new(spec.clone().with_sanitize_keys(true)).unwrap();
+        assert_eq!(topology.group_by_name("b"), Some(GroupId(1)));
+        assert_eq!(topology.group_by_name("z"), None);
+        assert_eq!(
+            topology.server_id(&ServerAddr::new("h3", 1)).map(|s| s.0),
+            Some(2)
+        );
+        assert_eq!(topology.server_id(&ServerAddr::new("h9", 1)), None);
+        // Whalin's sanitizing URL-encodes the key on the wire.
+        assert_eq!(&topology.wire_key(GroupId(0), b"a b")[..], b"a+b");
+        assert_eq!(&topology.wire_key(GroupId(0), b"plain")[..], b"plain");
+        assert_eq!(
+            spec.remove_group("a").map(|g| g.name),
+            Some("a".to_string())
+        );
+        assert!(spec.remove_group("a").is_none());
+        assert_eq!(spec.groups.len(), 1);
+    }
 }
