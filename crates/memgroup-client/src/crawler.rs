@@ -49,12 +49,7 @@ impl Client {
         max_keys: usize,
     ) -> Result<Vec<DumpEntry>, Error> {
         let snap = self.snapshot();
-        let id = snap.server_by_name(server).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidArgument,
-                format!("{server} is not a server of the cluster"),
-            )
-        })?;
+        let id = snap.server_by_name(server)?;
         dump(server, snap.settings(id), timeout, max_keys).await
     }
 }

@@ -124,26 +124,24 @@ impl Snapshot {
                 sizes[server.0] = sizes[server.0].max(group.pool_size());
             }
         }
-        let slots = names
+        // Each server's index in the previous snapshot, if it was there.
+        let kept: Vec<Option<(&Snapshot, usize)>> = names
+            .iter()
+            .map(|name| previous.and_then(|p| Some((p, p.names.iter().position(|n| n == name)?))))
+            .collect();
+        let slots = kept
             .iter()
             .zip(sizes)
-            .map(|(name, size)| {
-                let old = previous
-                    .and_then(|p| p.names.iter().position(|n| n == name).map(|i| &p.slots[i]));
+            .map(|(kept, size)| {
+                let old = kept.map(|(p, i)| &p.slots[i]);
                 (0..size)
                     .map(|i| old.and_then(|o| o.get(i).cloned()).unwrap_or_default())
                     .collect()
             })
             .collect();
-        let counters = names
+        let counters = kept
             .iter()
-            .map(|name| {
-                previous
-                    .and_then(|p| p.names.iter().position(|n| n == name))
-                    .map_or_else(Arc::default, |i| {
-                        previous.expect("found").counters[i].clone()
-                    })
-            })
+            .map(|kept| kept.map_or_else(Arc::default, |(p, i)| p.counters[i].clone()))
             .collect();
         let settings = (0..names.len())
             .map(|server| {
@@ -193,9 +191,15 @@ impl Snapshot {
         &self.settings[server.0]
     }
 
-    /// The server named `host:port`, if the topology has it.
-    pub(crate) fn server_by_name(&self, name: &str) -> Option<ServerId> {
-        self.names.iter().position(|n| &**n == name).map(ServerId)
+    /// The server named `host:port`, or an `InvalidArgument` error naming it.
+    pub(crate) fn server_by_name(&self, name: &str) -> Result<ServerId, Error> {
+        let found = self.names.iter().position(|n| &**n == name).map(ServerId);
+        found.ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{name} is not a server of the cluster"),
+            )
+        })
     }
 
     fn slot(&self, server: ServerId, slot: usize) -> &Arc<Slot> {

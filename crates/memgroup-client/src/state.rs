@@ -378,11 +378,15 @@ impl State {
 
     /// Who writes what was just queued (see the module docs' table).
     fn next_write(&mut self, in_flight: usize) -> Next {
-        if self.role != Role::Idle || self.cut().is_none() {
-            Next::Nothing
-        } else if self.batches == 0 || in_flight <= DIRECT_WRITE_CALLERS {
+        if self.role != Role::Idle {
+            return Next::Nothing;
+        }
+        let Some(cut) = self.cut() else {
+            return Next::Nothing;
+        };
+        if self.batches == 0 || in_flight <= DIRECT_WRITE_CALLERS {
             self.role = Role::Caller;
-            Next::Write(self.take_out())
+            Next::Write(self.take_out(cut))
         } else {
             self.role = Role::Writer;
             Next::WakeWriter
@@ -417,10 +421,9 @@ impl State {
         None
     }
 
-    /// Takes the next batch out of `out` (see [`State::cut`]) and marks its
-    /// last request.
-    fn take_out(&mut self) -> BytesMut {
-        let cut = self.cut().expect("checked by the caller");
+    /// Takes the next batch, the first `cut` bytes of `out` (as
+    /// [`State::cut`] said), and marks its last request.
+    fn take_out(&mut self, cut: usize) -> BytesMut {
         let chunk = self.out.split_to(cut);
         // The open `get` line's position moves (or it went out): merging
         // starts afresh.
@@ -475,8 +478,8 @@ impl State {
         // The front finishes a batch already counted; `out` starts a new one
         // only while the caps allow.
         std::mem::swap(into, &mut self.front);
-        if self.cut().is_some() {
-            let batch = self.take_out();
+        if let Some(cut) = self.cut() {
+            let batch = self.take_out(cut);
             if into.is_empty() {
                 *into = batch;
             } else {

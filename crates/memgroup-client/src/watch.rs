@@ -132,12 +132,7 @@ impl Client {
     /// a server behind its name.
     pub fn reconnect(&self, server: &str) -> Result<(), Error> {
         let snap = self.snapshot();
-        let id = snap.server_by_name(server).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidArgument,
-                format!("{server} is not a server of the cluster"),
-            )
-        })?;
+        let id = snap.server_by_name(server)?;
         self.inner.pool.release_server(&snap, id);
         Ok(())
     }
