@@ -9,6 +9,8 @@
 //! - [`hash`]: hashing strategies and key→server locators.
 //! - [`topology`]: server groups, slots, read/write selection, dead hosts.
 //! - [`client`]: the async client.
+//! - [`config`]: `cluster.toml`, the tool's cluster file (feature `config`).
+#![deny(missing_docs)]
 #![doc = ""]
 #![doc = include_str!("../README.md")]
 
@@ -16,3 +18,6 @@ pub use memgroup_client as client;
 pub use memgroup_hash as hash;
 pub use memgroup_proto as proto;
 pub use memgroup_topology as topology;
+
+#[cfg(feature = "config")]
+pub mod config;

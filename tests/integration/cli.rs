@@ -197,6 +197,33 @@ fn bad_configuration_is_one_clear_line_and_exit_2() {
         assert!(err.contains(token), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
+    // A bad cluster.toml: the file, the place and the setting named.
+    let dir = std::env::temp_dir().join(format!("memgroup-badcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files: &[(&str, &str)] = &[
+        ("hash = \n", "line 1, column 8: invalid string"),
+        ("[[groups]\n", "line 1, column "),
+        (
+            "zone = \"a\"\nzones = 1\n",
+            "line 2, column 1: unknown field `zones`",
+        ),
+        ("write_policy = \"most\"\n", "write_policy: "),
+        (
+            "[[groups]]\nname = \"sg1\"\nservers = [\"127.0.0.1:99999\"]\n",
+            "group \"sg1\": ",
+        ),
+        ("hash = \"native\"\n", "no servers"),
+    ];
+    for (i, (text, token)) in files.iter().enumerate() {
+        let path = dir.join(format!("{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let o = memgroup(&["--config", path.to_str().unwrap(), "get", "k"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{text:?}: {err}");
+        assert!(err.contains(token), "{text:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{text:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -290,8 +290,8 @@ fn soak(args: &[String]) -> Result<()> {
 
 /// `cargo xtask mutants [crate] [cargo-mutants args]`: mutation testing
 /// (cargo-mutants) of one crate (default memgroup-proto) against that
-/// crate's own tests and the workspace's integration tests that exercise
-/// it; the report lands in `mutants.out/`. Extra arguments go to
+/// crate's own tests (add `--test-workspace true` for every test, far
+/// slower); the report lands in `mutants.out/`. Extra arguments go to
 /// cargo-mutants (`--file src/decode.rs`, `--shard 0/4`, …).
 fn mutants(args: &[String]) -> Result<()> {
     ensure_memcached()?;

@@ -447,6 +447,94 @@ fn malformed_replies_are_errors() {
 }
 
 #[test]
+fn reset_then_the_next_reply_decodes() {
+    let out = decode_all(b"RESET\r\nSTORED\r\n", &[Expect::Stats, Expect::Single]).unwrap();
+    assert_eq!(out, vec![Response::Ok, Response::Stored]);
+}
+
+#[test]
+fn mid_reply_state_and_limits_are_reported() {
+    let limits = Limits {
+        max_line: 100,
+        max_value: 10,
+        max_reply: 1000,
+    };
+    let mut dec = Decoder::new(limits);
+    assert_eq!(dec.limits(), limits);
+    assert!(!dec.is_mid_reply());
+    // A header waiting for its data.
+    let mut buf = BytesMut::from(&b"VALUE k 0 3\r\nab"[..]);
+    assert_eq!(dec.decode(&mut buf, Expect::Values), Ok(None));
+    assert!(dec.is_mid_reply());
+    // A finished item, no END yet.
+    buf.put_slice(b"c\r\n");
+    assert_eq!(dec.decode(&mut buf, Expect::Values), Ok(None));
+    assert!(dec.is_mid_reply());
+    buf.put_slice(b"END\r\n");
+    assert!(dec.decode(&mut buf, Expect::Values).unwrap().is_some());
+    assert!(!dec.is_mid_reply());
+    // STAT lines without END.
+    let mut buf = BytesMut::from(&b"STAT pid 1\r\n"[..]);
+    assert_eq!(dec.decode(&mut buf, Expect::Stats), Ok(None));
+    assert!(dec.is_mid_reply());
+}
+
+#[test]
+fn a_reply_of_exactly_max_reply_bytes_is_accepted_one_more_is_not() {
+    // One item: "VALUE k 0 1\r\n" (13) + "x\r\n" (3) = 16 bytes.
+    let item = b"VALUE k 0 1\r\nx\r\n";
+    for (limit, ok) in [(32, true), (31, false)] {
+        let mut dec = Decoder::new(Limits {
+            max_reply: limit,
+            ..Limits::default()
+        });
+        let mut buf = BytesMut::new();
+        buf.put_slice(item);
+        buf.put_slice(item);
+        buf.put_slice(b"END\r\n");
+        let got = dec.decode(&mut buf, Expect::Values);
+        assert_eq!(got.is_ok(), ok, "limit {limit}: {got:?}");
+    }
+}
+
+#[test]
+fn a_waiting_value_reserves_its_frame_once_not_more() {
+    // The header and a quarter of a 64 KiB value have arrived: the buffer is
+    // grown to hold exactly the rest of the frame, so the value lands
+    // contiguous, and no more than that.
+    let len = 64 * 1024;
+    let header = format!("VALUE k 0 {len}\r\n");
+    let total = header.len() + len + 2;
+    let mut wire = header.into_bytes();
+    wire.extend(std::iter::repeat_n(b'x', len / 4));
+    let mut buf = BytesMut::from(&wire[..]);
+    let mut dec = Decoder::default();
+    assert_eq!(dec.decode(&mut buf, Expect::Values), Ok(None));
+    assert!(buf.capacity() >= total, "{} < {total}", buf.capacity());
+    assert!(
+        buf.capacity() < total + len / 8,
+        "{} for {total}",
+        buf.capacity()
+    );
+}
+
+#[test]
+fn errors_read_as_sentences() {
+    for (e, says) in [
+        (ProtoError::LineTooLong { limit: 9 }, "longer than 9 bytes"),
+        (
+            ProtoError::ValueTooLarge { len: 5, limit: 4 },
+            "5 bytes exceeds the 4-byte limit",
+        ),
+        (ProtoError::BadDataTerminator, ""),
+        (ProtoError::ReplyTooLarge { limit: 7 }, "7"),
+    ] {
+        let text = e.to_string();
+        assert!(!text.is_empty() && text.contains(says), "{e:?}: {text}");
+    }
+}
+
+#[test]
 fn limits_are_enforced_without_allocating() {
     let mut dec = Decoder::new(Limits {
         max_line: 16,

@@ -1,38 +1,6 @@
-//! Cluster configuration from flags, `MEMCACHED_SERVERS` or a TOML file.
-//!
-//! ```toml
-//! # cluster.toml
-//! hash = "ketama"              # default strategy of every group
-//! zone = "us-east-1a"          # the caller's zone: reads prefer it
-//! pool_size = 2
-//! timeout_ms = 500
-//! read_fallback = "one-more"   # never | one-more | all-copies
-//! write_policy = "quorum"      # none | one | quorum | all-minus-one | all
-//! value_format = "evcache"     # raw | spymemcached | evcache | whalin | python-memcached
-//! username = "app"             # memcached -Y login; the password is read from
-//! password_file = "/run/secrets/memcached"   # (or MEMGROUP_PASSWORD)
-//!
-//! [tls]                        # connect over TLS (memcached -Z)
-//! ca = "/etc/memcached/ca.pem" # trusted CAs; without it, the platform's roots
-//! cert = "/etc/app/client.pem" # a client certificate, for servers that want one
-//! key = "/etc/app/client.key"
-//! server_name = "cache.internal"   # verify this name instead of each host
-//!
-//! [[groups]]
-//! name = "sg1"
-//! zone = "us-east-1a"
-//! servers = ["10.0.0.1:11211", "10.0.0.2:11211:5"]   # host:port[:weight]
-//!
-//! [[groups]]
-//! name = "sg2"
-//! zone = "us-east-1b"
-//! write_only = true
-//! hash = "new-compat"
-//! servers = ["10.0.1.1:11211"]
-//! username = "warmer"          # a group's own login and TLS win over the file-wide ones
-//! password_file = "/run/secrets/sg2"
-//! tls = { ca = "/etc/memcached/sg2-ca.pem" }
-//! ```
+//! Cluster configuration from flags, `MEMCACHED_SERVERS` or a TOML file
+//! (`cluster.toml`, parsed and checked by [`memgroup::config`], whose docs
+//! show every setting). A flag wins over the file.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -40,9 +8,9 @@ use std::time::Duration;
 use clap::Args;
 use memgroup::client::value::ValueFormat;
 use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig, Watcher};
+use memgroup::config::{ClusterFile, TlsFiles};
 use memgroup::hash::{HashStrategy, NodeNaming};
-use memgroup::topology::{ClusterSpec, GroupSpec, ReadFallback, WritePolicy};
-use serde::Deserialize;
+use memgroup::topology::{ClusterSpec, ReadFallback, WritePolicy};
 
 use crate::Failure;
 
@@ -157,9 +125,6 @@ pub(crate) struct ClusterArgs {
     /// --migrate-from and `route --compare`).
     #[arg(long, global = true, value_name = "STRATEGY")]
     pub(crate) old_hash: Option<HashStrategy>,
-    /// Set while reading an old layout: one that migrates itself is refused.
-    #[arg(skip)]
-    pub(crate) reading_old_layout: bool,
     /// Read fallback: never, one-more, all-copies.
     #[arg(long, global = true)]
     pub(crate) read_fallback: Option<ReadFallback>,
@@ -172,72 +137,19 @@ pub(crate) struct ClusterArgs {
     pub(crate) value_format: Option<ValueFormat>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    hash: Option<String>,
-    node_naming: Option<String>,
-    sanitize: Option<bool>,
-    zone: Option<String>,
-    pool_size: Option<usize>,
-    timeout_ms: Option<u64>,
-    connect_timeout_ms: Option<u64>,
-    read_fallback: Option<String>,
-    write_policy: Option<String>,
-    value_format: Option<String>,
-    username: Option<String>,
-    password_file: Option<PathBuf>,
-    failover: Option<bool>,
-    tls: Option<FileTls>,
-    /// Migration mode: the old layout (see `--migrate-from`).
-    migrate_from: Option<String>,
-    #[serde(default)]
-    groups: Vec<FileGroup>,
-}
-
-/// A `[tls]` section (file-wide, or a group's own).
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileTls {
-    ca: Option<PathBuf>,
-    cert: Option<PathBuf>,
-    key: Option<PathBuf>,
-    server_name: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileGroup {
-    name: String,
-    zone: Option<String>,
-    #[serde(default)]
-    write_only: bool,
-    servers: Vec<String>,
-    hash: Option<String>,
-    node_naming: Option<String>,
-    pool_size: Option<usize>,
-    username: Option<String>,
-    password_file: Option<PathBuf>,
-    tls: Option<FileTls>,
-}
-
 /// The TLS configuration from its parts (files read now): `ca` or the
 /// platform's roots, an optional client certificate, an optional name.
-fn tls_config(tls: &FileTls) -> Result<TlsConfig, Failure> {
+fn tls_config(tls: &TlsFiles) -> Result<TlsConfig, Failure> {
+    tls.check().map_err(|e| usage(e.message()))?;
     let bad = |e: memgroup::client::Error| usage(e.chain());
     let mut config = match &tls.ca {
         Some(ca) => TlsConfig::ca_file(ca).map_err(bad)?,
         None => TlsConfig::platform_roots().map_err(bad)?,
     };
-    match (&tls.cert, &tls.key) {
-        (Some(cert), Some(key)) => config = config.client_cert_files(cert, key).map_err(bad)?,
-        (None, None) => {}
-        _ => return Err(usage("a TLS client certificate needs both cert and key")),
+    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
+        config = config.client_cert_files(cert, key).map_err(bad)?;
     }
     if let Some(name) = &tls.server_name {
-        if name.is_empty() {
-            return Err(usage("the TLS server name is empty"));
-        }
         config = config.server_name(name);
     }
     Ok(config)
@@ -266,66 +178,31 @@ fn password(file: Option<&PathBuf>) -> Result<String, Failure> {
 /// path, a `memcache://` URL, EVCache groups (`sg1=h:p,…;sg2=…`) or a server
 /// list; `hash` overrides its hashing.
 pub(crate) fn old_layout(text: &str, hash: Option<HashStrategy>) -> Result<ClusterSpec, Failure> {
-    let mut args = ClusterArgs::default();
-    if std::path::Path::new(text).is_file() {
-        args.config = Some(PathBuf::from(text));
-    } else if text.contains('=') && !text.starts_with("memcache://") {
-        args.groups = Some(text.to_string());
+    let in_old = |m: String| usage(format!("the old layout {text:?}: {m}"));
+    let spec = if std::path::Path::new(text).is_file() {
+        let file = ClusterFile::read(text).map_err(|e| in_old(e.to_string()))?;
+        if file.migrate_from.is_some() {
+            return Err(in_old(
+                "an old layout that is itself migrating: chains are not supported".into(),
+            ));
+        }
+        file.spec()
+            .ok_or_else(|| in_old("the file lists no [[groups]]".into()))?
+    } else if text.starts_with("memcache://") {
+        ClientUrl::parse(text).map_err(|e| in_old(e.chain()))?.spec
+    } else if text.contains('=') {
+        ClusterSpec::parse_evcache(text).map_err(|e| in_old(e.to_string()))?
     } else {
-        args.servers = Some(text.to_string());
-    }
-    args.hash = hash;
-    args.reading_old_layout = true;
-    let (spec, _) = args.spec().map_err(|e| match e {
-        Failure::Usage(m) | Failure::Op(m) => usage(format!("the old layout {text:?}: {m}")),
-    })?;
-    Ok(spec)
+        ClusterSpec::parse_server_list(text).map_err(|e| in_old(e.to_string()))?
+    };
+    Ok(match hash {
+        Some(h) => spec.with_hash(h),
+        None => spec,
+    })
 }
 
 fn usage(message: impl Into<String>) -> Failure {
     Failure::Usage(message.into())
-}
-
-/// Parses a named setting of the file through its type's `FromStr`, whose
-/// error names the bad text (and, where the type knows them, the valid names).
-fn parse_named<T>(setting: &str, text: &str) -> Result<T, Failure>
-where
-    T: std::str::FromStr,
-    T::Err: std::fmt::Display,
-{
-    text.parse().map_err(|e| usage(format!("{setting}: {e}")))
-}
-
-/// A setting given in the file, parsed.
-fn file_setting<T>(setting: &str, text: Option<&String>) -> Result<Option<T>, Failure>
-where
-    T: std::str::FromStr,
-    T::Err: std::fmt::Display,
-{
-    text.map(|t| parse_named(setting, t)).transpose()
-}
-
-/// Applies cluster-wide hashing and pool settings, each only when given.
-fn overrides(
-    mut spec: ClusterSpec,
-    hash: Option<HashStrategy>,
-    naming: Option<NodeNaming>,
-    sanitize: Option<bool>,
-    pool_size: Option<usize>,
-) -> ClusterSpec {
-    if let Some(h) = hash {
-        spec = spec.with_hash(h);
-    }
-    if let Some(n) = naming {
-        spec = spec.with_node_naming(n);
-    }
-    if let Some(s) = sanitize {
-        spec = spec.with_sanitize_keys(s);
-    }
-    if let Some(p) = pool_size {
-        spec = spec.with_pool_size(p);
-    }
-    spec
 }
 
 impl ClusterArgs {
@@ -333,109 +210,57 @@ impl ClusterArgs {
     /// group's own setting wins over the file-wide one.
     pub(crate) fn spec(&self) -> Result<(ClusterSpec, ClientSettings), Failure> {
         let file = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
-                toml::from_str::<FileConfig>(&text)
-                    .map_err(|e| usage(format!("{}: {}", path.display(), e.message())))?
-            }
-            None => FileConfig::default(),
+            Some(path) => ClusterFile::read(path).map_err(|e| usage(e.to_string()))?,
+            None => ClusterFile::default(),
         };
-        let file_wide = |spec| -> Result<ClusterSpec, Failure> {
-            Ok(overrides(
-                spec,
-                file_setting("hash", file.hash.as_ref())?,
-                file_setting("node_naming", file.node_naming.as_ref())?,
-                file.sanitize,
-                file.pool_size,
-            ))
-        };
-        let (mut url_credentials, mut url_format, mut url_tls) = (None, None, None);
+        let mut url = None;
         let spec = if let Some(groups) = &self.groups {
-            file_wide(ClusterSpec::parse_evcache(groups).map_err(|e| usage(e.to_string()))?)?
-        } else if let Some(url) = self
+            file.apply_file_wide(
+                ClusterSpec::parse_evcache(groups).map_err(|e| usage(e.to_string()))?,
+            )
+        } else if let Some(text) = self
             .servers
             .as_deref()
             .filter(|s| s.starts_with("memcache://"))
         {
-            let url = ClientUrl::parse(url).map_err(|e| usage(e.chain()))?;
-            url_credentials = url.credentials;
-            url_format = url.value_format;
-            url_tls = url.tls;
-            // The URL's settings (zone, policies) stand unless flags override them.
-            file_wide(url.spec)?
+            let parsed = ClientUrl::parse(text).map_err(|e| usage(e.chain()))?;
+            // The URL's settings (zone, policies) stand unless the file or
+            // flags override them.
+            let spec = file.apply_file_wide(parsed.spec.clone());
+            url = Some(parsed);
+            spec
         } else if let Some(servers) = &self.servers {
-            file_wide(ClusterSpec::parse_server_list(servers).map_err(|e| usage(e.to_string()))?)?
-        } else if !file.groups.is_empty() {
-            let mut groups = Vec::new();
-            for g in &file.groups {
-                let list = g.servers.join(",");
-                let parsed = ClusterSpec::parse_server_list(&list)
-                    .map_err(|e| usage(format!("group {:?}: {e}", g.name)))?;
-                let mut group = GroupSpec::new(
-                    g.name.clone(),
-                    parsed
-                        .groups
-                        .into_iter()
-                        .flat_map(|g| g.servers)
-                        .collect::<Vec<_>>(),
-                );
-                group.zone = g.zone.clone();
-                group.write_only = g.write_only;
-                groups.push(group);
-            }
-            let mut spec = file_wide(ClusterSpec::new(groups))?;
-            for (group, g) in spec.groups.iter_mut().zip(&file.groups) {
-                if let Some(h) = file_setting("hash", g.hash.as_ref())? {
-                    group.locator.strategy = h;
-                }
-                if let Some(n) = file_setting("node_naming", g.node_naming.as_ref())? {
-                    group.locator.node_naming = n;
-                }
-                if let Some(p) = g.pool_size {
-                    group.pool_size = p;
-                }
-            }
+            file.apply_file_wide(
+                ClusterSpec::parse_server_list(servers).map_err(|e| usage(e.to_string()))?,
+            )
+        } else if let Some(spec) = file.spec() {
             spec
         } else {
             return Err(usage(
                 "no servers: give --servers, --groups, --config or MEMCACHED_SERVERS",
             ));
         };
-        let mut spec = overrides(
-            spec,
-            self.hash,
-            self.node_naming,
-            self.sanitize.then_some(true),
-            self.pool_size,
-        );
-        let settings = &mut spec.settings;
-        if let Some(zone) = self.zone.clone().or(file.zone) {
-            settings.local_zone = Some(zone);
-        }
-        let fallback = file_setting("read_fallback", file.read_fallback.as_ref())?;
-        if let Some(f) = self.read_fallback.or(fallback) {
-            settings.read_fallback = f;
-        }
-        let policy = file_setting("write_policy", file.write_policy.as_ref())?;
-        if let Some(p) = self.write_policy.or(policy) {
-            settings.write_policy = p;
-        }
-        if let Some(f) = file.failover {
-            settings.failover = Some(f);
-        }
-        if self.failover || self.no_failover {
-            settings.failover = Some(self.failover);
-        }
+        // The flags are one more layer of the file's shape, over it.
+        let flags = ClusterFile {
+            hash: self.hash,
+            node_naming: self.node_naming,
+            sanitize: self.sanitize.then_some(true),
+            pool_size: self.pool_size,
+            zone: self.zone.clone(),
+            read_fallback: self.read_fallback,
+            write_policy: self.write_policy,
+            failover: (self.failover || self.no_failover).then_some(self.failover),
+            ..ClusterFile::default()
+        };
+        let mut spec = flags.apply_file_wide(spec);
         if let Some(ms) = self.backoff_ms {
-            settings.backoff_initial = Duration::from_millis(ms);
+            spec.settings.backoff_initial = Duration::from_millis(ms);
         }
-        let values = file_setting("value_format", file.value_format.as_ref())?;
         let login = |user: String, file: Option<&PathBuf>| -> Result<Credentials, Failure> {
             Credentials::new(user, password(file)?).map_err(|e| usage(e.chain()))
         };
         let credentials = match self.username.clone().or(file.username.clone()) {
-            None => url_credentials,
+            None => url.as_mut().and_then(|u| u.credentials.take()),
             Some(user) => Some(login(
                 user,
                 self.password_file.as_ref().or(file.password_file.as_ref()),
@@ -447,14 +272,14 @@ impl ClusterArgs {
             || self.tls_cert.is_some()
             || self.tls_server_name.is_some();
         let tls = if flags_tls {
-            Some(tls_config(&FileTls {
+            Some(tls_config(&TlsFiles {
                 ca: self.tls_ca.clone(),
                 cert: self.tls_cert.clone(),
                 key: self.tls_key.clone(),
                 server_name: self.tls_server_name.clone(),
             })?)
-        } else if url_tls.is_some() {
-            url_tls
+        } else if let Some(tls) = url.as_mut().and_then(|u| u.tls.take()) {
+            Some(tls)
         } else {
             file.tls.as_ref().map(tls_config).transpose()?
         };
@@ -466,16 +291,11 @@ impl ClusterArgs {
             &[]
         };
         for g in file_groups {
-            let credentials = match &g.username {
-                Some(user) => Some(login(user.clone(), g.password_file.as_ref())?),
-                None if g.password_file.is_some() => {
-                    return Err(usage(format!(
-                        "group {:?}: password_file without username",
-                        g.name
-                    )));
-                }
-                None => None,
-            };
+            let credentials = g
+                .username
+                .as_ref()
+                .map(|user| login(user.clone(), g.password_file.as_ref()))
+                .transpose()?;
             let tls = g.tls.as_ref().map(tls_config).transpose()?;
             if credentials.is_some() || tls.is_some() {
                 groups.push(GroupSecurity {
@@ -486,26 +306,25 @@ impl ClusterArgs {
             }
         }
         let timeouts = ClientSettings {
-            op: Duration::from_millis(self.timeout_ms.or(file.timeout_ms).unwrap_or(500)),
-            connect: Duration::from_millis(
-                self.connect_timeout_ms
-                    .or(file.connect_timeout_ms)
-                    .unwrap_or(1000),
-            ),
+            op: self
+                .timeout_ms
+                .map(Duration::from_millis)
+                .or(file.timeout)
+                .unwrap_or(Duration::from_millis(500)),
+            connect: self
+                .connect_timeout_ms
+                .map(Duration::from_millis)
+                .or(file.connect_timeout)
+                .unwrap_or(Duration::from_millis(1000)),
             values: self
                 .value_format
-                .or(values)
-                .or(url_format)
+                .or(file.value_format)
+                .or(url.and_then(|u| u.value_format))
                 .unwrap_or_default(),
             credentials,
             tls,
             groups,
             migrate_from: match self.migrate_from.as_ref().or(file.migrate_from.as_ref()) {
-                Some(_) if self.reading_old_layout => {
-                    return Err(usage(
-                        "an old layout that is itself migrating: chains are not supported",
-                    ));
-                }
                 Some(old) => Some(old_layout(old, self.old_hash)?),
                 None => None,
             },

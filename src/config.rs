@@ -1,0 +1,518 @@
+//! `cluster.toml`: a cluster described in a file (feature `config`).
+//!
+//! The file the `memgroup` tool reads with `--config`, readable by services
+//! too, so that they and the operator's tool agree on the fleet.
+//! [`ClusterFile::parse`] checks the whole text at once: TOML syntax,
+//! unknown settings, every named setting (hash, policies, value format) and
+//! every server list, so that a bad file is refused with one clear message
+//! before anything connects. Files the configuration names (passwords, TLS
+//! certificates) are not read here: they are paths for the caller to load.
+//!
+//! ```toml
+//! # cluster.toml
+//! hash = "ketama"              # default strategy of every group
+//! zone = "us-east-1a"          # the caller's zone: reads prefer it
+//! pool_size = 2
+//! timeout_ms = 500
+//! read_fallback = "one-more"   # never | one-more | all-copies
+//! write_policy = "quorum"      # none | one | quorum | all-minus-one | all
+//! value_format = "evcache"     # raw | spymemcached | evcache | whalin | python-memcached
+//! username = "app"             # memcached -Y login; the password is read from
+//! password_file = "/run/secrets/memcached"   # (or MEMGROUP_PASSWORD)
+//!
+//! [tls]                        # connect over TLS (memcached -Z)
+//! ca = "/etc/memcached/ca.pem" # trusted CAs; without it, the platform's roots
+//! cert = "/etc/app/client.pem" # a client certificate, for servers that want one
+//! key = "/etc/app/client.key"
+//! server_name = "cache.internal"   # verify this name instead of each host
+//!
+//! [[groups]]
+//! name = "sg1"
+//! zone = "us-east-1a"
+//! servers = ["10.0.0.1:11211", "10.0.0.2:11211:5"]   # host:port[:weight]
+//!
+//! [[groups]]
+//! name = "sg2"
+//! zone = "us-east-1b"
+//! write_only = true
+//! hash = "new-compat"
+//! servers = ["10.0.1.1:11211"]
+//! username = "warmer"          # a group's own login and TLS win over the file-wide ones
+//! password_file = "/run/secrets/sg2"
+//! tls = { ca = "/etc/memcached/sg2-ca.pem" }
+//! ```
+//!
+//! ```
+//! use memgroup::config::ClusterFile;
+//!
+//! let file = ClusterFile::parse(
+//!     r#"
+//!     hash = "new-compat"
+//!     [[groups]]
+//!     name = "sg1"
+//!     servers = ["10.0.0.1:11211", "10.0.0.2:11211:5"]
+//!     "#,
+//! )?;
+//! let spec = file.spec().expect("the file lists groups");
+//! assert_eq!(spec.groups[0].servers[1].weight, 5);
+//! # Ok::<(), memgroup::config::ConfigError>(())
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use memgroup_client::value::ValueFormat;
+use memgroup_hash::{HashStrategy, NodeNaming};
+use memgroup_topology::{ClusterSpec, GroupSpec, ReadFallback, ServerSpec, WritePolicy};
+use serde::Deserialize;
+
+/// A `cluster.toml` that is not valid: the message names the setting (and
+/// the group) and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    message: String,
+}
+
+impl ConfigError {
+    fn new(message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            message: message.into(),
+        }
+    }
+
+    /// What is wrong, without the file's name.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A `[tls]` section (file-wide, or a group's own): paths, not yet read.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// Trusted certificate authorities (PEM); without it, the platform's roots.
+    pub ca: Option<PathBuf>,
+    /// A client certificate (PEM), for servers that want one. Given with `key`.
+    pub cert: Option<PathBuf>,
+    /// The private key (PEM) of `cert`.
+    pub key: Option<PathBuf>,
+    /// Verify the servers' certificates for this name instead of each host.
+    pub server_name: Option<String>,
+}
+
+impl TlsFiles {
+    /// Refuses a certificate without its key (or the reverse) and an empty
+    /// server name.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.cert.is_some() != self.key.is_some() {
+            return Err(ConfigError::new(
+                "a TLS client certificate needs both cert and key",
+            ));
+        }
+        if self.server_name.as_deref() == Some("") {
+            return Err(ConfigError::new("the TLS server name is empty"));
+        }
+        Ok(())
+    }
+}
+
+/// One `[[groups]]` entry: a server group and its own settings, which win
+/// over the file-wide ones.
+#[derive(Debug, Clone)]
+pub struct FileGroup {
+    /// The group's name (EVCache: the server group).
+    pub name: String,
+    /// Its availability zone.
+    pub zone: Option<String>,
+    /// Takes writes only (a group being warmed).
+    pub write_only: bool,
+    /// Its servers, in the file's order, weights parsed.
+    pub servers: Vec<ServerSpec>,
+    /// Its own hashing strategy.
+    pub hash: Option<HashStrategy>,
+    /// Its own ketama node naming.
+    pub node_naming: Option<NodeNaming>,
+    /// Its own connections per server.
+    pub pool_size: Option<usize>,
+    /// Its own login (`username`); `password_file` is never given without it.
+    pub username: Option<String>,
+    /// Where the password of `username` is.
+    pub password_file: Option<PathBuf>,
+    /// Its own TLS section.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A parsed and checked `cluster.toml`. Every setting is optional: a
+/// caller's own flags may override or complete it.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterFile {
+    /// Default hashing strategy of every group.
+    pub hash: Option<HashStrategy>,
+    /// Default ketama node naming.
+    pub node_naming: Option<NodeNaming>,
+    /// URL-encode keys like the Whalin Java client.
+    pub sanitize: Option<bool>,
+    /// The caller's zone: reads prefer it.
+    pub zone: Option<String>,
+    /// Default connections per server.
+    pub pool_size: Option<usize>,
+    /// Per-operation timeout (`timeout_ms`).
+    pub timeout: Option<Duration>,
+    /// Connect timeout (`connect_timeout_ms`).
+    pub connect_timeout: Option<Duration>,
+    /// Read fallback across groups.
+    pub read_fallback: Option<ReadFallback>,
+    /// Write policy across groups.
+    pub write_policy: Option<WritePolicy>,
+    /// How typed values are read and written.
+    pub value_format: Option<ValueFormat>,
+    /// Failover within a group.
+    pub failover: Option<bool>,
+    /// The login of every connection (memcached `-Y`).
+    pub username: Option<String>,
+    /// Where the password of the login is.
+    pub password_file: Option<PathBuf>,
+    /// TLS for every connection.
+    pub tls: Option<TlsFiles>,
+    /// Migration mode: the old layout (a path, list or URL; see the tool's
+    /// `--migrate-from`).
+    pub migrate_from: Option<String>,
+    /// The server groups; empty when the servers come from elsewhere.
+    pub groups: Vec<FileGroup>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    hash: Option<String>,
+    node_naming: Option<String>,
+    sanitize: Option<bool>,
+    zone: Option<String>,
+    pool_size: Option<usize>,
+    timeout_ms: Option<u64>,
+    connect_timeout_ms: Option<u64>,
+    read_fallback: Option<String>,
+    write_policy: Option<String>,
+    value_format: Option<String>,
+    username: Option<String>,
+    password_file: Option<PathBuf>,
+    failover: Option<bool>,
+    tls: Option<TlsFiles>,
+    migrate_from: Option<String>,
+    #[serde(default)]
+    groups: Vec<RawGroup>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: String,
+    zone: Option<String>,
+    #[serde(default)]
+    write_only: bool,
+    servers: Vec<String>,
+    hash: Option<String>,
+    node_naming: Option<String>,
+    pool_size: Option<usize>,
+    username: Option<String>,
+    password_file: Option<PathBuf>,
+    tls: Option<TlsFiles>,
+}
+
+/// A named setting parsed through its type's `FromStr`, whose error names
+/// the bad text (and, where the type knows them, the valid names).
+fn named<T>(setting: &str, text: Option<String>) -> Result<Option<T>, ConfigError>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    text.map(|t| {
+        t.parse()
+            .map_err(|e| ConfigError::new(format!("{setting}: {e}")))
+    })
+    .transpose()
+}
+
+fn checked_tls(tls: Option<TlsFiles>) -> Result<Option<TlsFiles>, ConfigError> {
+    if let Some(t) = &tls {
+        t.check()?;
+    }
+    Ok(tls)
+}
+
+/// A TOML error on one line, with where it is: the parser's message (empty
+/// for some syntax errors, several lines for others) and the line and column
+/// of its span.
+fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
+    let message = e.message().trim().replace('\n', "; ");
+    let what = match message.as_str() {
+        "" => "not valid TOML",
+        m => m,
+    };
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            ConfigError::new(format!("line {line}, column {column}: {what}"))
+        }
+        None => ConfigError::new(what),
+    }
+}
+
+impl FileGroup {
+    fn from_raw(g: RawGroup) -> Result<FileGroup, ConfigError> {
+        let in_group = |e: ConfigError| ConfigError::new(format!("group {:?}: {e}", g.name));
+        if g.servers.is_empty() {
+            return Err(in_group(ConfigError::new("no servers")));
+        }
+        let servers = ClusterSpec::parse_server_list(&g.servers.join(","))
+            .map_err(|e| in_group(ConfigError::new(e.to_string())))?
+            .groups
+            .into_iter()
+            .flat_map(|g| g.servers)
+            .collect();
+        if g.username.is_none() && g.password_file.is_some() {
+            return Err(in_group(ConfigError::new("password_file without username")));
+        }
+        Ok(FileGroup {
+            servers,
+            zone: g.zone,
+            write_only: g.write_only,
+            hash: named("hash", g.hash).map_err(in_group)?,
+            node_naming: named("node_naming", g.node_naming).map_err(in_group)?,
+            pool_size: g.pool_size,
+            username: g.username,
+            password_file: g.password_file,
+            tls: checked_tls(g.tls).map_err(in_group)?,
+            name: g.name,
+        })
+    }
+}
+
+impl ClusterFile {
+    /// Parses and checks the text of a `cluster.toml`.
+    pub fn parse(text: &str) -> Result<ClusterFile, ConfigError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        Ok(ClusterFile {
+            hash: named("hash", raw.hash)?,
+            node_naming: named("node_naming", raw.node_naming)?,
+            sanitize: raw.sanitize,
+            zone: raw.zone,
+            pool_size: raw.pool_size,
+            timeout: raw.timeout_ms.map(Duration::from_millis),
+            connect_timeout: raw.connect_timeout_ms.map(Duration::from_millis),
+            read_fallback: named("read_fallback", raw.read_fallback)?,
+            write_policy: named("write_policy", raw.write_policy)?,
+            value_format: named("value_format", raw.value_format)?,
+            failover: raw.failover,
+            username: raw.username,
+            password_file: raw.password_file,
+            tls: checked_tls(raw.tls)?,
+            migrate_from: raw.migrate_from,
+            groups: raw
+                .groups
+                .into_iter()
+                .map(FileGroup::from_raw)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Reads and parses the file at `path`; errors name the file.
+    pub fn read(path: impl AsRef<Path>) -> Result<ClusterFile, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", path.display())))?;
+        ClusterFile::parse(&text).map_err(|e| ConfigError::new(format!("{}: {e}", path.display())))
+    }
+
+    /// Applies the file-wide settings to `spec` (servers given elsewhere,
+    /// such as on a command line): hashing, node naming, key sanitizing,
+    /// pool size, zone, read fallback, write policy and failover, each only
+    /// where the file gives it.
+    #[must_use]
+    pub fn apply_file_wide(&self, mut spec: ClusterSpec) -> ClusterSpec {
+        if let Some(h) = self.hash {
+            spec = spec.with_hash(h);
+        }
+        if let Some(n) = self.node_naming {
+            spec = spec.with_node_naming(n);
+        }
+        if let Some(s) = self.sanitize {
+            spec = spec.with_sanitize_keys(s);
+        }
+        if let Some(p) = self.pool_size {
+            spec = spec.with_pool_size(p);
+        }
+        let settings = &mut spec.settings;
+        if let Some(zone) = &self.zone {
+            settings.local_zone = Some(zone.clone());
+        }
+        if let Some(f) = self.read_fallback {
+            settings.read_fallback = f;
+        }
+        if let Some(p) = self.write_policy {
+            settings.write_policy = p;
+        }
+        if let Some(f) = self.failover {
+            settings.failover = Some(f);
+        }
+        spec
+    }
+
+    /// The cluster the file's groups describe, with the file-wide settings
+    /// and each group's own (which win); `None` when the file lists no group.
+    #[must_use]
+    pub fn spec(&self) -> Option<ClusterSpec> {
+        if self.groups.is_empty() {
+            return None;
+        }
+        let groups = self.groups.iter().map(|g| {
+            let mut group = GroupSpec::new(g.name.clone(), g.servers.clone());
+            group.zone = g.zone.clone();
+            group.write_only = g.write_only;
+            group
+        });
+        let mut spec = self.apply_file_wide(ClusterSpec::new(groups));
+        for (group, g) in spec.groups.iter_mut().zip(&self.groups) {
+            if let Some(h) = g.hash {
+                group.locator.strategy = h;
+            }
+            if let Some(n) = g.node_naming {
+                group.locator.node_naming = n;
+            }
+            if let Some(p) = g.pool_size {
+                group.pool_size = p;
+            }
+        }
+        Some(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_file_parses_to_typed_settings_and_a_spec() {
+        let file = ClusterFile::parse(
+            r#"
+            hash = "ketama"
+            zone = "b"
+            pool_size = 2
+            timeout_ms = 250
+            write_policy = "quorum"
+            read_fallback = "all-copies"
+            value_format = "python-memcached"
+            failover = true
+            [tls]
+            ca = "/ca.pem"
+            [[groups]]
+            name = "sg1"
+            zone = "a"
+            servers = ["h1:11211", "h2:11211:5"]
+            hash = "new-compat"
+            pool_size = 3
+            [[groups]]
+            name = "sg2"
+            zone = "b"
+            write_only = true
+            servers = ["h3:11211"]
+            username = "warmer"
+            password_file = "/pw"
+            tls = { server_name = "cache" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(file.timeout, Some(Duration::from_millis(250)));
+        assert!(matches!(
+            file.value_format,
+            Some(ValueFormat::PythonMemcached { .. })
+        ));
+        assert_eq!(file.groups[1].username.as_deref(), Some("warmer"));
+        assert_eq!(
+            file.groups[1].tls.as_ref().unwrap().server_name.as_deref(),
+            Some("cache")
+        );
+        let spec = file.spec().unwrap();
+        let (sg1, sg2) = (&spec.groups[0], &spec.groups[1]);
+        assert_eq!(sg1.locator.strategy, HashStrategy::NewCompat);
+        assert_eq!(sg2.locator.strategy, HashStrategy::Ketama);
+        assert_eq!((sg1.pool_size, sg2.pool_size), (3, 2));
+        assert_eq!(sg1.servers[1].weight, 5);
+        assert!(sg2.write_only && !sg1.write_only);
+        assert_eq!(spec.settings.local_zone.as_deref(), Some("b"));
+        assert_eq!(spec.settings.write_policy, WritePolicy::Quorum);
+        assert_eq!(spec.settings.read_fallback, ReadFallback::AllCopies);
+        assert_eq!(spec.settings.failover, Some(true));
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_setting_named() {
+        for (text, says) in [
+            ("hash = \"sha1\"", "hash: "),
+            ("bogus = 1", "unknown field `bogus`"),
+            ("write_policy = \"most\"", "write_policy: "),
+            ("[tls]\ncert = \"/c.pem\"", "needs both cert and key"),
+            ("[tls]\nserver_name = \"\"", "server name is empty"),
+            (
+                "[[groups]]\nname = \"g\"\nservers = []",
+                "group \"g\": no servers",
+            ),
+            (
+                "[[groups]]\nname = \"g\"\nservers = [\"h:99999\"]",
+                "group \"g\": ",
+            ),
+            (
+                "[[groups]]\nname = \"g\"\nservers = [\"h:1\"]\npassword_file = \"/p\"",
+                "password_file without username",
+            ),
+            (
+                "[[groups]]\nname = \"g\"\nservers = [\"h:1\"]\nnode_naming = \"x\"",
+                "group \"g\": node_naming: ",
+            ),
+            ("hash = ", "line 1, column 8: not valid TOML"),
+            (
+                "zone = \"a\"\nbogus = 1",
+                "line 2, column 1: unknown field `bogus`",
+            ),
+            ("zone = 5", "invalid type: integer"),
+        ] {
+            let e = ClusterFile::parse(text).unwrap_err();
+            assert!(e.message().contains(says), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_file_without_groups_has_no_spec_but_applies_file_wide() {
+        let file = ClusterFile::parse(
+            "hash = \"native\"\nsanitize = true\npool_size = 4\nzone = \"z\"\nfailover = false",
+        )
+        .unwrap();
+        assert!(file.spec().is_none());
+        let spec = file.apply_file_wide(ClusterSpec::parse_server_list("h:1,h:2").unwrap());
+        assert_eq!(spec.groups[0].locator.strategy, HashStrategy::Native);
+        assert!(spec.groups[0].locator.sanitize_keys);
+        assert_eq!(spec.groups[0].pool_size, 4);
+        assert_eq!(spec.settings.local_zone.as_deref(), Some("z"));
+        assert_eq!(spec.settings.failover, Some(false));
+    }
+
+    #[test]
+    fn read_names_the_file() {
+        let e = ClusterFile::read("/nonexistent/cluster.toml").unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("cannot read /nonexistent/cluster.toml")
+        );
+    }
+}
