@@ -131,6 +131,56 @@ async fn every_misbehaviour_is_a_typed_error_within_the_timeout() {
     }
 }
 
+/// Memory held by the client while each script plays, against its limits
+/// (64 KiB values, 1 MiB replies). The client runs on this test's own thread
+/// (a current-thread runtime), where `support::heap` counts every byte it
+/// has live; the peer's threads are not counted.
+#[tokio::test(flavor = "current_thread")]
+async fn every_misbehaviour_stays_within_the_memory_limits() {
+    let (max_value, max_reply) = (64 * 1024, 1 << 20);
+    let mut scripts = cases();
+    scripts.push((
+        "values for keys nobody asked for",
+        vec![Act::Repeat(b"VALUE other 0 6\r\nsecret\r\n")],
+        Error::is_protocol,
+    ));
+    // The client itself (pool, first connection, buffers) before any script.
+    let mut report = Vec::new();
+    for (what, acts, _) in scripts {
+        let addr = peer(acts);
+        let client = Client::builder()
+            .servers(&addr)
+            .unwrap()
+            .max_value_size(max_value)
+            .max_reply_size(max_reply)
+            .timeout(Duration::from_millis(400))
+            .build()
+            .unwrap();
+        let peak = crate::support::heap::Peak::start();
+        let got = tokio::time::timeout(Duration::from_secs(5), client.get("k"))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the client hung"));
+        assert!(!matches!(got, Ok(Some(_))), "{what}: {got:?}");
+        report.push((what, peak.bytes()));
+        // Let the connection's aborted tasks go, so that their buffers are
+        // not freed during the next script's measurement.
+        drop(client);
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+    for (what, bytes) in &report {
+        eprintln!("{what:40} peak {bytes:>9} bytes");
+    }
+    // The limits, the read buffer that may hold one more chunk than the
+    // reply, and the client's own bookkeeping: far below what an unbounded
+    // reply reaches in 400 ms (tens to hundreds of MB).
+    let bound = max_reply + max_value + 128 * 1024;
+    for (what, bytes) in report {
+        assert!(bytes <= bound, "{what}: {bytes} bytes held, bound {bound}");
+    }
+}
+
 /// Values for keys nobody asked for are never handed to a caller as its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_value_for_another_key_is_never_returned() {
@@ -175,26 +225,56 @@ async fn a_hostile_group_does_not_affect_the_other() {
     }
 }
 
+/// The tool run under GNU time: its output and its peak resident memory (KiB).
+fn tool_with_peak_rss(addr: &str) -> (std::process::Output, u64) {
+    const TIME: &str = "/usr/bin/time";
+    assert!(
+        std::path::Path::new(TIME).exists(),
+        "GNU time is needed to measure the tool's memory (apt-get install time)"
+    );
+    let rss_file = std::env::temp_dir().join(format!(
+        "memgroup-rss-{}-{}",
+        std::process::id(),
+        addr.replace([':', '.'], "-")
+    ));
+    let o = std::process::Command::new(TIME)
+        .args(["-f", "%M", "-o"])
+        .arg(&rss_file)
+        .arg(env!("CARGO_BIN_EXE_memgroup"))
+        .args([
+            "--servers",
+            addr,
+            "--timeout-ms",
+            "400",
+            "--max-value-size",
+            "65536",
+            "--max-reply-size",
+            "1048576",
+            "get",
+            "k",
+        ])
+        .env_remove("MEMCACHED_SERVERS")
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&rss_file).unwrap();
+    std::fs::remove_file(&rss_file).unwrap();
+    // GNU time notes a non-zero exit on a line of its own before the figure.
+    let kib = text.lines().last().and_then(|l| l.trim().parse().ok());
+    (o, kib.unwrap_or_else(|| panic!("GNU time wrote {text:?}")))
+}
+
 /// The same scripts through the tool: exit 1, one line on stderr naming the
-/// server, no raw control characters, within the timeout.
+/// server, no raw control characters, within the timeout; and its peak
+/// resident memory within the limits it was given (64 KiB values, 1 MiB
+/// replies) of what a plain miss costs it.
 #[test]
 fn the_tool_reports_each_misbehaviour_on_one_clean_line() {
+    let (o, baseline) = tool_with_peak_rss(&peer(vec![Act::Send(b"END\r\n")]));
+    assert_eq!(o.status.code(), Some(1), "a miss exits 1");
+    let mut report = Vec::new();
     for (what, acts, _) in cases() {
         let addr = peer(acts);
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
-            .args([
-                "--servers",
-                &addr,
-                "--timeout-ms",
-                "400",
-                "--max-value-size",
-                "65536",
-                "get",
-                "k",
-            ])
-            .env_remove("MEMCACHED_SERVERS")
-            .output()
-            .unwrap();
+        let (o, rss) = tool_with_peak_rss(&addr);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{what}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
@@ -203,6 +283,19 @@ fn the_tool_reports_each_misbehaviour_on_one_clean_line() {
             !err.chars().any(|c| c.is_control() && c != '\n'),
             "{what}: {err:?}"
         );
+        report.push((what, rss));
+    }
+    eprintln!(
+        "{:40} peak RSS {baseline:>6} KiB",
+        "a plain miss (baseline)"
+    );
+    for (what, rss) in &report {
+        eprintln!("{what:40} peak RSS {rss:>6} KiB");
+    }
+    // Limits plus allocator slack; an unbounded reply reaches tens of MB.
+    let bound = baseline + 1024 + 64 + 2048;
+    for (what, rss) in report {
+        assert!(rss <= bound, "{what}: {rss} KiB, bound {bound} KiB");
     }
 }
 

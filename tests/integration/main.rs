@@ -17,5 +17,10 @@ mod soak;
 mod spans;
 mod status;
 mod support;
+
+/// Per-thread heap accounting (`support::heap`): the hostile scripts'
+/// memory bounds are measured, not assumed.
+#[global_allocator]
+static HEAP: support::heap::Counting = support::heap::Counting;
 #[cfg(feature = "tls")]
 mod tls;

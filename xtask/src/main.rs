@@ -109,14 +109,13 @@ fn apt_install(packages: &[&str]) -> Result<bool> {
     Ok(true)
 }
 
-/// The interop tests need the real spymemcached jar (and a JDK, and python3
-/// for a python-memcached venv, which the image has).
-fn ensure_interop() -> Result<()> {
-    if std::path::Path::new(SPY_JAR).exists() || apt_install(&["libspymemcached-java"])? {
+/// `path` exists, or is installed now from the Debian `package`.
+fn ensure_installed(path: &str, package: &str) -> Result<()> {
+    if std::path::Path::new(path).exists() || apt_install(&[package])? {
         return Ok(());
     }
     Err(format!(
-        "{SPY_JAR} is missing: install libspymemcached-java (`sudo apt-get install libspymemcached-java`)"
+        "{path} is missing: install {package} (`sudo apt-get install {package}`)"
     ))
 }
 
@@ -137,7 +136,11 @@ pub(crate) fn ensure_memcached() -> Result<()> {
 
 fn test() -> Result<()> {
     ensure_memcached()?;
-    ensure_interop()?;
+    // The interop tests need the real spymemcached jar (and a JDK, and
+    // python3 for a python-memcached venv, which the image has); GNU time
+    // measures the tool's peak memory in the hostile-peer tests.
+    ensure_installed(SPY_JAR, "libspymemcached-java")?;
+    ensure_installed("/usr/bin/time", "time")?;
     run(&cargo(), &["fmt", "--all", "--", "--check"], &[])?;
     // The library without its optional features (TLS, compression) builds
     // and lints too.

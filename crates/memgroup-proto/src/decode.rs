@@ -47,7 +47,18 @@ pub struct Limits {
     /// The most bytes one multi-item reply (`VALUE` items up to `END`, `STAT`
     /// lines up to `END`) may hold (default 256 MiB): a server that keeps
     /// sending items without `END` is refused instead of growing memory.
+    /// Each item counts its wire bytes plus its entry ([`ITEM_OVERHEAD`]), so
+    /// that a flood of tiny items is bounded like a few large ones.
     pub max_reply: usize,
+}
+
+/// What one item of a multi-item reply counts toward [`Limits::max_reply`]
+/// beyond its wire bytes: the entry that holds it ([`Value`], [`Stat`] —
+/// the larger), doubled for the list's growth.
+pub const ITEM_OVERHEAD: usize = 2 * max(size_of::<Value>(), size_of::<Stat>());
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b { a } else { b }
 }
 
 /// The largest item memcached can hold (`-I 1024m`): a longer data block is a
@@ -297,7 +308,7 @@ impl Decoder {
                 data.truncate(p.data_len);
                 match p.head {
                     Head::Value { flags, cas, .. } => {
-                        self.count_reply(total)?;
+                        self.count_reply(total + ITEM_OVERHEAD)?;
                         self.values.push(Value {
                             key: head,
                             flags,
@@ -372,7 +383,7 @@ impl Decoder {
                     return Ok(Some(Response::Ok));
                 }
                 (Line::Stat { name, value }, Expect::Stats) => {
-                    self.count_reply(line_len + 2)?;
+                    self.count_reply(line_len + 2 + ITEM_OVERHEAD)?;
                     let line = split_line(buf, line_len);
                     self.stats.push(Stat {
                         name: line.slice(name),

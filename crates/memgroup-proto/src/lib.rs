@@ -49,7 +49,7 @@ mod response;
 #[cfg(test)]
 mod tests;
 
-pub use decode::{Decoder, Expect, Limits, MAX_ITEM_SIZE, ProtoError};
+pub use decode::{Decoder, Expect, ITEM_OVERHEAD, Limits, MAX_ITEM_SIZE, ProtoError};
 pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};
 pub use metadump::{DEFAULT_MAX_DUMP_LINE, DumpEntry, DumpLine, MetadumpDecoder, percent_decode};
 pub use multiget::{GrowingRetrieval, MAX_GROWN_KEYS, MAX_GROWN_LINE};

@@ -481,9 +481,10 @@ fn mid_reply_state_and_limits_are_reported() {
 
 #[test]
 fn a_reply_of_exactly_max_reply_bytes_is_accepted_one_more_is_not() {
-    // One item: "VALUE k 0 1\r\n" (13) + "x\r\n" (3) = 16 bytes.
+    // One item: "VALUE k 0 1\r\n" (13) + "x\r\n" (3) = 16 bytes, and its entry.
     let item = b"VALUE k 0 1\r\nx\r\n";
-    for (limit, ok) in [(32, true), (31, false)] {
+    let two = 2 * (16 + ITEM_OVERHEAD);
+    for (limit, ok) in [(two, true), (two - 1, false)] {
         let mut dec = Decoder::new(Limits {
             max_reply: limit,
             ..Limits::default()
@@ -837,10 +838,10 @@ fn an_endless_multi_item_reply_is_refused_at_the_reply_limit() {
             assert_eq!(result, Ok(None));
         }
         assert_eq!(result, Err(ProtoError::ReplyTooLarge { limit: 10_000 }));
-        // Under the limit, a long reply is fine.
+        // Under the limit (wire bytes and entries), a long reply is fine.
         let mut dec = Decoder::new(limits);
         let mut buf = BytesMut::new();
-        for _ in 0..(5_000 / item.len()) {
+        for _ in 0..(10_000 / (item.len() + ITEM_OVERHEAD)) {
             buf.extend_from_slice(item);
         }
         buf.extend_from_slice(b"END\r\n");

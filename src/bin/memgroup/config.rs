@@ -86,6 +86,10 @@ pub(crate) struct ClusterArgs {
     /// The largest value read or written, in bytes (default 1 MiB).
     #[arg(long, global = true)]
     pub(crate) max_value_size: Option<usize>,
+    /// The most bytes one multi-item reply (a multi-key get, a stats
+    /// listing) may hold before its connection is closed (default 256 MiB).
+    #[arg(long, global = true)]
+    pub(crate) max_reply_size: Option<usize>,
     /// Requests in flight per connection before callers wait (default 1024).
     #[arg(long, global = true)]
     pub(crate) max_in_flight: Option<usize>,
@@ -386,6 +390,9 @@ impl ClusterArgs {
         }
         if let Some(bytes) = self.max_value_size {
             builder = builder.max_value_size(bytes);
+        }
+        if let Some(bytes) = self.max_reply_size {
+            builder = builder.max_reply_size(bytes);
         }
         if let Some(n) = self.max_in_flight {
             builder = builder.max_in_flight(n);
