@@ -2,7 +2,9 @@
 //! release). Three server groups of three real memcached each, a mixed load
 //! of reads, writes, multi-key reads and deletes from many tasks, and on a
 //! random schedule a server stalled (SIGSTOP) for a while, a server killed
-//! (SIGKILL) and restarted, or a server's stats reset. At the end it checks:
+//! (SIGKILL) and restarted, a server's stats reset, or a storm: a server of
+//! one group stalled while a server of another is killed, both held at once.
+//! At the end it checks:
 //!
 //! - **nothing lost**: every key whose last write (a set or a delete) was
 //!   acknowledged under the ALL policy reads back that value or a newer one
@@ -366,7 +368,7 @@ async fn soak(duration: Duration) -> ExitCode {
         );
         std::thread::spawn(move || {
             let mut rng = Rng(0xDEAD_BEEF);
-            let (mut stops, mut kills, mut resets) = (0u64, 0u64, 0u64);
+            let (mut stops, mut kills, mut resets, mut storms) = (0u64, 0u64, 0u64, 0u64);
             while !stop.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(500 + rng.below(1500)));
                 if stop.load(Relaxed) {
@@ -374,7 +376,7 @@ async fn soak(duration: Duration) -> ExitCode {
                 }
                 let victim = rng.below(servers.len() as u64) as usize;
                 let hold = Duration::from_millis(500 + rng.below(2500));
-                match rng.below(3) {
+                match rng.below(4) {
                     0 => {
                         stops += 1;
                         faulting.store(true, Relaxed);
@@ -393,13 +395,29 @@ async fn soak(duration: Duration) -> ExitCode {
                         killed.lock()[victim] = Some(Instant::now());
                         faulting.store(false, Relaxed);
                     }
-                    _ => {
+                    2 => {
                         resets += 1;
                         stats_reset(&servers[victim].lock());
                     }
+                    _ => {
+                        // Two groups hurt at once: one stalled, one killed.
+                        storms += 1;
+                        let group = victim / PER_GROUP;
+                        let other = (group + 1 + rng.below(GROUPS as u64 - 1) as usize) % GROUPS;
+                        let dead = other * PER_GROUP + rng.below(PER_GROUP as u64) as usize;
+                        faulting.store(true, Relaxed);
+                        servers[victim].lock().stop();
+                        killed.lock()[dead] = Some(Instant::now());
+                        servers[dead].lock().kill();
+                        std::thread::sleep(hold);
+                        servers[dead].lock().restart();
+                        killed.lock()[dead] = Some(Instant::now());
+                        servers[victim].lock().resume();
+                        faulting.store(false, Relaxed);
+                    }
                 }
             }
-            (stops, kills, resets)
+            (stops, kills, resets, storms)
         })
     };
 
@@ -410,7 +428,7 @@ async fn soak(duration: Duration) -> ExitCode {
     tokio::time::sleep(duration.saturating_sub(warm_up)).await;
     let rss_end = rss_kib();
     stop.store(true, Relaxed);
-    let (stops, kills, resets) = tokio::task::spawn_blocking(move || faults.join())
+    let (stops, kills, resets, storms) = tokio::task::spawn_blocking(move || faults.join())
         .await
         .expect("join")
         .expect("fault thread");
@@ -520,7 +538,7 @@ async fn soak(duration: Duration) -> ExitCode {
         }
     );
     println!(
-        "| faults injected | {stops} SIGSTOP, {kills} SIGKILL + restart, {resets} stats reset |"
+        "| faults injected | {stops} SIGSTOP, {kills} SIGKILL + restart, {resets} stats reset, {storms} storms (a SIGSTOP and a SIGKILL in two groups at once) |"
     );
     println!(
         "| acknowledged writes (ALL) | {} ops; {} keys last acked: {checked} checked, {excused} excused (every group's server killed since) |",

@@ -202,6 +202,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn keys_and_key_errors_print() {
+        let key = Key::new(b"user:42").unwrap();
+        assert_eq!(key.to_string(), "user:42");
+        assert_eq!(format!("{key:?}"), "Key(\"user:42\")");
+        for (e, says) in [
+            (KeyError::Empty, "the key is empty"),
+            (
+                KeyError::TooLong { len: 300, max: 250 },
+                "300 bytes long, the limit is 250",
+            ),
+            (
+                KeyError::InvalidByte {
+                    byte: b' ',
+                    position: 3,
+                },
+                "byte 0x20 at offset 3",
+            ),
+        ] {
+            assert!(e.to_string().contains(says), "{e:?}");
+        }
+    }
+
+    #[test]
     fn key_rules() {
         assert!(Key::new(b"a").is_ok());
         assert!(Key::new(&[b'k'; 250]).is_ok());

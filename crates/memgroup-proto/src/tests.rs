@@ -434,6 +434,12 @@ fn malformed_replies_are_errors() {
         (b"VERSION 1\r\n", Stats),
         (b"HD\r\n", Values),
         (b"XY\r\n", Single),
+        // Short lines, and empty or zero-padded numbers.
+        (b"X\r\n", Single),
+        (b"\r\n", Single),
+        (b"VALUE k  1\r\na\r\nEND\r\n", Values),
+        (b"VALUE k 0 \r\n\r\nEND\r\n", Values),
+        (b"VALUE k 0 0000000000000000000001\r\na\r\nEND\r\n", Values),
     ];
     for &(wire, expect) in bad {
         let mut buf = BytesMut::from(wire);
@@ -444,6 +450,34 @@ fn malformed_replies_are_errors() {
             String::from_utf8_lossy(wire)
         );
     }
+}
+
+#[test]
+fn bare_error_lines_carry_no_text() {
+    check(
+        b"SERVER_ERROR\r\n",
+        Expect::Single,
+        Response::ServerError(b(b"")),
+    );
+    check(
+        b"CLIENT_ERROR\r\n",
+        Expect::Values,
+        Response::ClientError(b(b"")),
+    );
+}
+
+#[test]
+fn a_line_of_exactly_max_line_bytes_is_read_one_more_is_not() {
+    let limits = Limits {
+        max_line: 16,
+        ..Limits::default()
+    };
+    let mut buf = BytesMut::from(&b"SERVER_ERROR abc\r\n"[..]);
+    let got = Decoder::new(limits).decode(&mut buf, Expect::Single);
+    assert_eq!(got, Ok(Some(Response::ServerError(b(b"abc")))));
+    let mut buf = BytesMut::from(&b"SERVER_ERROR abcd\r\n"[..]);
+    let got = Decoder::new(limits).decode(&mut buf, Expect::Single);
+    assert_eq!(got, Err(ProtoError::LineTooLong { limit: 16 }));
 }
 
 #[test]
