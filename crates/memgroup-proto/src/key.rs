@@ -257,5 +257,8 @@ mod tests {
         assert_eq!(base64_decode(b"a==="), None);
         assert_eq!(base64_decode(b"ab=c"), None);
         assert_eq!(base64_decode(b"abc"), None);
+        // Padding only at the very end.
+        assert_eq!(base64_decode(b"QQ==QUJD"), None);
+        assert_eq!(base64_decode(b"QQ==").as_deref(), Some(&b"A"[..]));
     }
 }
