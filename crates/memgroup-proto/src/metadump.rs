@@ -313,6 +313,59 @@ mod tests {
     }
 
     #[test]
+    fn a_line_of_exactly_the_limit_is_read_one_more_is_not() {
+        let line = b"key=k exp=-1 la=1 cas=1 fetch=no cls=1 size=1";
+        let n = line.len();
+        // Waiting for the end of a line as long as the limit.
+        let mut dec = MetadumpDecoder::new(n);
+        let mut buf = BytesMut::from(&line[..]);
+        assert_eq!(dec.decode(&mut buf), Ok(None));
+        buf.extend_from_slice(b"\n");
+        assert!(matches!(dec.decode(&mut buf), Ok(Some(DumpLine::Entry(_)))));
+        // One byte over, with or without its end.
+        let mut dec = MetadumpDecoder::new(n - 1);
+        let mut buf = BytesMut::from(&line[..]);
+        assert_eq!(
+            dec.decode(&mut buf),
+            Err(ProtoError::LineTooLong { limit: n - 1 })
+        );
+        let mut dec = MetadumpDecoder::new(n - 1);
+        let mut buf = BytesMut::from(&line[..]);
+        buf.extend_from_slice(b"\n");
+        assert_eq!(
+            dec.decode(&mut buf),
+            Err(ProtoError::LineTooLong { limit: n - 1 })
+        );
+    }
+
+    #[test]
+    fn every_refusal_is_a_refused_line() {
+        for line in [
+            &b"ERROR"[..],
+            b"CLIENT_ERROR bad command",
+            b"SERVER_ERROR busy",
+        ] {
+            assert_eq!(
+                parse_line(line),
+                Ok(DumpLine::Refused(
+                    String::from_utf8_lossy(line).into_owned()
+                ))
+            );
+        }
+    }
+
+    #[test]
+    fn percent_escapes_in_either_case() {
+        for (text, raw) in [
+            (&b"a%2fb%2Fc"[..], &b"a/b/c"[..]),
+            (b"%e2%82%ac", "\u{20ac}".as_bytes()),
+            (b"%00%7f%ff%FF%aA", b"\x00\x7f\xff\xff\xaa"),
+        ] {
+            assert_eq!(percent_decode(text).as_deref(), Some(raw), "{text:?}");
+        }
+    }
+
+    #[test]
     fn a_line_over_the_limit_is_refused_without_buffering_more() {
         let mut dec = MetadumpDecoder::new(64);
         let mut buf = BytesMut::from(&[b'k'; 65][..]);

@@ -114,6 +114,26 @@ mod tests {
         proptest::collection::vec(0x21u8..0x7f, 1..=250)
     }
 
+    /// A full batch of 120-byte keys (7.7 KB) fits one line: memcached reads
+    /// lines of up to 8 KiB without its large-multiget path.
+    #[test]
+    fn sixty_four_long_keys_share_one_line() {
+        let keys: Vec<Vec<u8>> = (0..MAX_GROWN_KEYS)
+            .map(|i| format!("{i:0>120}").into_bytes())
+            .collect();
+        let mut buf = BytesMut::new();
+        let mut get = GrowingRetrieval::start(&mut buf, false, Key::new(&keys[0]).unwrap());
+        for k in &keys[1..] {
+            assert!(
+                get.push(&mut buf, Key::new(k).unwrap()),
+                "{} keys",
+                get.keys()
+            );
+        }
+        assert!(!get.push(&mut buf, Key::new(b"one-more").unwrap()));
+        assert_eq!(get.keys(), 64);
+    }
+
     proptest! {
         /// A grown command is byte for byte the multi-key command the encoder
         /// writes for the keys it took, and refuses keys past its limits.
@@ -140,6 +160,7 @@ mod tests {
             }
             prop_assert!(buf.len() - prefix.len() <= MAX_GROWN_LINE);
             prop_assert_eq!(get.keys(), taken.len());
+            prop_assert_eq!(get.is_cas(), cas);
             prop_assert_eq!(get.first_key(&buf), &keys[0][..]);
             let mut want = BytesMut::from(&prefix[..]);
             let request = if cas {

@@ -263,3 +263,77 @@ impl Response {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(key: &'static [u8]) -> Value {
+        Value {
+            key: Bytes::from_static(key),
+            flags: 0,
+            cas: None,
+            data: Bytes::from_static(b"v"),
+        }
+    }
+
+    #[test]
+    fn one_value_is_inline_and_emptied_lists_keep_their_allocation() {
+        let mut values = Values::new();
+        values.push(item(b"a"));
+        assert!(matches!(values.0, Repr::One(_)), "one item is inline");
+        values.push(item(b"b"));
+        values.push(item(b"c"));
+        assert_eq!(values.len(), 3);
+        assert_eq!(values.pop().map(|v| v.key), Some(Bytes::from_static(b"c")));
+        assert_eq!(values.pop().map(|v| v.key), Some(Bytes::from_static(b"b")));
+        assert_eq!(values.pop().map(|v| v.key), Some(Bytes::from_static(b"a")));
+        assert_eq!(values.pop(), None);
+        // The emptied list keeps its allocation for the next items.
+        values.push(item(b"d"));
+        assert!(matches!(&values.0, Repr::Many(v) if v.capacity() >= 3));
+        let mut single = Values::new();
+        single.push(item(b"e"));
+        assert_eq!(single.pop().map(|v| v.key), Some(Bytes::from_static(b"e")));
+        assert_eq!(single.pop(), None);
+    }
+
+    #[test]
+    fn values_compare_and_convert_by_their_items() {
+        let mut one = Values::new();
+        one.push(item(b"a"));
+        let many = Values::from(vec![item(b"a")]);
+        assert_eq!(one, many, "inline or not, the same items");
+        assert_ne!(one, Values::from(vec![item(b"b")]));
+        assert_ne!(one, Values::new());
+        assert_eq!(one.clone().into_vec(), vec![item(b"a")]);
+        let keys: Vec<Bytes> = Values::from(vec![item(b"x"), item(b"y")])
+            .into_iter()
+            .map(|v| v.key)
+            .collect();
+        assert_eq!(keys, [&b"x"[..], b"y"]);
+        assert_eq!(one.into_iter().count(), 1);
+    }
+
+    #[test]
+    fn stat_text_and_meta_ttl() {
+        let stat = Stat {
+            name: Bytes::from_static(b"version"),
+            value: Bytes::from_static(b"1.6.18"),
+        };
+        assert_eq!((stat.name_str(), stat.value_str()), ("version", "1.6.18"));
+        let binary = Stat {
+            name: Bytes::from_static(b"\xff"),
+            value: Bytes::from_static(b"\xfe"),
+        };
+        assert_eq!((binary.name_str(), binary.value_str()), ("", ""));
+        let meta = |flags: &'static [u8]| MetaResponse {
+            status: MetaStatus::Hd,
+            flags: Bytes::from_static(flags),
+            value: None,
+        };
+        assert_eq!(meta(b"f1 t300").ttl(), Some(300));
+        assert_eq!(meta(b"t-1").ttl(), Some(-1));
+        assert_eq!(meta(b"f1").ttl(), None);
+    }
+}

@@ -410,6 +410,76 @@ fn encodes_every_command() {
         // The command's name is the wire form's first word.
         let first = wire.split(|&b| b == b' ' || b == b'\r').next().unwrap();
         assert_eq!(request.command().as_bytes(), first, "{request:?}");
+        // A reply is expected unless the request says noreply (or quits).
+        let silent = wire.windows(9).any(|w| w == b" noreply\r") || first == b"quit";
+        assert_eq!(request.expect().is_none(), silent, "{request:?}");
+    }
+}
+
+/// Encoding reserves the request's size up front, once: no regrowth, and
+/// little room left over, whatever the key and value sizes.
+#[test]
+fn a_request_is_encoded_into_one_allocation_of_about_its_size() {
+    let long = vec![b'k'; 200];
+    let key = Key::new(&long).unwrap();
+    let keys = vec![key; 20];
+    let data = vec![b'v'; 5000];
+    let flags = [
+        MetaFlag::ReturnValue,
+        MetaFlag::CompareCas(7),
+        MetaFlag::Quiet,
+    ];
+    let cases: Vec<(Request<'_>, usize)> = vec![
+        (
+            Request::Store {
+                command: StoreCommand::Set,
+                key,
+                flags: 1,
+                exptime: 2,
+                data: &data,
+                noreply: false,
+            },
+            48,
+        ),
+        (Request::Get { keys: &keys }, 14),
+        (
+            Request::Gat {
+                exptime: 300,
+                keys: &keys,
+            },
+            14,
+        ),
+        (
+            Request::MetaSet {
+                key,
+                data: &data,
+                flags: &flags,
+            },
+            24 + 8 * flags.len(),
+        ),
+    ];
+    for (request, headroom) in cases {
+        let mut buf = BytesMut::new();
+        request.encode(&mut buf);
+        assert!(
+            buf.capacity() - buf.len() <= headroom,
+            "{}: {} bytes reserved for {}",
+            request.command(),
+            buf.capacity(),
+            buf.len()
+        );
+    }
+}
+
+#[test]
+fn only_q_is_quiet() {
+    assert!(MetaFlag::Quiet.is_quiet());
+    for flag in [
+        MetaFlag::ReturnValue,
+        MetaFlag::Base64Key,
+        MetaFlag::CompareCas(1),
+    ] {
+        assert!(!flag.is_quiet(), "{flag:?}");
     }
 }
 
