@@ -53,13 +53,10 @@ pub struct Limits {
 }
 
 /// What one item of a multi-item reply counts toward [`Limits::max_reply`]
-/// beyond its wire bytes: the entry that holds it ([`Value`], [`Stat`] —
-/// the larger), doubled for the list's growth.
-pub const ITEM_OVERHEAD: usize = 2 * max(size_of::<Value>(), size_of::<Stat>());
-
-const fn max(a: usize, b: usize) -> usize {
-    if a > b { a } else { b }
-}
+/// beyond its wire bytes: the entry that holds it (a [`Value`], or a smaller
+/// [`Stat`]), doubled for the list's growth.
+pub const ITEM_OVERHEAD: usize = 2 * size_of::<Value>();
+const _: () = assert!(size_of::<Stat>() <= size_of::<Value>());
 
 /// The largest item memcached can hold (`-I 1024m`): a longer data block is a
 /// corrupt or hostile header, refused before anything is allocated for it.

@@ -257,6 +257,12 @@ mod tests {
         assert_eq!(base64_decode(b"a==="), None);
         assert_eq!(base64_decode(b"ab=c"), None);
         assert_eq!(base64_decode(b"abc"), None);
+        // The encoding is sized up front: one allocation, exactly.
+        for n in [1, 2, 3, 299, 300] {
+            let mut out = Vec::new();
+            base64_encode(&vec![7; n], &mut out);
+            assert_eq!(out.capacity(), out.len(), "{n} bytes");
+        }
         // Padding only at the very end.
         assert_eq!(base64_decode(b"QQ==QUJD"), None);
         assert_eq!(base64_decode(b"QQ==").as_deref(), Some(&b"A"[..]));

@@ -444,7 +444,7 @@ fn a_request_is_encoded_into_one_allocation_of_about_its_size() {
         (Request::Get { keys: &keys }, 14),
         (
             Request::Gat {
-                exptime: 300,
+                exptime: u32::MAX,
                 keys: &keys,
             },
             14,
@@ -488,6 +488,10 @@ fn malformed_replies_are_errors() {
     use Expect::*;
     let bad: &[(&[u8], Expect)] = &[
         (b"STORED\n", Single),
+        // A bare \n whose line would be valid without its last byte.
+        (b"STORED!\n", Single),
+        (b"END \n", Values),
+        (b"\n", Single),
         (b"WHAT\r\n", Single),
         (b"VALUE k x 1\r\na\r\nEND\r\n", Values),
         (b"VALUE k 0 1\r\nabc\r\nEND\r\n", Values),
@@ -600,6 +604,25 @@ fn a_reply_of_exactly_max_reply_bytes_is_accepted_one_more_is_not() {
         let got = dec.decode(&mut buf, Expect::Values);
         assert_eq!(got.is_ok(), ok, "limit {limit}: {got:?}");
     }
+    // The same for STAT lines: "STAT pid 1\r\n" is 12 bytes.
+    let two = 2 * (12 + ITEM_OVERHEAD);
+    for (limit, ok) in [(two, true), (two - 1, false)] {
+        let mut dec = Decoder::new(Limits {
+            max_reply: limit,
+            ..Limits::default()
+        });
+        let mut buf = BytesMut::from(&b"STAT pid 1\r\nSTAT pid 1\r\nEND\r\n"[..]);
+        let got = dec.decode(&mut buf, Expect::Stats);
+        assert_eq!(got.is_ok(), ok, "limit {limit}: {got:?}");
+    }
+}
+
+/// An item's entry is paid for, with room for the list to double: a flood of
+/// empty values costs what the limit says.
+#[test]
+fn item_overhead_covers_an_entry_and_its_growth() {
+    assert!(ITEM_OVERHEAD >= 2 * std::mem::size_of::<Value>());
+    assert!(ITEM_OVERHEAD >= 2 * std::mem::size_of::<Stat>());
 }
 
 #[test]
