@@ -666,17 +666,20 @@ mod tests {
         assert_eq!(spec.groups.len(), 1);
     }
 
-    /// With more than 64 groups (the heap-backed set), a group counted
-    /// twice still counts once toward the write policy.
+    /// With more than 128 groups (the heap-backed set) as with fewer (the
+    /// inline one), a group counted twice still counts once toward the write
+    /// policy.
     #[test]
     fn write_policy_counts_each_of_many_groups_once() {
         use crate::WritePolicy;
-        let list: Vec<String> = (0..70).map(|g| format!("g{g}=h{g}:1")).collect();
-        let mut spec = ClusterSpec::parse_evcache(&list.join(";")).unwrap();
-        spec.settings.write_policy = WritePolicy::All;
-        let topology = Topology::new(spec).unwrap();
-        let twice = std::iter::repeat_n(GroupId(5), 70);
-        assert!(!topology.write_succeeded(twice));
-        assert!(topology.write_succeeded((0..70).map(GroupId)));
+        for n in [70, 130] {
+            let list: Vec<String> = (0..n).map(|g| format!("g{g}=h{g}:1")).collect();
+            let mut spec = ClusterSpec::parse_evcache(&list.join(";")).unwrap();
+            spec.settings.write_policy = WritePolicy::All;
+            let topology = Topology::new(spec).unwrap();
+            let twice = std::iter::repeat_n(GroupId(5), n);
+            assert!(!topology.write_succeeded(twice), "{n} groups");
+            assert!(topology.write_succeeded((0..n).map(GroupId)), "{n} groups");
+        }
     }
 }
