@@ -151,6 +151,51 @@ async fn tls_and_authentication_together() {
     assert!(listed, "metadump over TLS never listed the key");
 }
 
+/// A group's own TLS and login apply to that group only: a plaintext
+/// group, a TLS group (`group_tls`) and a group behind `-Y`
+/// (`group_credentials`) in one cluster, each written and read.
+#[tokio::test]
+async fn each_group_its_own_tls_and_login() {
+    use memgroup::topology::{ReadFallback, WritePolicy};
+    let pki = Pki::new();
+    let authfile = pki.dir().join("authfile");
+    std::fs::write(&authfile, "bob:hunter2\n").unwrap();
+    let plain = Memcached::spawn();
+    let tls = Memcached::spawn_tls(&pki, false, &[]);
+    let auth = Memcached::spawn_with(&["-Y", authfile.to_str().unwrap()]);
+    let groups = format!(
+        "plain={};tls={};auth={}",
+        plain.addr_string(),
+        tls.addr_string(),
+        auth.addr_string()
+    );
+    let client = |zone: &str| {
+        Client::builder()
+            .evcache_groups(&groups)
+            .unwrap()
+            .zone(zone)
+            .read_fallback(ReadFallback::Never)
+            .write_policy(WritePolicy::All)
+            .group_tls("tls", trusting(&pki))
+            .group_credentials("auth", Credentials::new("bob", "hunter2").unwrap())
+            .timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap()
+    };
+    let writer = client("plain");
+    let outcome = writer.set("k", "in every group", 0).await.unwrap();
+    assert!(outcome.applied(), "{outcome:?}");
+    for zone in ["plain", "tls", "auth"] {
+        let item = client(zone).get("k").await.unwrap();
+        assert_eq!(
+            item.map(|i| i.value).as_deref(),
+            Some(&b"in every group"[..]),
+            "{zone}"
+        );
+    }
+}
+
 /// Under paused time: the backoff after the kill passes when the test moves
 /// the clock.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
