@@ -2,14 +2,15 @@
 //! SIGKILLed falls back to the other group. A capturing subscriber sees the
 //! operation's span and, inside it, one span per request: the first names
 //! the local group and the error, the second the other group, the fallback
-//! and the hit. Keys appear only when asked for.
+//! and the hit. Keys appear only when asked for. Within one group, the
+//! second try is a failover.
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use memgroup::client::Client;
-use memgroup::topology::ReadFallback;
+use memgroup::topology::{ClusterSpec, ReadFallback, Topology};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -17,12 +18,14 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::support::Memcached;
 
-/// A closed span: its name, fields and parent's name.
-#[derive(Debug, Clone, Default)]
+/// A closed span: its name, fields, parent's name and the thread (the
+/// test) that made it.
+#[derive(Debug, Clone)]
 struct Captured {
     name: &'static str,
     fields: HashMap<String, String>,
     parent: Option<&'static str>,
+    thread: std::thread::ThreadId,
 }
 
 impl Visit for Captured {
@@ -76,7 +79,8 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         let mut span = Captured {
             name: attrs.metadata().name(),
             parent: ctx.span(id).and_then(|s| s.parent()).map(|p| p.name()),
-            ..Captured::default()
+            fields: HashMap::new(),
+            thread: std::thread::current().id(),
         };
         attrs.record(&mut span);
         self.open.lock().unwrap().insert(id.into_u64(), span);
@@ -92,6 +96,19 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         if let Some(span) = self.open.lock().unwrap().remove(&id.into_u64()) {
             self.closed.lock().unwrap().push(span);
         }
+    }
+}
+
+impl Capture {
+    /// The spans this thread's test made and closed, taken out of the list.
+    fn take_mine(&self) -> Vec<Captured> {
+        let me = std::thread::current().id();
+        let mut all = self.closed.lock().unwrap();
+        let (mine, others) = std::mem::take(&mut *all)
+            .into_iter()
+            .partition(|s| s.thread == me);
+        *all = others;
+        mine
     }
 }
 
@@ -122,7 +139,7 @@ async fn a_fallback_read_shows_both_requests_in_its_span() {
     CAPTURING.with(|c| c.set(true));
     let item = client.get("user:42").await.unwrap().expect("served by sg2");
     assert_eq!(item.value, "Ada");
-    let closed = capture.closed.lock().unwrap().clone();
+    let closed = capture.take_mine();
     let requests: Vec<&Captured> = closed
         .iter()
         .filter(|s| s.name == "memcached.request")
@@ -147,10 +164,46 @@ async fn a_fallback_read_shows_both_requests_in_its_span() {
     assert!(requests.iter().all(|r| r.parent == Some("memgroup")));
 
     // Asked for, the key is in the operation's span.
-    capture.closed.lock().unwrap().clear();
     build(true).get("user:42").await.unwrap();
-    let closed = capture.closed.lock().unwrap().clone();
+    let closed = capture.take_mine();
     let op = closed.iter().find(|s| s.name == "memgroup").unwrap();
     assert_eq!(field(op, "key"), "user:42");
     CAPTURING.with(|c| c.set(false));
+}
+
+/// One group with failover: the key's server is killed, the next server of
+/// the group is tried, and that request says "failover".
+#[tokio::test(flavor = "current_thread")]
+async fn a_failover_within_the_group_is_labelled_so() {
+    let (mut a, b) = (Memcached::spawn(), Memcached::spawn());
+    let list = format!("{},{}", a.addr_string(), b.addr_string());
+    let topology = Topology::new(ClusterSpec::parse_server_list(&list).unwrap()).unwrap();
+    // A key whose server is a (the first of the list).
+    let key = (0..)
+        .map(|i| format!("k{i}"))
+        .find(|k| topology.groups()[0].server_for(k.as_bytes()).0 == 0)
+        .unwrap();
+    let client = Client::builder().servers(&list).unwrap().build().unwrap();
+    a.kill();
+    let capture = capture();
+    CAPTURING.with(|c| c.set(true));
+    let got = client.get(&key).await.unwrap();
+    CAPTURING.with(|c| c.set(false));
+    assert!(got.is_none(), "b never held {key}");
+    let closed = capture.take_mine();
+    let requests: Vec<&Captured> = closed
+        .iter()
+        .filter(|s| s.name == "memcached.request")
+        .collect();
+    assert_eq!(requests.len(), 2, "{closed:#?}");
+    assert_eq!(field(requests[0], "attempt"), "first");
+    assert_eq!(field(requests[0], "server"), a.addr_string());
+    assert_eq!(
+        field(requests[1], "attempt"),
+        "failover",
+        "{:?}",
+        requests[1]
+    );
+    assert_eq!(field(requests[1], "server"), b.addr_string());
+    assert_eq!(field(requests[1], "outcome"), "miss");
 }

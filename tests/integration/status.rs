@@ -99,6 +99,16 @@ async fn a_killed_server_shows_dead_reads_fall_back_and_it_comes_back() {
     for i in 0..10 {
         client.set(format!("k{i}"), "v", 0).await.unwrap();
     }
+    // A first connection is not a server coming back.
+    assert!(
+        !events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, Event::ServerUp { .. })),
+        "{:?}",
+        events.lock().unwrap()
+    );
     let status_of = |name: &str| {
         client
             .status()

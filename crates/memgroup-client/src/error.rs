@@ -290,6 +290,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_failures_of_the_moment_are_transient() {
+        use ErrorKind::*;
+        for kind in ErrorKind::ALL {
+            let transient = matches!(
+                kind,
+                Timeout | Connection | ServerDead | Server | WritePolicy
+            );
+            assert_eq!(Error::new(kind, "x").is_transient(), transient, "{kind:?}");
+        }
+    }
+
+    #[test]
     fn every_kind_is_listed_once_at_its_index() {
         for (i, kind) in ErrorKind::ALL.iter().enumerate() {
             assert_eq!(kind.index(), i, "{kind:?}");

@@ -131,6 +131,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn digests_print_their_kind() {
+        assert_eq!(format!("{:?}", KeyDigest::Md5), "Md5");
+        let custom = KeyDigest::Custom(Arc::new(|_: &[u8]| b"same".to_vec()));
+        assert_eq!(format!("{custom:?}"), "Custom");
+    }
+
+    #[test]
     fn an_envelope_returns_its_own_keys_value_only() {
         let stored = Bytes::from(wrap(b"long key", b"value").unwrap());
         assert_eq!(unwrap(b"long key", &stored).unwrap(), "value");
