@@ -248,3 +248,36 @@ fn the_status_command_lists_an_unreachable_server_and_exits_1() {
         "no colours when stderr is not a terminal"
     );
 }
+
+/// Requests held by a stalled server show as in flight (or queued) on its
+/// one connection while they wait, and none once it answers.
+#[tokio::test(flavor = "current_thread")]
+async fn requests_waiting_on_a_stalled_server_are_counted_live() {
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    client.set("warm", "v", 0).await.unwrap();
+    server.stop();
+    let pending: Vec<_> = (0..3)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.set(format!("k{i}"), "v", 0).await })
+        })
+        .collect();
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    let waiting = client.status().servers.remove(0);
+    assert_eq!(waiting.connections, 1, "{waiting:?}");
+    assert_eq!(waiting.in_flight + waiting.queued, 3, "{waiting:?}");
+    server.resume();
+    for p in pending {
+        p.await.unwrap().unwrap();
+    }
+    let done = client.status().servers.remove(0);
+    assert_eq!((done.in_flight, done.queued), (0, 0), "{done:?}");
+}

@@ -61,6 +61,12 @@ fn an_idle_connection_lets_the_caller_write_at_once() {
     assert!(matches!(state.caller_wrote(BytesMut::new()), Next::Nothing));
     assert_eq!(state.role, Role::Idle);
     state.check();
+    // With nothing unanswered, the caller writes however many callers are
+    // counted in flight: no task switch while the connection is quiet.
+    let mut state = State::new(4, true);
+    let (_rx, next) = queue_get(&mut state, &sem, b"b", 100);
+    assert!(matches!(next, Next::Write(_)), "{next:?}");
+    assert_eq!(state.role, Role::Caller);
 }
 
 #[test]
