@@ -376,28 +376,36 @@ async fn soak(duration: Duration) -> ExitCode {
                 }
                 let victim = rng.below(servers.len() as u64) as usize;
                 let hold = Duration::from_millis(500 + rng.below(2500));
-                match rng.below(4) {
+                // A stall and a kill (restarted after `hold`), each on its
+                // own server: started, and undone by the returned closure.
+                let (servers, killed, faulting) = (&servers, &killed, &faulting);
+                let stall = |i: usize| {
+                    faulting.store(true, Relaxed);
+                    servers[i].lock().stop();
+                    move || servers[i].lock().resume()
+                };
+                let kill = |i: usize| {
+                    faulting.store(true, Relaxed);
+                    killed.lock()[i] = Some(Instant::now());
+                    servers[i].lock().kill();
+                    move || {
+                        servers[i].lock().restart();
+                        killed.lock()[i] = Some(Instant::now());
+                    }
+                };
+                let undo: Vec<Box<dyn FnOnce() + '_>> = match rng.below(4) {
                     0 => {
                         stops += 1;
-                        faulting.store(true, Relaxed);
-                        servers[victim].lock().stop();
-                        std::thread::sleep(hold);
-                        servers[victim].lock().resume();
-                        faulting.store(false, Relaxed);
+                        vec![Box::new(stall(victim))]
                     }
                     1 => {
                         kills += 1;
-                        faulting.store(true, Relaxed);
-                        killed.lock()[victim] = Some(Instant::now());
-                        servers[victim].lock().kill();
-                        std::thread::sleep(hold);
-                        servers[victim].lock().restart();
-                        killed.lock()[victim] = Some(Instant::now());
-                        faulting.store(false, Relaxed);
+                        vec![Box::new(kill(victim))]
                     }
                     2 => {
                         resets += 1;
                         stats_reset(&servers[victim].lock());
+                        continue;
                     }
                     _ => {
                         // Two groups hurt at once: one stalled, one killed.
@@ -405,17 +413,14 @@ async fn soak(duration: Duration) -> ExitCode {
                         let group = victim / PER_GROUP;
                         let other = (group + 1 + rng.below(GROUPS as u64 - 1) as usize) % GROUPS;
                         let dead = other * PER_GROUP + rng.below(PER_GROUP as u64) as usize;
-                        faulting.store(true, Relaxed);
-                        servers[victim].lock().stop();
-                        killed.lock()[dead] = Some(Instant::now());
-                        servers[dead].lock().kill();
-                        std::thread::sleep(hold);
-                        servers[dead].lock().restart();
-                        killed.lock()[dead] = Some(Instant::now());
-                        servers[victim].lock().resume();
-                        faulting.store(false, Relaxed);
+                        vec![Box::new(stall(victim)), Box::new(kill(dead))]
                     }
+                };
+                std::thread::sleep(hold);
+                for undo in undo.into_iter().rev() {
+                    undo();
                 }
+                faulting.store(false, Relaxed);
             }
             (stops, kills, resets, storms)
         })

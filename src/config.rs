@@ -3,9 +3,11 @@
 //! The file the `memgroup` tool reads with `--config`, readable by services
 //! too, so that they and the operator's tool agree on the fleet.
 //! [`ClusterFile::parse`] checks the whole text at once: TOML syntax,
-//! unknown settings, every named setting (hash, policies, value format) and
-//! every server list, so that a bad file is refused with one clear message
-//! before anything connects. Files the configuration names (passwords, TLS
+//! unknown settings, every named setting (hash, policies, value format),
+//! every server list and TLS section, so that a bad file is refused with one
+//! clear message before anything connects. Numeric ranges that depend on the
+//! whole cluster (pool sizes, weights) are checked when the topology is built
+//! from [`ClusterFile::spec`]. Files the configuration names (passwords, TLS
 //! certificates) are not read here: they are paths for the caller to load.
 //!
 //! ```toml

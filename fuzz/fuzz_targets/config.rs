@@ -14,12 +14,10 @@ fuzz_target!(|data: &[u8]| {
     match ClusterFile::parse(text) {
         Ok(file) => {
             let Some(spec) = file.spec() else { return };
-            // Keep huge weights and pools from building giant rings and
-            // slot tables: not what this target probes.
-            let small = spec.groups.iter().all(|g| {
-                g.pool_size <= 64 && g.servers.iter().all(|s| s.weight <= 100)
-            });
-            if small {
+            // Keep huge weights from building giant rings (slow, bounded):
+            // not what this target probes. Pool sizes are bounded by the
+            // topology itself.
+            if spec.groups.iter().all(|g| g.servers.iter().all(|s| s.weight <= 100)) {
                 let _ = Topology::new(spec);
             }
         }

@@ -268,7 +268,12 @@ async fn requests_waiting_on_a_stalled_server_are_counted_live() {
             tokio::spawn(async move { client.set(format!("k{i}"), "v", 0).await })
         })
         .collect();
-    for _ in 0..100 {
+    // The callers run when this task yields; poll until all three wait.
+    for _ in 0..10_000 {
+        let s = client.status().servers.remove(0);
+        if s.in_flight + s.queued == 3 {
+            break;
+        }
         tokio::task::yield_now().await;
     }
     let waiting = client.status().servers.remove(0);

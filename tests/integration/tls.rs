@@ -194,6 +194,9 @@ async fn each_group_its_own_tls_and_login() {
             "{zone}"
         );
     }
+    // The login went to its group only: a plain server would have stored
+    // memcached's login command (`set auth …`) as an item.
+    assert_eq!(crate::support::raw::get(plain.addr(), b"auth"), None);
 }
 
 /// Under paused time: the backoff after the kill passes when the test moves

@@ -111,7 +111,8 @@ fn apt_install(packages: &[&str]) -> Result<bool> {
 
 /// `path` exists, or is installed now from the Debian `package`.
 fn ensure_installed(path: &str, package: &str) -> Result<()> {
-    if std::path::Path::new(path).exists() || apt_install(&[package])? {
+    let there = || std::path::Path::new(path).exists();
+    if there() || (apt_install(&[package])? && there()) {
         return Ok(());
     }
     Err(format!(
@@ -145,7 +146,15 @@ fn test() -> Result<()> {
     // The library without its optional features (TLS, compression) builds
     // and lints too.
     let no_features = ["-p", "memgroup-client", "--no-default-features"];
-    for which in [&["--workspace"][..], &no_features[..]] {
+    // The root library with cluster.toml but without the tool.
+    let config_only = [
+        "-p",
+        "memgroup",
+        "--no-default-features",
+        "--features",
+        "config",
+    ];
+    for which in [&["--workspace"][..], &no_features[..], &config_only[..]] {
         let mut args = vec!["clippy"];
         args.extend(which);
         args.extend(["--all-targets", "--", "-D", "warnings"]);

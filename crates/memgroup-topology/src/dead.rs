@@ -70,9 +70,14 @@ impl DeadHosts {
 
     /// The number of servers tracked (that of the topology it was made for).
     #[must_use]
-    #[allow(clippy::len_without_is_empty)] // a topology always has servers
     pub fn len(&self) -> usize {
         self.hosts.len()
+    }
+
+    /// Whether no server is tracked (never, for a valid topology).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
     }
 
     /// Whether `server` is dead at `now` (`now < dead_until`). Unknown servers are alive.
@@ -189,6 +194,7 @@ mod tests {
             Topology::new(ClusterSpec::parse_server_list("a:1,b:1,c:1").unwrap()).unwrap();
         let mut dead = DeadHosts::new(&topology);
         assert_eq!(dead.len(), 3);
+        assert!(!dead.is_empty());
         let (s, now) = (ServerId(1), Instant::now());
         assert_eq!((dead.dead_until(s), dead.failures(s)), (None, 0));
         let until = dead.record_failure(s, now);

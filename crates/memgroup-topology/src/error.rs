@@ -75,6 +75,14 @@ pub enum TopologyError {
         /// The group's name.
         group: String,
     },
+    /// A group asks for more than [`MAX_POOL_SIZE`](crate::MAX_POOL_SIZE)
+    /// connections per server: a typo, not a pool (each slot is a socket).
+    PoolSizeTooLarge {
+        /// The group's name.
+        group: String,
+        /// The pool size asked for.
+        pool_size: usize,
+    },
     /// Groups disagree on key sanitising. One key has one wire form for the whole cluster
     /// (the client validates and sends a single transformed key), so all groups must agree.
     MixedSanitize {
@@ -151,6 +159,11 @@ impl fmt::Display for TopologyError {
             TopologyError::ZeroPoolSize { group } => {
                 write!(f, "server group {group:?} has pool_size 0")
             }
+            TopologyError::PoolSizeTooLarge { group, pool_size } => write!(
+                f,
+                "server group {group:?} has pool_size {pool_size}, over the limit of {}",
+                crate::MAX_POOL_SIZE
+            ),
             TopologyError::MixedSanitize { group } => write!(
                 f,
                 "server group {group:?} disagrees with the first group on key sanitising"

@@ -94,7 +94,7 @@ pub use dead::DeadHosts;
 pub use error::TopologyError;
 pub use select::{ReadCursor, ReadTargets, TargetedWrites, WriteTargets};
 pub use spec::{
-    ClusterSpec, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, GroupSpec, ReadFallback, ServerAddr,
-    ServerSpec, Settings, WritePolicy,
+    ClusterSpec, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, GroupSpec, MAX_POOL_SIZE,
+    ReadFallback, ServerAddr, ServerSpec, Settings, WritePolicy,
 };
 pub use topology::{Group, GroupId, ServerId, Skipped, Target, Topology};

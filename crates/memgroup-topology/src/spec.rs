@@ -172,9 +172,14 @@ pub struct GroupSpec {
     /// How keys map to this group's servers. All groups must agree on `sanitize_keys`.
     pub locator: LocatorConfig,
     /// Connection slots per server (EVCache's `poolSize`): more connections to the same
-    /// servers, never more copies. At least 1.
+    /// servers, never more copies. At least 1, at most [`MAX_POOL_SIZE`].
     pub pool_size: usize,
 }
+
+/// The most connection slots per server a group may ask for: far above any
+/// useful pool (EVCache's default is 1), low enough that a typo cannot make
+/// the client allocate a table of billions of slots.
+pub const MAX_POOL_SIZE: usize = 1024;
 
 impl GroupSpec {
     /// The default locator: ketama with spymemcached node names, the ring EVCache's

@@ -6,7 +6,7 @@ use std::collections::hash_map::Entry;
 
 use memgroup_hash::{HashFunction, Locator};
 
-use crate::{ClusterSpec, GroupSpec, ServerAddr, Settings, TopologyError};
+use crate::{ClusterSpec, GroupSpec, MAX_POOL_SIZE, ServerAddr, Settings, TopologyError};
 
 /// A group's position in [`Topology::groups`] (the order of [`ClusterSpec::groups`]).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
@@ -162,7 +162,8 @@ impl Topology {
     ///
     /// [`TopologyError::NoGroups`], [`TopologyError::BadGroup`] (an empty name),
     /// [`TopologyError::DuplicateGroup`], [`TopologyError::EmptyGroup`],
-    /// [`TopologyError::ZeroPoolSize`], [`TopologyError::MixedSanitize`],
+    /// [`TopologyError::ZeroPoolSize`], [`TopologyError::PoolSizeTooLarge`],
+    /// [`TopologyError::MixedSanitize`],
     /// [`TopologyError::BadAddress`] (empty host), [`TopologyError::BadPort`] (port 0),
     /// [`TopologyError::ZeroWeight`], [`TopologyError::DuplicateServer`] (within a group),
     /// [`TopologyError::NoReadableGroup`], and [`TopologyError::Locator`] for anything the
@@ -196,6 +197,12 @@ impl Topology {
             if g.pool_size == 0 {
                 return Err(TopologyError::ZeroPoolSize {
                     group: g.name.clone(),
+                });
+            }
+            if g.pool_size > MAX_POOL_SIZE {
+                return Err(TopologyError::PoolSizeTooLarge {
+                    group: g.name.clone(),
+                    pool_size: g.pool_size,
                 });
             }
             if g.locator.sanitize_keys != sanitize_keys {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use memgroup_hash::{HashStrategy, LocatorConfig, NodeNaming};
 use memgroup_topology::{
-    ClusterSpec, DeadHosts, GroupId, GroupSpec, ReadFallback, ServerAddr, ServerId, ServerSpec,
-    Settings, Skipped, Target, Topology, WritePolicy,
+    ClusterSpec, DeadHosts, GroupId, GroupSpec, MAX_POOL_SIZE, ReadFallback, ServerAddr, ServerId,
+    ServerSpec, Settings, Skipped, Target, Topology, WritePolicy,
 };
 use proptest::prelude::*;
 
@@ -735,6 +735,14 @@ fn topology_validation_names_the_culprit() {
         build(vec![group("a", "h:1").with_pool_size(0)]),
         Err(E::ZeroPoolSize { group: "a".into() })
     );
+    assert_eq!(
+        build(vec![group("a", "h:1").with_pool_size(MAX_POOL_SIZE + 1)]),
+        Err(E::PoolSizeTooLarge {
+            group: "a".into(),
+            pool_size: MAX_POOL_SIZE + 1
+        })
+    );
+    assert!(build(vec![group("a", "h:1").with_pool_size(MAX_POOL_SIZE)]).is_ok());
     assert_eq!(
         build(vec![group("a", "h:1,h:1")]),
         Err(E::DuplicateServer {

@@ -141,10 +141,9 @@ pub(crate) struct ClusterArgs {
     pub(crate) value_format: Option<ValueFormat>,
 }
 
-/// The TLS configuration from its parts (files read now): `ca` or the
-/// platform's roots, an optional client certificate, an optional name.
+/// The TLS configuration from its parts (checked by the file's parser or,
+/// for flags, by the caller): files read now.
 fn tls_config(tls: &TlsFiles) -> Result<TlsConfig, Failure> {
-    tls.check().map_err(|e| usage(e.message()))?;
     let bad = |e: memgroup::client::Error| usage(e.chain());
     let mut config = match &tls.ca {
         Some(ca) => TlsConfig::ca_file(ca).map_err(bad)?,
@@ -276,12 +275,14 @@ impl ClusterArgs {
             || self.tls_cert.is_some()
             || self.tls_server_name.is_some();
         let tls = if flags_tls {
-            Some(tls_config(&TlsFiles {
+            let flags = TlsFiles {
                 ca: self.tls_ca.clone(),
                 cert: self.tls_cert.clone(),
                 key: self.tls_key.clone(),
                 server_name: self.tls_server_name.clone(),
-            })?)
+            };
+            flags.check().map_err(|e| usage(e.message()))?;
+            Some(tls_config(&flags)?)
         } else if let Some(tls) = url.as_mut().and_then(|u| u.tls.take()) {
             Some(tls)
         } else {
