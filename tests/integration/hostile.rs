@@ -293,11 +293,11 @@ fn the_tool_reports_each_misbehaviour_on_one_clean_line() {
         report.push((what, rss));
     }
     eprintln!(
-        "{:40} peak RSS {baseline:>6} KiB",
+        "{:45} peak RSS {baseline:>6} KiB",
         "a plain miss (baseline)"
     );
     for (what, rss) in &report {
-        eprintln!("{what:40} peak RSS {rss:>6} KiB");
+        eprintln!("{what:45} peak RSS {rss:>6} KiB");
     }
     // Limits plus allocator slack; an unbounded reply reaches tens of MB.
     let bound = baseline + ((MAX_REPLY + MAX_VALUE) / 1024) as u64 + 2048;

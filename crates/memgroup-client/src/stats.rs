@@ -442,6 +442,11 @@ mod tests {
                 assert!(Histogram::upper(b) <= micros + micros / 8 + 1, "{micros}");
             }
         }
+        // The longest latencies share the last bucket, and recording one is fine.
+        assert_eq!(Histogram::bucket(u64::MAX), BUCKETS - 1);
+        let h = Histogram::default();
+        h.record(Duration::MAX);
+        assert_eq!(h.counts()[BUCKETS - 1], 1);
     }
 
     #[test]
