@@ -112,6 +112,14 @@ impl Capture {
     }
 }
 
+/// The request spans among `closed`, in the order they closed.
+fn requests(closed: &[Captured]) -> Vec<&Captured> {
+    closed
+        .iter()
+        .filter(|s| s.name == "memcached.request")
+        .collect()
+}
+
 fn field<'a>(span: &'a Captured, name: &str) -> &'a str {
     span.fields.get(name).map_or("", String::as_str)
 }
@@ -140,10 +148,7 @@ async fn a_fallback_read_shows_both_requests_in_its_span() {
     let item = client.get("user:42").await.unwrap().expect("served by sg2");
     assert_eq!(item.value, "Ada");
     let closed = capture.take_mine();
-    let requests: Vec<&Captured> = closed
-        .iter()
-        .filter(|s| s.name == "memcached.request")
-        .collect();
+    let requests = requests(&closed);
     assert_eq!(requests.len(), 2, "{closed:#?}");
     let (first, second) = (requests[0], requests[1]);
     assert_eq!(field(first, "group"), "sg1", "{first:?}");
@@ -191,10 +196,7 @@ async fn a_failover_within_the_group_is_labelled_so() {
     CAPTURING.with(|c| c.set(false));
     assert!(got.is_none(), "b never held {key}");
     let closed = capture.take_mine();
-    let requests: Vec<&Captured> = closed
-        .iter()
-        .filter(|s| s.name == "memcached.request")
-        .collect();
+    let requests = requests(&closed);
     assert_eq!(requests.len(), 2, "{closed:#?}");
     assert_eq!(field(requests[0], "attempt"), "first");
     assert_eq!(field(requests[0], "server"), a.addr_string());
