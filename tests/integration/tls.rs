@@ -199,6 +199,39 @@ async fn each_group_its_own_tls_and_login() {
     assert_eq!(crate::support::raw::get(plain.addr(), b"auth"), None);
 }
 
+/// A value larger than the sockets' buffers, sent while the server is
+/// stalled: the encrypted write meets a full socket (`WouldBlock`), waits,
+/// and finishes once the server reads again.
+#[tokio::test(flavor = "current_thread")]
+async fn a_write_larger_than_the_socket_buffers_waits_for_a_stalled_server() {
+    let pki = Pki::new();
+    let server = Memcached::spawn_tls(&pki, false, &["-I", "16m"]);
+    let client = builder(&server)
+        .tls(trusting(&pki))
+        .max_value_size(16 << 20)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    client.set("warm-up", "1", 0).await.unwrap();
+    server.stop();
+    let big = vec![b'z'; 12 << 20];
+    let write = {
+        let (client, big) = (client.clone(), big.clone());
+        tokio::spawn(async move { client.set("big", big, 0).await })
+    };
+    // Give the writer time to fill the buffers and wait on the socket.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !write.is_finished(),
+        "a stalled server cannot have taken 12 MB"
+    );
+    server.resume();
+    let outcome = write.await.unwrap().unwrap();
+    assert!(outcome.applied(), "{outcome:?}");
+    let item = client.get("big").await.unwrap().expect("stored");
+    assert!(item.value == big, "{} bytes read back", item.value.len());
+}
+
 /// Under paused time: the backoff after the kill passes when the test moves
 /// the clock.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
