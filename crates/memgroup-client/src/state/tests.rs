@@ -108,6 +108,23 @@ fn queued_gets_merge_while_the_role_is_held() {
     assert_eq!(sem.available_permits(), 10_000, "permits released");
 }
 
+/// With a batch unanswered, a caller still writes its own request while few
+/// requests are in flight; past `DIRECT_WRITE_CALLERS` the writer task does.
+#[test]
+fn callers_write_directly_only_while_few_requests_are_in_flight() {
+    let sem = permits();
+    let mut state = State::new(8, false);
+    let (_a, next) = queue_get(&mut state, &sem, b"a", 1);
+    assert!(matches!(next, Next::Write(_)), "{next:?}");
+    assert!(matches!(state.caller_wrote(BytesMut::new()), Next::Nothing));
+    let (_b, next) = queue_get(&mut state, &sem, b"b", DIRECT_WRITE_CALLERS);
+    assert!(matches!(next, Next::Write(_)), "{next:?}");
+    assert!(matches!(state.caller_wrote(BytesMut::new()), Next::Nothing));
+    let (_c, next) = queue_get(&mut state, &sem, b"c", DIRECT_WRITE_CALLERS + 1);
+    assert!(matches!(next, Next::WakeWriter), "{next:?}");
+    state.check();
+}
+
 #[test]
 fn under_load_the_writer_task_takes_the_role_and_batches_wait_for_replies() {
     let sem = permits();
