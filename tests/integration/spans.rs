@@ -3,7 +3,7 @@
 //! operation's span and, inside it, one span per request: the first names
 //! the local group and the error, the second the other group, the fallback
 //! and the hit. Keys appear only when asked for. Within one group, the
-//! second try is a failover.
+//! second try is a failover. A malformed reply is a warning event.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -48,6 +48,8 @@ impl Visit for Captured {
 struct Capture {
     open: Arc<Mutex<HashMap<u64, Captured>>>,
     closed: Arc<Mutex<Vec<Captured>>>,
+    /// Events, named by their level.
+    events: Arc<Mutex<Vec<Captured>>>,
 }
 
 thread_local! {
@@ -92,6 +94,20 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         }
     }
 
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        if !CAPTURING.with(Cell::get) {
+            return;
+        }
+        let mut captured = Captured {
+            name: event.metadata().level().as_str(),
+            parent: None,
+            fields: HashMap::new(),
+            thread: std::thread::current().id(),
+        };
+        event.record(&mut captured);
+        self.events.lock().unwrap().push(captured);
+    }
+
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
         if let Some(span) = self.open.lock().unwrap().remove(&id.into_u64()) {
             self.closed.lock().unwrap().push(span);
@@ -102,8 +118,17 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
 impl Capture {
     /// The spans this thread's test made and closed, taken out of the list.
     fn take_mine(&self) -> Vec<Captured> {
+        Self::take_from(&self.closed)
+    }
+
+    /// The events this thread's test emitted, taken out of the list.
+    fn take_my_events(&self) -> Vec<Captured> {
+        Self::take_from(&self.events)
+    }
+
+    fn take_from(list: &Mutex<Vec<Captured>>) -> Vec<Captured> {
         let me = std::thread::current().id();
-        let mut all = self.closed.lock().unwrap();
+        let mut all = list.lock().unwrap();
         let (mine, others) = std::mem::take(&mut *all)
             .into_iter()
             .partition(|s| s.thread == me);
@@ -208,4 +233,33 @@ async fn a_failover_within_the_group_is_labelled_so() {
     );
     assert_eq!(field(requests[1], "server"), b.addr_string());
     assert_eq!(field(requests[1], "outcome"), "miss");
+}
+
+/// A reply the decoder refuses closes the connection with a warning that
+/// names the server and what was wrong.
+#[tokio::test(flavor = "current_thread")]
+async fn a_malformed_reply_is_a_warning_naming_the_server() {
+    use std::io::Write;
+    let addr = crate::support::fault_peer(|_, conn| {
+        let _ = conn.write_all(b"\x00garbage\r\n");
+        true
+    });
+    let client = Client::builder()
+        .servers(&addr)
+        .unwrap()
+        .timeout(std::time::Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let capture = capture();
+    CAPTURING.with(|c| c.set(true));
+    let got = client.get("k").await;
+    CAPTURING.with(|c| c.set(false));
+    assert!(got.unwrap_err().is_protocol());
+    let events = capture.take_my_events();
+    let warned = events.iter().any(|e| {
+        e.name == "WARN"
+            && field(e, "message").contains("malformed reply")
+            && field(e, "error").contains(&addr)
+    });
+    assert!(warned, "{events:#?}");
 }
