@@ -317,3 +317,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn value_formats_print_the_name_they_parse_from() {
+    for name in [
+        "raw",
+        "spymemcached",
+        "evcache",
+        "whalin",
+        "python-memcached",
+    ] {
+        let format: ValueFormat = name.parse().unwrap();
+        assert_eq!(format.to_string(), name);
+    }
+}
