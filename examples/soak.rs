@@ -169,6 +169,15 @@ fn open_fds() -> usize {
 }
 
 /// `stats reset` on a server, over a raw connection.
+/// How the fault thread hurts a server for a while.
+#[derive(Debug, Clone, Copy)]
+enum Hurt {
+    /// SIGSTOP, then SIGCONT.
+    Stall,
+    /// SIGKILL, then a restart on the same port.
+    Kill,
+}
+
 fn stats_reset(server: &Memcached) {
     use std::io::{Read, Write};
     if let Ok(mut s) = std::net::TcpStream::connect(server.addr()) {
@@ -376,31 +385,15 @@ async fn soak(duration: Duration) -> ExitCode {
                 }
                 let victim = rng.below(servers.len() as u64) as usize;
                 let hold = Duration::from_millis(500 + rng.below(2500));
-                // A stall and a kill (restarted after `hold`), each on its
-                // own server: started, and undone by the returned closure.
-                let (servers, killed, faulting) = (&servers, &killed, &faulting);
-                let stall = |i: usize| {
-                    faulting.store(true, Relaxed);
-                    servers[i].lock().stop();
-                    move || servers[i].lock().resume()
-                };
-                let kill = |i: usize| {
-                    faulting.store(true, Relaxed);
-                    killed.lock()[i] = Some(Instant::now());
-                    servers[i].lock().kill();
-                    move || {
-                        servers[i].lock().restart();
-                        killed.lock()[i] = Some(Instant::now());
-                    }
-                };
-                let undo: Vec<Box<dyn FnOnce() + '_>> = match rng.below(4) {
+                // Servers hurt for `hold`, then mended in reverse order.
+                let hurt: Vec<(usize, Hurt)> = match rng.below(4) {
                     0 => {
                         stops += 1;
-                        vec![Box::new(stall(victim))]
+                        vec![(victim, Hurt::Stall)]
                     }
                     1 => {
                         kills += 1;
-                        vec![Box::new(kill(victim))]
+                        vec![(victim, Hurt::Kill)]
                     }
                     2 => {
                         resets += 1;
@@ -413,12 +406,28 @@ async fn soak(duration: Duration) -> ExitCode {
                         let group = victim / PER_GROUP;
                         let other = (group + 1 + rng.below(GROUPS as u64 - 1) as usize) % GROUPS;
                         let dead = other * PER_GROUP + rng.below(PER_GROUP as u64) as usize;
-                        vec![Box::new(stall(victim)), Box::new(kill(dead))]
+                        vec![(victim, Hurt::Stall), (dead, Hurt::Kill)]
                     }
                 };
+                faulting.store(true, Relaxed);
+                for &(i, how) in &hurt {
+                    match how {
+                        Hurt::Stall => servers[i].lock().stop(),
+                        Hurt::Kill => {
+                            killed.lock()[i] = Some(Instant::now());
+                            servers[i].lock().kill();
+                        }
+                    }
+                }
                 std::thread::sleep(hold);
-                for undo in undo.into_iter().rev() {
-                    undo();
+                for &(i, how) in hurt.iter().rev() {
+                    match how {
+                        Hurt::Stall => servers[i].lock().resume(),
+                        Hurt::Kill => {
+                            servers[i].lock().restart();
+                            killed.lock()[i] = Some(Instant::now());
+                        }
+                    }
                 }
                 faulting.store(false, Relaxed);
             }

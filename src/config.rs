@@ -65,7 +65,9 @@ use std::time::Duration;
 
 use memgroup_client::value::ValueFormat;
 use memgroup_hash::{HashStrategy, NodeNaming};
-use memgroup_topology::{ClusterSpec, GroupSpec, ReadFallback, ServerSpec, WritePolicy};
+use memgroup_topology::{
+    ClusterSpec, GroupSpec, ReadFallback, ServerSpec, SpecOverrides, WritePolicy,
+};
 use serde::Deserialize;
 
 /// A `cluster.toml` that is not valid: the message names the setting (and
@@ -157,16 +159,12 @@ pub struct FileGroup {
 /// caller's own flags may override or complete it.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterFile {
-    /// Default hashing strategy of every group.
-    pub hash: Option<HashStrategy>,
-    /// Default ketama node naming.
-    pub node_naming: Option<NodeNaming>,
-    /// URL-encode keys like the Whalin Java client.
-    pub sanitize: Option<bool>,
+    /// File-wide hashing strategy (`hash`), node naming, key sanitizing
+    /// (`sanitize`: URL-encode keys like the Whalin Java client) and
+    /// connections per server: each group's default.
+    pub overrides: SpecOverrides,
     /// The caller's zone: reads prefer it.
     pub zone: Option<String>,
-    /// Default connections per server.
-    pub pool_size: Option<usize>,
     /// Per-operation timeout (`timeout_ms`).
     pub timeout: Option<Duration>,
     /// Connect timeout (`connect_timeout_ms`).
@@ -306,11 +304,13 @@ impl ClusterFile {
     pub fn parse(text: &str) -> Result<ClusterFile, ConfigError> {
         let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
         Ok(ClusterFile {
-            hash: named("hash", raw.hash)?,
-            node_naming: named("node_naming", raw.node_naming)?,
-            sanitize: raw.sanitize,
+            overrides: SpecOverrides {
+                hash: named("hash", raw.hash)?,
+                node_naming: named("node_naming", raw.node_naming)?,
+                sanitize_keys: raw.sanitize,
+                pool_size: raw.pool_size,
+            },
             zone: raw.zone,
-            pool_size: raw.pool_size,
             timeout: raw.timeout_ms.map(Duration::from_millis),
             connect_timeout: raw.connect_timeout_ms.map(Duration::from_millis),
             read_fallback: named("read_fallback", raw.read_fallback)?,
@@ -342,19 +342,8 @@ impl ClusterFile {
     /// pool size, zone, read fallback, write policy and failover, each only
     /// where the file gives it.
     #[must_use]
-    pub fn apply_file_wide(&self, mut spec: ClusterSpec) -> ClusterSpec {
-        if let Some(h) = self.hash {
-            spec = spec.with_hash(h);
-        }
-        if let Some(n) = self.node_naming {
-            spec = spec.with_node_naming(n);
-        }
-        if let Some(s) = self.sanitize {
-            spec = spec.with_sanitize_keys(s);
-        }
-        if let Some(p) = self.pool_size {
-            spec = spec.with_pool_size(p);
-        }
+    pub fn apply_file_wide(&self, spec: ClusterSpec) -> ClusterSpec {
+        let mut spec = spec.with_overrides(&self.overrides);
         let settings = &mut spec.settings;
         if let Some(zone) = &self.zone {
             settings.local_zone = Some(zone.clone());

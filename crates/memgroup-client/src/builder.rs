@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memgroup_hash::{HashStrategy, NodeNaming};
-use memgroup_topology::{ClusterSpec, GroupSpec, ReadFallback, Settings, Topology, WritePolicy};
+use memgroup_topology::{
+    ClusterSpec, GroupSpec, ReadFallback, Settings, SpecOverrides, Topology, WritePolicy,
+};
 
 use crate::auth::Credentials;
 use crate::client::{Client, Parts};
@@ -38,10 +40,7 @@ use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     spec: ClusterSpec,
-    hash: Option<HashStrategy>,
-    naming: Option<NodeNaming>,
-    sanitize: Option<bool>,
-    pool_size: Option<usize>,
+    overrides: SpecOverrides,
     op_timeout: Duration,
     conn: ConnSettings,
     max_value_size: usize,
@@ -69,10 +68,7 @@ impl Default for ClientBuilder {
     fn default() -> Self {
         ClientBuilder {
             spec: ClusterSpec::default(),
-            hash: None,
-            naming: None,
-            sanitize: None,
-            pool_size: None,
+            overrides: SpecOverrides::default(),
             op_timeout: Duration::from_millis(500),
             conn: ConnSettings::default(),
             max_value_size: 1024 * 1024,
@@ -153,26 +149,26 @@ impl ClientBuilder {
     /// The hashing strategy of every group (see [`ClusterSpec::with_hash`];
     /// the groups' other locator settings are kept).
     pub fn hash(mut self, strategy: HashStrategy) -> Self {
-        self.hash = Some(strategy);
+        self.overrides.hash = Some(strategy);
         self
     }
 
     /// The ketama node-naming policy of every group.
     pub fn node_naming(mut self, naming: NodeNaming) -> Self {
-        self.naming = Some(naming);
+        self.overrides.node_naming = Some(naming);
         self
     }
 
     /// Whalin-style key sanitizing (URL-encoding), applied to routing and to
     /// the key sent on the wire, so keys match a default Java client's.
     pub fn sanitize_keys(mut self, on: bool) -> Self {
-        self.sanitize = Some(on);
+        self.overrides.sanitize_keys = Some(on);
         self
     }
 
     /// Connections per server in every group (EVCache's poolSize).
     pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = Some(size);
+        self.overrides.pool_size = Some(size);
         self
     }
 
@@ -342,20 +338,7 @@ impl ClientBuilder {
 
     /// The cluster description with the cluster-wide overrides applied.
     fn spec(&self) -> ClusterSpec {
-        let mut spec = self.spec.clone();
-        if let Some(strategy) = self.hash {
-            spec = spec.with_hash(strategy);
-        }
-        if let Some(naming) = self.naming {
-            spec = spec.with_node_naming(naming);
-        }
-        if let Some(sanitize) = self.sanitize {
-            spec = spec.with_sanitize_keys(sanitize);
-        }
-        if let Some(size) = self.pool_size {
-            spec = spec.with_pool_size(size);
-        }
-        spec
+        self.spec.clone().with_overrides(&self.overrides)
     }
 
     /// Migration mode (see [`crate::migrate`]): this builder describes the
@@ -383,7 +366,11 @@ impl ClientBuilder {
     fn old_client(&self, old: ClusterSpec) -> Result<Client, Error> {
         let mut builder = self.clone();
         builder.spec = old;
-        (builder.hash, builder.naming, builder.sanitize) = (None, None, None);
+        // The old layout keeps its own hashing; only the pool size carries over.
+        builder.overrides = SpecOverrides {
+            pool_size: self.overrides.pool_size,
+            ..SpecOverrides::default()
+        };
         builder.migrate_from = None;
         builder
             .groups

@@ -176,6 +176,21 @@ pub struct GroupSpec {
     pub pool_size: usize,
 }
 
+/// Cluster-wide overrides of every group's hashing and pool, each applied
+/// only when set ([`ClusterSpec::with_overrides`]): what the client builder,
+/// a cluster file and a command line layer over a cluster description.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpecOverrides {
+    /// Every group's hashing strategy ([`ClusterSpec::with_hash`]).
+    pub hash: Option<HashStrategy>,
+    /// Every group's ketama node naming ([`ClusterSpec::with_node_naming`]).
+    pub node_naming: Option<NodeNaming>,
+    /// Whalin key sanitising ([`ClusterSpec::with_sanitize_keys`]).
+    pub sanitize_keys: Option<bool>,
+    /// Every group's connections per server ([`ClusterSpec::with_pool_size`]).
+    pub pool_size: Option<usize>,
+}
+
 /// The most connection slots per server a group may ask for: far above any
 /// useful pool (EVCache's default is 1), low enough that a typo cannot make
 /// the client allocate a table of billions of slots.
@@ -600,6 +615,24 @@ impl ClusterSpec {
     pub fn with_sanitize_keys(mut self, sanitize: bool) -> ClusterSpec {
         for group in &mut self.groups {
             group.locator.sanitize_keys = sanitize;
+        }
+        self
+    }
+
+    /// Applies each override that is set (see [`SpecOverrides`]).
+    #[must_use]
+    pub fn with_overrides(mut self, overrides: &SpecOverrides) -> ClusterSpec {
+        if let Some(strategy) = overrides.hash {
+            self = self.with_hash(strategy);
+        }
+        if let Some(naming) = overrides.node_naming {
+            self = self.with_node_naming(naming);
+        }
+        if let Some(sanitize) = overrides.sanitize_keys {
+            self = self.with_sanitize_keys(sanitize);
+        }
+        if let Some(size) = overrides.pool_size {
+            self = self.with_pool_size(size);
         }
         self
     }

@@ -10,7 +10,7 @@ use memgroup::client::value::ValueFormat;
 use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig, Watcher};
 use memgroup::config::{ClusterFile, TlsFiles};
 use memgroup::hash::{HashStrategy, NodeNaming};
-use memgroup::topology::{ClusterSpec, ReadFallback, WritePolicy};
+use memgroup::topology::{ClusterSpec, ReadFallback, SpecOverrides, WritePolicy};
 
 use crate::Failure;
 
@@ -245,10 +245,12 @@ impl ClusterArgs {
         };
         // The flags are one more layer of the file's shape, over it.
         let flags = ClusterFile {
-            hash: self.hash,
-            node_naming: self.node_naming,
-            sanitize: self.sanitize.then_some(true),
-            pool_size: self.pool_size,
+            overrides: SpecOverrides {
+                hash: self.hash,
+                node_naming: self.node_naming,
+                sanitize_keys: self.sanitize.then_some(true),
+                pool_size: self.pool_size,
+            },
             zone: self.zone.clone(),
             read_fallback: self.read_fallback,
             write_policy: self.write_policy,
