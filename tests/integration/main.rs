@@ -15,6 +15,7 @@ mod migrate;
 mod proto;
 mod soak;
 mod spans;
+mod tidy;
 mod status;
 mod support;
 

@@ -50,6 +50,26 @@ impl fmt::Debug for KeyDigest {
 }
 
 /// Long-key settings: [`ClientBuilder::long_keys`](crate::ClientBuilder::long_keys).
+///
+/// Long keys (off by default): a key longer than memcached allows (250
+/// bytes) — or than a configured limit — is stored under a short digest key,
+/// its value wrapped in an envelope that holds the original key. A read
+/// unwraps the envelope and checks the key: a value stored under the same
+/// digest by another key (a collision) is a miss, never that key's value.
+///
+/// EVCache does the same per server group, with a Java-serialized
+/// `EVCacheValue` as the envelope. memgroup's envelope is its own (below),
+/// so its long keys are read back by memgroup only; Java clients of the
+/// fleet see an opaque value under the digest key. Cluster-wide here.
+///
+/// Envelope: `MGLK` `\x01`, the key's length (u32, big-endian), the key, the
+/// value. The wire key: a prefix, then the digest as unpadded URL-safe
+/// base64 (valid memcached key characters).
+///
+/// Only whole-value commands carry envelopes: `set`, `add`, `replace`,
+/// `cas`, reads, `delete`, `touch`. `append`, `prepend`, `incr`, `decr` and
+/// the meta commands on a long key are refused (`InvalidArgument`): they
+/// would change the value without its envelope.
 #[derive(Debug, Clone)]
 pub struct LongKeys {
     max_len: usize,

@@ -3,7 +3,7 @@
 //!
 //! The pool owns the two pieces of shared state every operation consults: the
 //! current [`Snapshot`] (topology plus slots, swapped whole on a change) and
-//! the [`DeadHosts`] record. Time comes from tokio's clock ([`now`]), so tests
+//! the [`DeadHosts`] record. Time comes from tokio's clock ([`now`](crate::clock::now)), so tests
 //! running under paused time drive the backoff without sleeping.
 
 use std::sync::Arc;
@@ -11,26 +11,13 @@ use std::sync::Arc;
 use memgroup_topology::{DeadHosts, GroupId, ServerId, Topology};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use crate::auth::Credentials;
+use crate::clock::now;
+use crate::conn::Credentials;
 use crate::conn::{ConnSettings, Connection};
+use crate::counters::ServerCounters;
 use crate::error::{Error, ErrorKind};
 use crate::events::{Event, Events};
 use crate::join::{BoxFuture, join_all};
-use crate::stats::ServerCounters;
-
-/// The current time on tokio's clock, as the `std` instant the pure topology
-/// takes. Under `tokio::time::pause` it moves only when the test moves it.
-pub(crate) fn now() -> std::time::Instant {
-    tokio::time::Instant::now().into_std()
-}
-
-/// The wall clock as a Unix time in seconds: only to write an absolute
-/// memcached exptime (a TTL beyond 30 days), never to measure time.
-pub(crate) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
 
 /// One connection slot of one server.
 #[derive(Debug, Default)]
@@ -90,7 +77,7 @@ pub(crate) struct GroupSecurity {
     /// The group's name.
     pub(crate) group: String,
     #[cfg(feature = "tls")]
-    pub(crate) tls: Option<crate::tls::TlsConnector>,
+    pub(crate) tls: Option<crate::conn::tls::TlsConnector>,
     pub(crate) credentials: Option<Arc<Credentials>>,
 }
 

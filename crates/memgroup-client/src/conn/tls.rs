@@ -17,8 +17,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 
+use crate::conn::transport::tls_error;
 use crate::error::{Error, ErrorKind};
-use crate::transport::tls_error;
 
 /// How to connect over TLS: set cluster-wide with
 /// [`ClientBuilder::tls`](crate::ClientBuilder::tls), per group with

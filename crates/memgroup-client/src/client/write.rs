@@ -9,14 +9,15 @@
 use memgroup_proto::{Key, MetaFlag, MetaStatus, Request, Response, StoreCommand};
 use memgroup_topology::{GroupId, ServerId, Skipped, Target};
 
+use crate::client::trace::{self, Attempt};
 use crate::client::{Client, WireKey, unexpected};
+use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::events::Event;
 use crate::item::{GroupOutcome, WriteOutcome};
 use crate::join::{BoxFuture, join_all};
 use crate::longkey;
-use crate::pool::{Snapshot, now};
-use crate::trace::{self, Attempt};
+use crate::pool::Snapshot;
 
 /// A write, minus its key: built into a request once the wire key is known.
 #[derive(Debug, Clone, Copy)]

@@ -1,9 +1,9 @@
 //! One pipelined connection to one memcached server: the driver of the
-//! connection's [`State`](crate::state::State).
+//! connection's [`State`](crate::conn::state::State).
 //!
 //! Every decision — who writes, what goes in a batch, which caller a reply
 //! belongs to — is a transition of the pure state machine in
-//! [`state`](crate::state), which documents the writer role and the
+//! [`state`](crate::conn::state), which documents the writer role and the
 //! invariants. This module only moves bytes and wakes tasks: a caller queues
 //! its request and, when the state hands it the writer role, writes at once
 //! without blocking (`try_write`, no task switch); the writer task writes the
@@ -17,7 +17,7 @@
 //! One `write` of 30 requests costs the client and the server about what one
 //! request costs, and the server's replies come back in fewer, fuller reads.
 //! Queued single-key `get`s also merge into one multi-key command
-//! ([`merge`](crate::merge)), which memcached answers with one `write`
+//! ([`merge`](crate::conn::merge)), which memcached answers with one `write`
 //! instead of one per key.
 //!
 //! **Cancellation and timeouts never desynchronise the stream**: a caller that
@@ -38,21 +38,29 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use bytes::BytesMut;
-use memgroup_proto::{Decoder, Limits, Request, Response};
+use memgroup_proto::{Decoder, Request, Response};
 use parking_lot::Mutex;
-use tokio::net::TcpStream;
 use tokio::sync::oneshot::{self, error::TryRecvError};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::auth::{Credentials, authenticate};
+use crate::counters::ServerCounters;
 use crate::error::{Error, ErrorKind};
-use crate::state::{Next, Queued, State};
-use crate::stats::ServerCounters;
-use crate::transport::{Filled, Stream, Transport, write_failed, write_zero};
+
+mod login;
+pub(crate) mod merge;
+mod open;
+pub(crate) mod state;
+#[cfg(feature = "tls")]
+pub(crate) mod tls;
+mod transport;
+
+pub use login::Credentials;
+pub(crate) use open::{ConnSettings, open};
+use state::{Next, Queued, State};
+use transport::{Filled, Transport, write_failed, write_zero};
 
 /// What the writer task's buffer starts at: a batch of ~300 small requests
 /// fits without growing it.
@@ -63,40 +71,6 @@ const READ_BUFFER: usize = 64 * 1024;
 /// Below this much free room the reader reserves more before reading, so a
 /// `read` never returns a handful of bytes for want of space.
 const READ_MIN_ROOM: usize = 4096;
-
-/// Settings of one connection.
-#[derive(Debug, Clone)]
-pub(crate) struct ConnSettings {
-    pub(crate) connect_timeout: Duration,
-    pub(crate) nodelay: bool,
-    pub(crate) max_in_flight: usize,
-    /// Written batches allowed without their last reply before requests wait.
-    pub(crate) max_batches: usize,
-    /// Whether queued single-key retrievals join into one command.
-    pub(crate) merge_gets: bool,
-    pub(crate) limits: Limits,
-    /// Every new connection logs in with these first.
-    pub(crate) credentials: Option<Arc<Credentials>>,
-    /// Every new connection runs a TLS handshake with this first.
-    #[cfg(feature = "tls")]
-    pub(crate) tls: Option<crate::tls::TlsConnector>,
-}
-
-impl Default for ConnSettings {
-    fn default() -> Self {
-        ConnSettings {
-            connect_timeout: Duration::from_secs(1),
-            nodelay: true,
-            max_in_flight: 1024,
-            max_batches: 4,
-            merge_gets: true,
-            limits: Limits::default(),
-            credentials: None,
-            #[cfg(feature = "tls")]
-            tls: None,
-        }
-    }
-}
 
 /// Over TLS, memcached 1.6.18 stops processing a connection with more than
 /// about 16 KB of requests unanswered until more bytes arrive (reproduced with
@@ -358,46 +332,6 @@ impl Drop for ReaderRole<'_> {
             self.0.wake_reader.notify_one();
         }
     }
-}
-
-/// Opens a stream to `server` (`host:port`): connects within the connect
-/// timeout, runs the TLS handshake and logs in, as configured.
-pub(crate) async fn open(server: &str, settings: &ConnSettings) -> Result<Stream, Error> {
-    let stream =
-        match tokio::time::timeout(settings.connect_timeout, TcpStream::connect(server)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => {
-                return Err(Error::new(ErrorKind::Connection, "connect failed")
-                    .at(server)
-                    .with_source(e));
-            }
-            Err(_) => {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("connect timed out after {:?}", settings.connect_timeout),
-                )
-                .at(server));
-            }
-        };
-    stream.set_nodelay(settings.nodelay).map_err(|e| {
-        Error::new(ErrorKind::Connection, "setsockopt")
-            .at(server)
-            .with_source(e)
-    })?;
-    #[cfg(feature = "tls")]
-    let mut stream = match &settings.tls {
-        Some(tls) => Stream::Tls(Box::new(
-            tls.handshake(stream, server, settings.connect_timeout)
-                .await?,
-        )),
-        None => Stream::Plain(stream),
-    };
-    #[cfg(not(feature = "tls"))]
-    let mut stream = Stream::Plain(stream);
-    if let Some(credentials) = &settings.credentials {
-        authenticate(&mut stream, credentials, server, settings.connect_timeout).await?;
-    }
-    Ok(stream)
 }
 
 impl Connection {

@@ -1,10 +1,10 @@
 //! The [`Client`] handle and the one step every operation shares: sending one
 //! request to one target within the timeout ([`Client::exec`]).
 //!
-//! The operations live beside their engines: reads in [`read`](crate::read),
-//! writes and replication in [`write`](crate::write), per-server commands in
-//! [`admin`](crate::admin), typed values in [`typed`](crate::typed); building one in
-//! [`builder`](crate::builder).
+//! The operations live beside their engines: reads in [`read`](crate::client::read),
+//! writes and replication in [`write`](crate::client::write), per-server commands in
+//! [`admin`](crate::client::admin), typed values in [`typed`](crate::client::typed); building one in
+//! [`builder`](crate::client::builder).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -14,14 +14,34 @@ use std::time::Duration;
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 
+mod admin;
+mod builder;
+pub mod crawler;
+mod migrate;
+mod read;
+mod status;
+pub(crate) mod trace;
+mod typed;
+mod url;
+mod watch;
+mod write;
+
+pub use admin::Probe;
+pub use builder::ClientBuilder;
+pub use migrate::MigrationStatus;
+pub use status::{GroupStatus, ServerState, ServerStatus, Status};
+pub use url::ClientUrl;
+pub use watch::Watcher;
+
+use crate::clock::now;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::Observe;
 use crate::longkey::LongKeys;
-use crate::migrate::Migration;
-use crate::pool::{GroupSecurity, Pool, Snapshot, now};
-use crate::trace::{self, Attempt};
+use crate::pool::{GroupSecurity, Pool, Snapshot};
 use crate::value::Codec;
+use migrate::Migration;
+use trace::Attempt;
 
 /// The memcached cluster client. Cheap to clone; clones share connections.
 ///

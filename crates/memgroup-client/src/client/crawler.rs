@@ -15,6 +15,7 @@ use memgroup_proto::{DumpLine, MetadumpDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::client::Client;
+use crate::clock::now;
 use crate::conn::{self, ConnSettings};
 use crate::error::{Error, ErrorKind};
 
@@ -64,11 +65,11 @@ async fn dump(
         connect_timeout: timeout,
         ..settings.clone()
     };
-    let busy_until = tokio::time::Instant::now() + timeout;
+    let busy_until = now() + timeout;
     loop {
         match dump_once(server, &settings, timeout, max_keys).await {
             Ok(Some(keys)) => return Ok(keys),
-            Ok(None) if tokio::time::Instant::now() < busy_until => {
+            Ok(None) if now() < busy_until => {
                 tokio::time::sleep(BUSY_RETRY).await;
             }
             Ok(None) => {

@@ -6,12 +6,12 @@ use std::time::Duration;
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::{GroupId, ServerId, Target};
 
+use crate::client::trace::Attempt;
 use crate::client::{Client, unexpected};
+use crate::clock::now;
 use crate::error::Error;
 use crate::item::ServerStats;
 use crate::join::{BoxFuture, join_all};
-use crate::pool::now;
-use crate::trace::Attempt;
 
 /// One server's answer: its group (the first it belongs to), its server and
 /// the reply.

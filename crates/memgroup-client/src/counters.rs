@@ -1,6 +1,6 @@
 //! Live counters: what the client did with each server since it started,
 //! counted on the hot path with relaxed atomics (no lock, no allocation per
-//! operation), and the plain snapshot [`Client::status`] returns.
+//! operation); [`Client::status`](crate::Client::status) reads them.
 //!
 //! Counted per server: requests sent (one per command: a merged or
 //! multi-key `get` is one), storage commands, keys read and whether each hit
@@ -13,9 +13,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::error::ErrorKind;
-use crate::pool::now;
 
 /// Latencies under this many microseconds have a bucket each.
 const LINEAR: u64 = 16;
@@ -175,7 +173,7 @@ impl ServerCounters {
         self.shard().bytes_in.fetch_add(n as u64, Relaxed);
     }
 
-    fn snapshot(&self) -> (Counters, Vec<u64>) {
+    pub(crate) fn snapshot(&self) -> (Counters, Vec<u64>) {
         let sum = |field: fn(&Shard) -> &AtomicU64| -> u64 {
             self.shards.iter().map(|s| field(&s.0).load(Relaxed)).sum()
         };
@@ -260,7 +258,7 @@ impl Counters {
 
     /// The sum of several servers' counters, with percentiles over their
     /// merged histograms.
-    fn sum(parts: &[(Counters, Vec<u64>)]) -> Counters {
+    pub(crate) fn sum(parts: &[(Counters, Vec<u64>)]) -> Counters {
         let mut total = Counters::default();
         let mut latency = vec![0u64; BUCKETS];
         for (c, hist) in parts {
@@ -286,142 +284,6 @@ impl Counters {
         total.latency_p50 = quantile(&latency, 0.50);
         total.latency_p99 = quantile(&latency, 0.99);
         total
-    }
-}
-
-/// Whether a server is taking requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ServerState {
-    /// Up (or never tried).
-    Up,
-    /// Marked dead after a failure: skipped until the backoff ends.
-    Dead {
-        /// How long until it is tried again.
-        retry_in: Duration,
-    },
-}
-
-/// One server's state, connections and counters.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct ServerStatus {
-    /// `host:port`.
-    pub server: String,
-    /// The groups it belongs to.
-    pub groups: Vec<String>,
-    /// Up, or dead until when.
-    pub state: ServerState,
-    /// Failures in a row (0 once a request succeeds again).
-    pub failures: u32,
-    /// Open connections.
-    pub connections: usize,
-    /// Requests written and awaiting their reply, over its connections.
-    pub in_flight: usize,
-    /// Requests queued, not yet written.
-    pub queued: usize,
-    /// Since the client started.
-    pub counters: Counters,
-}
-
-/// A group's servers, summed.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct GroupStatus {
-    /// The group's name.
-    pub group: String,
-    /// Its servers.
-    pub servers: usize,
-    /// Those not marked dead.
-    pub servers_up: usize,
-    /// Its servers' counters summed (a server in several groups counts in each).
-    pub counters: Counters,
-}
-
-/// A snapshot of the client: see [`Client::status`].
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct Status {
-    /// Every server of the topology, in its order.
-    pub servers: Vec<ServerStatus>,
-    /// Every group, in the topology's order.
-    pub groups: Vec<GroupStatus>,
-    /// In migration mode, what the old placement served.
-    pub migration: Option<crate::MigrationStatus>,
-}
-
-impl Client {
-    /// A snapshot of every server — up or dead (and for how long), failures
-    /// in a row, open connections, requests in flight and queued — and what
-    /// the client did with it since it started: requests, hits, misses,
-    /// fallbacks, errors by kind, timeouts, bytes, latency percentiles; with
-    /// totals per group. Reading it takes the pool's locks briefly; the
-    /// counters themselves are atomics updated without a lock.
-    pub fn status(&self) -> Status {
-        let snap = self.snapshot();
-        let topology = &snap.topology;
-        let now = now();
-        let mut parts = Vec::with_capacity(snap.server_count());
-        let mut servers = Vec::with_capacity(snap.server_count());
-        for (i, _) in topology.servers().iter().enumerate() {
-            let id = memgroup_topology::ServerId(i);
-            let (state, failures) = {
-                let dead = self.inner.pool.dead();
-                let state = match dead.dead_until(id) {
-                    Some(until) if until > now => ServerState::Dead {
-                        retry_in: until - now,
-                    },
-                    _ => ServerState::Up,
-                };
-                (state, dead.failures(id))
-            };
-            let (connections, in_flight, queued) = snap.load(id);
-            let (counters, latency) = snap.counters(id).snapshot();
-            let groups = topology
-                .groups()
-                .iter()
-                .filter(|g| g.servers().contains(&id))
-                .map(|g| g.name().to_string())
-                .collect();
-            servers.push(ServerStatus {
-                server: snap.name(id).to_string(),
-                groups,
-                state,
-                failures,
-                connections,
-                in_flight,
-                queued,
-                counters: counters.clone(),
-            });
-            parts.push((counters, latency));
-        }
-        let groups = topology
-            .groups()
-            .iter()
-            .map(|g| {
-                let members: Vec<usize> = g.servers().iter().map(|s| s.0).collect();
-                let mine: Vec<(Counters, Vec<u64>)> =
-                    members.iter().map(|&i| parts[i].clone()).collect();
-                GroupStatus {
-                    group: g.name().to_string(),
-                    servers: members.len(),
-                    servers_up: members
-                        .iter()
-                        .filter(|&&i| servers[i].state == ServerState::Up)
-                        .count(),
-                    counters: Counters::sum(&mine),
-                }
-            })
-            .collect();
-        Status {
-            servers,
-            groups,
-            migration: self
-                .inner
-                .migration
-                .as_ref()
-                .map(crate::migrate::Migration::status),
-        }
     }
 }
 

@@ -88,7 +88,7 @@ macro_rules! await_in_span {
 #[cfg(not(feature = "tracing"))]
 macro_rules! await_in_span {
     ($span:expr, $future:expr) => {{
-        let _: &$crate::trace::Span = &$span;
+        let _: &$crate::client::trace::Span = &$span;
         $future.await
     }};
 }

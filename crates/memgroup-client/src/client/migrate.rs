@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use memgroup_proto::{MetaFlag, StoreCommand};
 
 use crate::client::Client;
+use crate::clock::unix_now;
 use crate::item::Item;
-use crate::pool::unix_now;
 
 /// memcached takes an exptime over 30 days as a Unix time.
 const RELATIVE_LIMIT: i64 = 30 * 24 * 3600;
@@ -50,6 +50,28 @@ struct MigrationCounters {
 }
 
 /// What migration mode did since the client started (see [`Client::status`]).
+///
+/// Migration mode: changing a fleet's layout (servers added or removed,
+/// weights changed, modulo hashing replaced by ketama) without a cold cache.
+/// mcrouter does this as a proxy (WarmUpRoute); here the client does it.
+///
+/// A client built with the new cluster and
+/// [`ClientBuilder::migrate_from`](crate::ClientBuilder::migrate_from) the
+/// old one:
+/// - **reads** the new placement; on a miss it reads the old placement
+///   (`mg <key> v f t`: value, flags and the remaining time to live), returns
+///   a hit from there, and backfills it into the new placement with `add`
+///   carrying the remaining TTL (an item without expiry stays without; `add`
+///   so a newer value written meanwhile is never overwritten). `get_multi`
+///   does the same per missing key; `gets` re-reads the new placement after
+///   the backfill, so its CAS unique is the new copy's.
+/// - **writes** go to the new placement only;
+/// - **deletes** go to both, so the old placement cannot bring a deleted key
+///   back; a failure to delete from the old placement fails the delete.
+///
+/// Turning migration off is a configuration change: build the client
+/// without `migrate_from`. [`Client::status`] counts what the old placement
+/// served (`migration`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MigrationStatus {

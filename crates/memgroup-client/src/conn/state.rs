@@ -60,8 +60,8 @@ use bytes::BytesMut;
 use memgroup_proto::{Expect, GrowingRetrieval, Key, Request, Response};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
+use crate::conn::merge::{Merged, ReplyTx};
 use crate::error::Error;
-use crate::merge::{Merged, ReplyTx};
 
 /// Up to this many callers in flight on a connection (this one included), a
 /// caller writes its request at once even behind unanswered writes: so few

@@ -1,0 +1,253 @@
+//! The read engine: every key's walk through its [`ReadCursor`] in rounds,
+//! keys bound for the same slot batched into one request, and each reply
+//! settled into hits, misses and errors (see the [module docs](super)).
+
+use memgroup_proto::{Key, Request, Response};
+use memgroup_topology::{DeadHosts, GroupId, ReadCursor, Target};
+
+use crate::client::trace::Attempt;
+use crate::client::{Client, WireKey, unexpected};
+use crate::clock::now;
+use crate::error::{Error, ErrorKind};
+use crate::join::{BoxFuture, join_all};
+use crate::pool::{Pool, Snapshot};
+
+/// A kind of read: the request that carries a batch of keys, and how its
+/// reply turns into hits.
+pub(super) trait ReadOp: Sync {
+    type Hit: Send;
+    /// Whether keys bound for the same slot share one request.
+    const BATCHES: bool;
+    /// The request for `keys` (exactly one key unless `BATCHES`).
+    fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a>;
+    /// A hit for a long key stored in an envelope ([`crate::longkey`]): its
+    /// value unwrapped, or `None` when the envelope holds another key.
+    fn unwrap_long(original: &[u8], hit: Self::Hit) -> Option<Self::Hit>;
+    /// Calls `hit(j, …)` for every `keys[j]` the reply holds; the other keys
+    /// missed.
+    fn hits(
+        &self,
+        reply: Response,
+        keys: &[Key<'_>],
+        hit: impl FnMut(usize, Self::Hit),
+    ) -> Result<(), Error>;
+}
+
+/// One key's walk through its read targets.
+pub(super) struct KeyRead<'a, T> {
+    pub(super) key: Key<'a>,
+    cursor: ReadCursor<'a>,
+    hit: Option<T>,
+    /// Some group answered (with a miss, as a hit ends the walk).
+    answered: bool,
+    /// The last error met.
+    error: Option<Error>,
+    /// Still looking: no hit, and the cursor may offer more.
+    looking: bool,
+    /// The group of the last target offered.
+    last_group: Option<GroupId>,
+    /// Which try the current target is.
+    attempt: Attempt,
+}
+
+impl<'a, T> KeyRead<'a, T> {
+    pub(super) fn new(snap: &'a Snapshot, wire: &'a WireKey<'_>, rotation: u64) -> Self {
+        KeyRead {
+            key: wire.key(),
+            cursor: snap.topology.read_cursor(&wire.bytes, rotation),
+            hit: None,
+            answered: false,
+            error: None,
+            looking: true,
+            last_group: None,
+            attempt: Attempt::First,
+        }
+    }
+
+    /// Asks the cursor for the next target (given the dead hosts at `now`),
+    /// noting which try it is; `None` ends the walk.
+    fn next(&mut self, dead: &DeadHosts, now: std::time::Instant) -> Option<Target> {
+        let Some(target) = self.cursor.next(dead, now) else {
+            self.looking = false;
+            return None;
+        };
+        self.attempt = match self.last_group {
+            Some(group) if group == target.group => Attempt::Failover,
+            Some(_) => Attempt::Fallback,
+            None if self.cursor.skipped().is_some() => Attempt::Fallback,
+            None => Attempt::First,
+        };
+        self.last_group = Some(target.group);
+        Some(target)
+    }
+
+    /// The key's result once the engine is done with it.
+    pub(super) fn outcome(self, snap: &Snapshot, pool: &Pool) -> Result<Option<T>, Error> {
+        if self.hit.is_some() {
+            return Ok(self.hit);
+        }
+        if self.cursor.groups_tried() == 0 {
+            // Backed off because it refused our login: say so.
+            if let Some(refused) = self
+                .cursor
+                .skipped()
+                .and_then(|s| pool.refused(snap, s.server))
+            {
+                return Err(refused);
+            }
+            let mut error = Error::new(
+                ErrorKind::ServerDead,
+                "no live server holds this key (all candidates are marked dead)",
+            );
+            if let Some(skipped) = self.cursor.skipped() {
+                error = error.at(snap.name(skipped.server));
+            }
+            return Err(error);
+        }
+        match self.error {
+            Some(e) if !self.answered => Err(e),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// Whether two planned reads go to the same connection slot.
+fn same_slot(a: &(Target, usize), b: &(Target, usize)) -> bool {
+    a.0.server == b.0.server && a.0.slot == b.0.slot
+}
+
+impl Client {
+    /// Runs `reads` to the end (see the module docs).
+    pub(super) async fn read<R: ReadOp>(
+        &self,
+        snap: &Snapshot,
+        op: &R,
+        reads: &mut [KeyRead<'_, R::Hit>],
+    ) {
+        if let [read] = reads {
+            // One key: the same rounds, without planning or batching.
+            while read.looking {
+                let target = {
+                    let dead = self.inner.pool.dead();
+                    read.next(&dead, now())
+                };
+                let Some(target) = target else {
+                    break;
+                };
+                let keys = [read.key];
+                let reply = self
+                    .exec(snap, target, &op.request(&keys), read.attempt)
+                    .await;
+                settle(
+                    op,
+                    snap,
+                    reply,
+                    &[(target, 0)],
+                    &keys,
+                    std::slice::from_mut(read),
+                );
+            }
+            return;
+        }
+        // (target, index into `reads`), sorted into one run per slot.
+        let mut plan: Vec<(Target, usize)> = Vec::with_capacity(reads.len());
+        loop {
+            plan.clear();
+            {
+                let dead = self.inner.pool.dead();
+                let now = now();
+                for (i, r) in reads.iter_mut().enumerate().filter(|(_, r)| r.looking) {
+                    if let Some(target) = r.next(&dead, now) {
+                        plan.push((target, i));
+                    }
+                }
+            }
+            if plan.is_empty() {
+                return;
+            }
+            // Stable, so keys keep their order within a request; a plan that
+            // is already in order (one server) costs one pass.
+            plan.sort_by_key(|(t, _)| (t.server, t.slot));
+            let batches: Vec<&[(Target, usize)]> = if R::BATCHES {
+                plan.chunk_by(same_slot).collect()
+            } else {
+                plan.chunks(1).collect()
+            };
+            let keys: Vec<Vec<Key<'_>>> = batches
+                .iter()
+                .map(|b| b.iter().map(|&(_, i)| reads[i].key).collect())
+                .collect();
+            if let ([batch], [keys]) = (&batches[..], &keys[..]) {
+                // The common case needs no joining.
+                let attempt = reads[batch[0].1].attempt;
+                let reply = self
+                    .exec(snap, batch[0].0, &op.request(keys), attempt)
+                    .await;
+                settle(op, snap, reply, batch, keys, reads);
+            } else {
+                let futures: Vec<BoxFuture<'_, _>> = batches
+                    .iter()
+                    .zip(&keys)
+                    .map(|(batch, keys)| {
+                        let attempt = reads[batch[0].1].attempt;
+                        Box::pin(async move {
+                            self.exec(snap, batch[0].0, &op.request(keys), attempt)
+                                .await
+                        }) as BoxFuture<'_, _>
+                    })
+                    .collect();
+                for ((reply, batch), keys) in
+                    join_all(futures).await.into_iter().zip(&batches).zip(&keys)
+                {
+                    settle(op, snap, reply, batch, keys, reads);
+                }
+            }
+        }
+    }
+}
+
+/// Applies one request's reply to the keys it carried: hits end their walk;
+/// an answer marks the others as missed there; an error is remembered.
+fn settle<R: ReadOp>(
+    op: &R,
+    snap: &Snapshot,
+    reply: Result<Option<Response>, Error>,
+    batch: &[(Target, usize)],
+    keys: &[Key<'_>],
+    reads: &mut [KeyRead<'_, R::Hit>],
+) {
+    let result = reply
+        .and_then(|r| r.ok_or_else(|| unexpected(None)))
+        .and_then(|r| {
+            op.hits(r, keys, |j, hit| {
+                let read = &mut reads[batch[j].1];
+                read.hit = Some(hit);
+                read.looking = false;
+            })
+        });
+    if result.is_ok() {
+        let (mut hits, mut fallbacks) = (0, 0);
+        for &(_, i) in batch {
+            if reads[i].hit.is_some() {
+                hits += 1;
+                // Served by a group after the first one: tried before, or
+                // passed over because its server is dead.
+                let cursor = &reads[i].cursor;
+                fallbacks += u64::from(cursor.groups_tried() > 1 || cursor.skipped().is_some());
+            }
+        }
+        let misses = batch.len() as u64 - hits;
+        snap.counters(batch[0].0.server)
+            .reads(hits, misses, fallbacks);
+    }
+    for &(_, i) in batch {
+        match &result {
+            Ok(()) => reads[i].answered = true,
+            // A refused login stays the reported cause: a later group's
+            // failure must not hide it.
+            Err(e) if reads[i].error.as_ref().is_some_and(Error::is_refusal) && !e.is_refusal() => {
+            }
+            Err(e) => reads[i].error = Some(e.clone()),
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Reads: one engine for every retrieval, single-key or many.
+//!
+//! Each key walks its own [`ReadCursor`]: the local group first, then — after
+//! an I/O error, with failover on — the next live server of the same group,
+//! then the fallback groups the read policy allows, until a hit. The engine
+//! runs in rounds: every key still looking asks its cursor for its next
+//! target, keys bound for the same connection slot share one request
+//! (`get k1 k2 …`), the requests of a round go out concurrently, and the
+//! replies settle each key as a hit, a miss (on to the next group) or an error
+//! (also on). A single-key `get` is a batch of one, so `get` and `get_multi`
+//! fail over and fall back by the same rules.
+//!
+//! A key's result: its hit; else a miss if any group answered for it; else
+//! the last error, or "no live server" when every candidate was dead.
+
+use std::collections::HashMap;
+
+use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request, Response};
+
+use crate::client::migrate::Migration;
+use crate::client::trace::{self};
+use crate::client::{Client, unexpected};
+use crate::conn::merge::circular;
+use crate::error::{Error, ErrorKind};
+use crate::item::Item;
+use crate::join::{BoxFuture, join_all};
+use crate::longkey;
+
+mod distinct;
+mod engine;
+
+use distinct::Distinct;
+use engine::{KeyRead, ReadOp};
+
+/// The classic retrieval commands.
+#[derive(Debug, Clone, Copy)]
+enum Retrieve {
+    Get,
+    Gets,
+    Gat(u32),
+}
+
+impl ReadOp for Retrieve {
+    type Hit = Item;
+    const BATCHES: bool = true;
+
+    fn unwrap_long(original: &[u8], mut item: Item) -> Option<Item> {
+        item.value = longkey::unwrap(original, &item.value)?;
+        Some(item)
+    }
+
+    fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a> {
+        match *self {
+            Retrieve::Get => Request::Get { keys },
+            Retrieve::Gets => Request::Gets { keys },
+            Retrieve::Gat(exptime) => Request::Gat { exptime, keys },
+        }
+    }
+
+    fn hits(
+        &self,
+        reply: Response,
+        keys: &[Key<'_>],
+        mut hit: impl FnMut(usize, Item),
+    ) -> Result<(), Error> {
+        let Response::Values(values) = reply else {
+            return Err(unexpected(Some(&reply)));
+        };
+        // Values come in request order: scan on from the last match. A value
+        // for a key not asked for is dropped.
+        let mut from = 0;
+        for v in values {
+            if let Some(j) = circular(from, keys.len()).find(|&j| keys[j].as_bytes() == v.key) {
+                from = j + 1;
+                hit(j, Item::from(v));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A meta get (`mg`) with its flags; one key per request.
+struct MetaGet<'f>(&'f [MetaFlag]);
+
+impl ReadOp for MetaGet<'_> {
+    type Hit = MetaResponse;
+    const BATCHES: bool = false;
+
+    /// Without the value (no `v` flag) the envelope cannot be checked: the
+    /// reply is returned as it is.
+    fn unwrap_long(original: &[u8], mut meta: MetaResponse) -> Option<MetaResponse> {
+        if let Some(value) = &meta.value {
+            meta.value = Some(longkey::unwrap(original, value)?);
+        }
+        Some(meta)
+    }
+
+    fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a> {
+        Request::MetaGet {
+            key: keys[0],
+            flags: self.0,
+        }
+    }
+
+    fn hits(
+        &self,
+        reply: Response,
+        _keys: &[Key<'_>],
+        mut hit: impl FnMut(usize, MetaResponse),
+    ) -> Result<(), Error> {
+        match reply {
+            Response::Meta(m) if m.status == MetaStatus::En => Ok(()),
+            Response::Meta(m) => {
+                hit(0, m);
+                Ok(())
+            }
+            other => Err(unexpected(Some(&other))),
+        }
+    }
+}
+
+impl Client {
+    /// Reads one key with `op`.
+    async fn read_one<R: ReadOp>(&self, key: &[u8], op: &R) -> Result<Option<R::Hit>, Error> {
+        let snap = self.snapshot();
+        let wire = self.wire_key(&snap, key)?;
+        let mut reads = [KeyRead::new(&snap, &wire, self.rotation())];
+        let name = op.request(std::slice::from_ref(&reads[0].key)).command();
+        let span = trace::operation_span(self, name, Some(key));
+        trace::await_in_span!(span, self.read(&snap, op, &mut reads));
+        let [read] = reads;
+        let mut result = read.outcome(&snap, &self.inner.pool);
+        if let (Some(original), Ok(hit)) = (&wire.long, &mut result) {
+            *hit = hit.take().and_then(|h| R::unwrap_long(original, h));
+        }
+        trace::operation_done(&span, &result);
+        result
+    }
+
+    /// Reads a key: `Ok(None)` on a miss. Tries the local group first and
+    /// falls back to other groups on a miss or an error, per the read policy.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// if let Some(item) = client.get("user:42").await? {
+    ///     println!("{} bytes, flags {}", item.value.len(), item.flags);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Item>, Error> {
+        let key = key.as_ref();
+        let found = self.read_one(key, &Retrieve::Get).await;
+        match (found, &self.inner.migration) {
+            (Ok(None), Some(migration)) => Ok(migration.fill(self, key).await),
+            (found, _) => found,
+        }
+    }
+
+    /// Reads a key with its CAS unique, for a later [`Client::cas`]. In
+    /// migration mode a key found only in the old placement is backfilled
+    /// and read again, so the CAS unique is the new copy's.
+    pub async fn gets(&self, key: impl AsRef<[u8]>) -> Result<Option<Item>, Error> {
+        let key = key.as_ref();
+        let found = self.read_one(key, &Retrieve::Gets).await;
+        match (found, &self.inner.migration) {
+            (Ok(None), Some(migration)) => match migration.fill(self, key).await {
+                Some(_) => self.read_one(key, &Retrieve::Gets).await,
+                None => Ok(None),
+            },
+            (found, _) => found,
+        }
+    }
+
+    /// Reads a key and sets its expiration time (`gat`).
+    pub async fn get_and_touch(
+        &self,
+        key: impl AsRef<[u8]>,
+        exptime: u32,
+    ) -> Result<Option<Item>, Error> {
+        self.read_one(key.as_ref(), &Retrieve::Gat(exptime)).await
+    }
+
+    /// Reads many keys at once. Keys are grouped by server: one `get k1 k2 …`
+    /// per connection, sent concurrently; keys missing from the first group
+    /// are then asked from the fallback groups, and after an I/O error a key
+    /// fails over like [`Client::get`]. The map holds the hits, keyed by the
+    /// key as given; duplicates are fetched once. Fails only if some key got
+    /// no answer from any group.
+    pub async fn get_multi<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+    ) -> Result<HashMap<Vec<u8>, Item>, Error> {
+        let snap = self.snapshot();
+        // Validate everything before sending anything.
+        let mut given: Vec<&[u8]> = Vec::with_capacity(keys.len());
+        let mut wires = Vec::with_capacity(keys.len());
+        let mut seen = Distinct::with_capacity(keys.len());
+        for key in keys {
+            let key = key.as_ref();
+            if seen.insert(&given, key) {
+                wires.push(self.wire_key(&snap, key)?);
+                given.push(key);
+            }
+        }
+        let rotation = self.rotation();
+        let mut reads: Vec<KeyRead<'_, Item>> = wires
+            .iter()
+            .map(|w| KeyRead::new(&snap, w, rotation))
+            .collect();
+        let span = trace::operation_span(self, "get_multi", None);
+        trace::await_in_span!(span, self.read(&snap, &Retrieve::Get, &mut reads));
+        let mut found = HashMap::with_capacity(reads.len());
+        let mut error = None;
+        for ((key, read), wire) in given.into_iter().zip(reads).zip(&wires) {
+            match read.outcome(&snap, &self.inner.pool) {
+                Ok(Some(item)) => {
+                    let item = match &wire.long {
+                        Some(original) => Retrieve::unwrap_long(original, item),
+                        None => Some(item),
+                    };
+                    if let Some(item) = item {
+                        found.insert(key.to_vec(), item);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => error = Some(e),
+            }
+        }
+        let result = match error {
+            Some(e) => Err(e),
+            None => Ok(found),
+        };
+        trace::operation_done(&span, &result);
+        match (result, &self.inner.migration) {
+            (Ok(found), Some(migration)) => Ok(self.fill_multi(migration, keys, found).await),
+            (result, _) => result,
+        }
+    }
+
+    /// Migration mode: the keys the new placement missed, read from the old
+    /// one (concurrently) and backfilled.
+    async fn fill_multi<K: AsRef<[u8]>>(
+        &self,
+        migration: &Migration,
+        keys: &[K],
+        mut found: HashMap<Vec<u8>, Item>,
+    ) -> HashMap<Vec<u8>, Item> {
+        let mut missing: Vec<&[u8]> = keys
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|k| !found.contains_key(*k))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        let fills: Vec<BoxFuture<'_, Option<Item>>> = missing
+            .iter()
+            .map(|&key| Box::pin(migration.fill(self, key)) as BoxFuture<'_, _>)
+            .collect();
+        for (key, item) in missing.iter().zip(join_all(fills).await) {
+            if let Some(item) = item {
+                found.insert(key.to_vec(), item);
+            }
+        }
+        found
+    }
+
+    /// A meta get (`mg`) with the given flags, read like [`Client::get`]
+    /// (local group first, fallback on miss or error). `Ok(None)` on a miss.
+    pub async fn meta_get(
+        &self,
+        key: impl AsRef<[u8]>,
+        flags: &[MetaFlag],
+    ) -> Result<Option<MetaResponse>, Error> {
+        if flags.iter().any(|f| f.is_quiet()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "quiet mode (q) is not supported by meta_get",
+            ));
+        }
+        self.read_one(key.as_ref(), &MetaGet(flags)).await
+    }
+}

@@ -1,0 +1,142 @@
+//! [`Client::status`]: a plain snapshot of every server (up or dead, its
+//! connections and load) and of the live [counters](crate::counters) the
+//! client keeps per server, with totals per group.
+
+use std::time::Duration;
+
+use super::Client;
+use super::migrate::{Migration, MigrationStatus};
+use crate::clock::now;
+use crate::counters::Counters;
+
+/// Whether a server is taking requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServerState {
+    /// Up (or never tried).
+    Up,
+    /// Marked dead after a failure: skipped until the backoff ends.
+    Dead {
+        /// How long until it is tried again.
+        retry_in: Duration,
+    },
+}
+
+/// One server's state, connections and counters.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerStatus {
+    /// `host:port`.
+    pub server: String,
+    /// The groups it belongs to.
+    pub groups: Vec<String>,
+    /// Up, or dead until when.
+    pub state: ServerState,
+    /// Failures in a row (0 once a request succeeds again).
+    pub failures: u32,
+    /// Open connections.
+    pub connections: usize,
+    /// Requests written and awaiting their reply, over its connections.
+    pub in_flight: usize,
+    /// Requests queued, not yet written.
+    pub queued: usize,
+    /// Since the client started.
+    pub counters: Counters,
+}
+
+/// A group's servers, summed.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GroupStatus {
+    /// The group's name.
+    pub group: String,
+    /// Its servers.
+    pub servers: usize,
+    /// Those not marked dead.
+    pub servers_up: usize,
+    /// Its servers' counters summed (a server in several groups counts in each).
+    pub counters: Counters,
+}
+
+/// A snapshot of the client: see [`Client::status`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Status {
+    /// Every server of the topology, in its order.
+    pub servers: Vec<ServerStatus>,
+    /// Every group, in the topology's order.
+    pub groups: Vec<GroupStatus>,
+    /// In migration mode, what the old placement served.
+    pub migration: Option<MigrationStatus>,
+}
+
+impl Client {
+    /// A snapshot of every server — up or dead (and for how long), failures
+    /// in a row, open connections, requests in flight and queued — and what
+    /// the client did with it since it started: requests, hits, misses,
+    /// fallbacks, errors by kind, timeouts, bytes, latency percentiles; with
+    /// totals per group. Reading it takes the pool's locks briefly; the
+    /// counters themselves are atomics updated without a lock.
+    pub fn status(&self) -> Status {
+        let snap = self.snapshot();
+        let topology = &snap.topology;
+        let now = now();
+        let mut parts = Vec::with_capacity(snap.server_count());
+        let mut servers = Vec::with_capacity(snap.server_count());
+        for (i, _) in topology.servers().iter().enumerate() {
+            let id = memgroup_topology::ServerId(i);
+            let (state, failures) = {
+                let dead = self.inner.pool.dead();
+                let state = match dead.dead_until(id) {
+                    Some(until) if until > now => ServerState::Dead {
+                        retry_in: until - now,
+                    },
+                    _ => ServerState::Up,
+                };
+                (state, dead.failures(id))
+            };
+            let (connections, in_flight, queued) = snap.load(id);
+            let (counters, latency) = snap.counters(id).snapshot();
+            let groups = topology
+                .groups()
+                .iter()
+                .filter(|g| g.servers().contains(&id))
+                .map(|g| g.name().to_string())
+                .collect();
+            servers.push(ServerStatus {
+                server: snap.name(id).to_string(),
+                groups,
+                state,
+                failures,
+                connections,
+                in_flight,
+                queued,
+                counters: counters.clone(),
+            });
+            parts.push((counters, latency));
+        }
+        let groups = topology
+            .groups()
+            .iter()
+            .map(|g| {
+                let members: Vec<usize> = g.servers().iter().map(|s| s.0).collect();
+                let mine: Vec<(Counters, Vec<u64>)> =
+                    members.iter().map(|&i| parts[i].clone()).collect();
+                GroupStatus {
+                    group: g.name().to_string(),
+                    servers: members.len(),
+                    servers_up: members
+                        .iter()
+                        .filter(|&&i| servers[i].state == ServerState::Up)
+                        .count(),
+                    counters: Counters::sum(&mine),
+                }
+            })
+            .collect();
+        Status {
+            servers,
+            groups,
+            migration: self.inner.migration.as_ref().map(Migration::status),
+        }
+    }
+}
