@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use memgroup::client::{Client, Credentials};
+use memgroup::client::{Client, Credentials, IfPresent};
 
 use crate::support::{HeldClock, Memcached, metadump_lists, raw};
 
@@ -196,7 +196,7 @@ fn the_tool_logs_in_for_every_command() {
             .build()
             .unwrap();
         for i in 0..300 {
-            c.add_or_set(format!("w:{i}"), "v", 0, 0, &["sg1"], true)
+            c.add_or_set(format!("w:{i}"), "v", 0, &["sg1"], IfPresent::Overwrite)
                 .await
                 .unwrap();
         }

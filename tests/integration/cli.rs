@@ -4,7 +4,7 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use memgroup::client::{Client, MetaFlag};
+use memgroup::client::{Client, IfPresent, MetaFlag, WriteOptions};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 
 use std::io::Write;
@@ -322,10 +322,11 @@ async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
                     .add_or_set(
                         &key,
                         value_for(i),
-                        (i as u32).wrapping_mul(2_654_435_761),
-                        ttl(i),
+                        WriteOptions::new()
+                            .flags((i as u32).wrapping_mul(2_654_435_761))
+                            .expiry(ttl(i)),
                         &["src"],
-                        true,
+                        IfPresent::Overwrite,
                     )
                     .await
             })

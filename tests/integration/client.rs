@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use memgroup::client::{Client, ClientBuilder, Error};
+use memgroup::client::{Client, ClientBuilder, Error, IfPresent, WriteOptions};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
@@ -155,7 +155,7 @@ async fn warming_a_new_group_writes_each_key_exactly_once() {
         for chunk in keys.chunks(500) {
             let writes = chunk
                 .iter()
-                .map(|k| client.add_or_set(k, k, 0, 0, &["sg0", "sg1"], true));
+                .map(|k| client.add_or_set(k, k, 0, &["sg0", "sg1"], IfPresent::Overwrite));
             for r in join(writes).await {
                 r.unwrap();
             }
@@ -166,7 +166,7 @@ async fn warming_a_new_group_writes_each_key_exactly_once() {
         for chunk in keys.chunks(500) {
             let writes = chunk
                 .iter()
-                .map(|k| client.add_or_set(k, k, 0, 0, &["sg2"], false));
+                .map(|k| client.add_or_set(k, k, 0, &["sg2"], IfPresent::Keep));
             for r in join(writes).await {
                 let outcome = r.unwrap();
                 assert_eq!(outcome.groups.len(), 1);
@@ -585,7 +585,10 @@ async fn concurrent_gets_merge_and_each_caller_gets_its_own_reply() {
         for (i, k) in keys.iter().enumerate() {
             if i % 4 != 3 {
                 let value = format!("{k}={}", "x".repeat(i));
-                client.set_with_flags(k, value, i as u32, 0).await.unwrap();
+                client
+                    .set(k, value, WriteOptions::new().flags(i as u32))
+                    .await
+                    .unwrap();
             }
         }
         let expect =
@@ -634,7 +637,7 @@ async fn concurrent_gets_merge_and_each_caller_gets_its_own_reply() {
                     // The CAS unique works for this key and no other.
                     assert!(
                         client
-                            .cas(&keys[i], "swapped", 0, 0, cas)
+                            .cas(&keys[i], "swapped", cas, 0)
                             .await
                             .unwrap()
                             .applied()

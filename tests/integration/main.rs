@@ -15,9 +15,10 @@ mod migrate;
 mod proto;
 mod soak;
 mod spans;
-mod tidy;
 mod status;
 mod support;
+mod tidy;
+mod trust;
 
 /// Per-thread heap accounting (`support::heap`): the hostile scripts'
 /// memory bounds are measured, not assumed.

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use memgroup::client::{Client, ClientBuilder, TlsConfig};
+use memgroup::client::{Client, ClientBuilder, IfPresent, TlsConfig};
 use memgroup_testkit::Pki;
 
 use memgroup::client::Credentials;
@@ -362,7 +362,13 @@ fn the_tool_works_over_tls_with_logins() {
             .unwrap();
         for i in 0..3000 {
             client
-                .add_or_set(format!("w:{i}"), vec![b'w'; 500], 0, 0, &["sg1"], true)
+                .add_or_set(
+                    format!("w:{i}"),
+                    vec![b'w'; 500],
+                    0,
+                    &["sg1"],
+                    IfPresent::Overwrite,
+                )
                 .await
                 .unwrap();
         }

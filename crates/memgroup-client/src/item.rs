@@ -11,6 +11,7 @@ use crate::error::Error;
 /// A value read from memcached: the bytes and the 32-bit client flags stored
 /// with them (and the CAS unique, for `gets`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Item {
     /// The value.
     pub value: Bytes,
@@ -32,6 +33,7 @@ impl From<memgroup_proto::Value> for Item {
 
 /// What happened in one server group during a replicated write.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GroupOutcome {
     /// The group, as numbered by the client's [`Topology`](memgroup_topology::Topology)
     /// at the time of the write.
@@ -46,14 +48,46 @@ pub struct GroupOutcome {
     pub result: Result<bool, Error>,
 }
 
-/// The result of a write to several server groups.
+/// The result of a write to several server groups: `Ok` from a write means
+/// its write policy was met, not that every copy was written; ask
+/// [`is_complete`](WriteOutcome::is_complete) for that.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct WriteOutcome {
-    /// One entry per group written to (read-write and write-only).
+    /// One entry per group that answered or failed (read-write and
+    /// write-only).
     pub groups: Vec<GroupOutcome>,
+    /// Groups whose write was still in flight when the call returned (its
+    /// policy already met): their outcome is not known here.
+    pub pending: Vec<String>,
 }
 
 impl WriteOutcome {
+    /// An outcome of these groups, none pending.
+    pub fn new(groups: Vec<GroupOutcome>) -> WriteOutcome {
+        WriteOutcome {
+            groups,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Whether every targeted group applied the write: none failed, none
+    /// refused it by its condition, none still pending.
+    pub fn is_complete(&self) -> bool {
+        self.pending.is_empty()
+            && !self.groups.is_empty()
+            && self.groups.iter().all(|g| matches!(g.result, Ok(true)))
+    }
+
+    /// Whether the write reached some groups but not all of them: some
+    /// applied it while others failed or are still pending (what the tool
+    /// reports with exit code 3).
+    pub fn is_partial(&self) -> bool {
+        let applied = self.groups.iter().any(|g| matches!(g.result, Ok(true)));
+        let missed = !self.pending.is_empty() || self.groups.iter().any(|g| g.result.is_err());
+        applied && missed
+    }
+
     /// Whether every group that answered applied the write (e.g. `add` found
     /// no existing key anywhere).
     pub fn applied(&self) -> bool {
@@ -79,6 +113,7 @@ impl WriteOutcome {
 
 /// Statistics of one server, from `stats`.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServerStats {
     /// The group the server belongs to (the first, if several).
     pub group: String,

@@ -68,7 +68,8 @@
 //! - **Leaves** — `error` (the opaque [`Error`]), `item` (what operations
 //!   return), `events` ([`Event`] and the user's callback), `clock` (the
 //!   only reads of the time: tokio's clock, so tests run under paused time),
-//!   `counters` (per-server atomics and latency histograms), `longkey`,
+//!   `counters` (per-server atomics and latency histograms), `options`
+//!   ([`Expiry`], [`WriteOptions`]: what every write takes), `longkey`,
 //!   [`value`] (value formats), `join`.
 //! - **`conn/`** — one pipelined connection: `state` (the sans-IO state
 //!   machine), the driver in `conn/mod.rs`, `merge` (who gets which value of
@@ -98,6 +99,7 @@ mod events;
 mod item;
 mod join;
 mod longkey;
+mod options;
 pub mod value;
 // One connection: its state machine, merging, transport, TLS, login.
 mod conn;
@@ -121,6 +123,7 @@ pub use events::Event;
 pub use item::{GroupOutcome, Item, ServerStats, WriteOutcome};
 pub use longkey::{DigestFn, KeyDigest, LongKeys};
 pub use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus};
+pub use options::{Expiry, IfPresent, MAX_RELATIVE_EXPTIME, WriteOptions};
 
 /// `Client` is shared across tasks: checked at compile time.
 const _: () = {

@@ -5,8 +5,8 @@ use std::io::Read;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use memgroup::client::Client;
 use memgroup::client::value::{ToValue, Value, ValueFormat};
+use memgroup::client::{Client, WriteOptions};
 use memgroup::hash::HashStrategy;
 use memgroup::topology::{GroupId, Topology};
 use serde_json::json;
@@ -180,7 +180,10 @@ pub(crate) async fn set(
 ) -> Result<ExitCode, Failure> {
     let data = read_value(value)?;
     let outcome = match kind {
-        None => client.set_with_flags(key, &data, flags, exptime).await?,
+        None => {
+            let options = WriteOptions::new().flags(flags).expiry(exptime);
+            client.set(key, &data, options).await?
+        }
         Some(kind) => {
             let value = kind.parse(&data)?;
             client.set_value(key, &value, exptime).await?
@@ -226,7 +229,16 @@ pub(crate) async fn store(
         Conditional::Replace => client.replace(key, &data, exptime).await?,
         Conditional::Append => client.append(key, &data).await?,
         Conditional::Prepend => client.prepend(key, &data).await?,
-        Conditional::Cas(cas) => client.cas(key, &data, flags, exptime, cas).await?,
+        Conditional::Cas(cas) => {
+            client
+                .cas(
+                    key,
+                    &data,
+                    cas,
+                    WriteOptions::new().flags(flags).expiry(exptime),
+                )
+                .await?
+        }
     };
     Ok(report_write(key, &outcome, json))
 }
@@ -302,8 +314,9 @@ pub(crate) async fn version(client: &Client, json: bool) -> Result<ExitCode, Fai
     let mut code = ExitCode::SUCCESS;
     let mut rows = Vec::new();
     let mut records = Vec::new();
-    for (group, server, version) in client.version().await {
-        match version {
+    for probe in client.probe().await {
+        let (group, server) = (probe.group, probe.server);
+        match probe.version {
             Ok(v) => {
                 records.push(json!({"group": group, "server": server, "version": v}));
                 rows.push(vec![group, server, v]);
@@ -493,7 +506,7 @@ pub(crate) async fn ping(
         let mut failure = None;
         for _ in 0..count.max(1) {
             let t0 = Instant::now();
-            match client.version().await.into_iter().next().map(|(_, _, v)| v) {
+            match client.probe().await.into_iter().next().map(|p| p.version) {
                 Some(Ok(_)) => times.push(t0.elapsed().as_secs_f64() * 1e6),
                 Some(Err(e)) => {
                     failure = Some(e.chain());

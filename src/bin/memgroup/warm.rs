@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use memgroup::client::crawler::DumpEntry;
-use memgroup::client::{Client, Error};
+use memgroup::client::{Client, Error, IfPresent, WriteOptions};
 use memgroup::topology::{ClusterSpec, ReadFallback};
 use parking_lot::Mutex;
 use serde_json::json;
@@ -404,10 +404,13 @@ async fn copy_batch(
             writer.add_or_set(
                 &job.key.key,
                 &item.value,
-                item.flags,
-                exptime,
+                WriteOptions::new().flags(item.flags).expiry(exptime),
                 &target_refs,
-                replace,
+                if replace {
+                    IfPresent::Overwrite
+                } else {
+                    IfPresent::Keep
+                },
             )
         };
         match retry(retries, write).await {

@@ -1,4 +1,4 @@
-//! Per-server commands: `stats`, `version` and `flush_all`, sent once to every
+//! Per-server commands: `stats`, `version` (as [`Client::probe`]) and `flush_all`, sent once to every
 //! distinct server (on its first connection slot), concurrently.
 
 use std::time::Duration;
@@ -62,15 +62,6 @@ impl Client {
                 }),
             })
             .collect())
-    }
-
-    /// The version of every server, as `(group, server, version)`.
-    pub async fn version(&self) -> Vec<(String, String, Result<String, Error>)> {
-        self.probe()
-            .await
-            .into_iter()
-            .map(|p| (p.group, p.server, p.version))
-            .collect()
     }
 
     /// Asks every server for its version, concurrently, timing each answer:

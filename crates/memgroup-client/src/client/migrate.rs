@@ -25,11 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use memgroup_proto::{MetaFlag, StoreCommand};
 
 use crate::client::Client;
-use crate::clock::unix_now;
 use crate::item::Item;
-
-/// memcached takes an exptime over 30 days as a Unix time.
-const RELATIVE_LIMIT: i64 = 30 * 24 * 3600;
+use crate::options::{Expiry, WriteOptions};
 
 /// The old placement and what it served.
 #[derive(Debug)]
@@ -136,13 +133,14 @@ impl Migration {
                 .unwrap_or(0),
             cas: None,
         };
-        match exptime(meta.ttl()) {
+        match expiry(meta.ttl()) {
             None => {
                 self.counters.backfill_skipped.fetch_add(1, Relaxed);
             }
-            Some(exptime) => {
+            Some(expiry) => {
+                let options = WriteOptions::new().expiry(expiry).flags(item.flags);
                 let added = new
-                    .store(StoreCommand::Add, key, &item.value, item.flags, exptime)
+                    .store(StoreCommand::Add, key, &item.value, options)
                     .await;
                 let counter = match added {
                     Ok(outcome) if outcome.applied() => &self.counters.backfills,
@@ -156,34 +154,35 @@ impl Migration {
     }
 }
 
-/// The exptime carrying a remaining TTL (`t` of `mg`: -1 for no expiry):
-/// `None` when the item is about to expire (nothing worth copying).
-fn exptime(ttl: Option<i64>) -> Option<u32> {
+/// The expiry carrying a remaining TTL (`t` of `mg`: -1 for no expiry):
+/// `None` when the item is about to expire (nothing worth copying). Over 30
+/// days it goes on the wire as a Unix time ([`Expiry::exptime`]).
+fn expiry(ttl: Option<i64>) -> Option<Expiry> {
     match ttl {
-        None | Some(-1) => Some(0),
+        None | Some(-1) => Some(Expiry::Never),
         Some(t) if t <= 0 => None,
-        Some(t) if t <= RELATIVE_LIMIT => u32::try_from(t).ok(),
-        // Beyond 30 days memcached reads a Unix time.
-        Some(t) => u32::try_from(unix_now().saturating_add(t.unsigned_abs())).ok(),
+        Some(t) => Some(Expiry::secs(t.unsigned_abs())),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
-    fn remaining_ttls_become_exptimes() {
-        assert_eq!(exptime(Some(-1)), Some(0), "no expiry stays none");
-        assert_eq!(exptime(None), Some(0));
-        assert_eq!(exptime(Some(0)), None, "about to expire: not copied");
-        assert_eq!(exptime(Some(300)), Some(300));
-        assert_eq!(exptime(Some(RELATIVE_LIMIT)), Some(RELATIVE_LIMIT as u32));
-        let absolute = exptime(Some(RELATIVE_LIMIT + 1)).unwrap();
-        let now = unix_now() as u32;
-        assert!(
-            absolute >= now + RELATIVE_LIMIT as u32,
-            "{absolute} vs {now}"
+    fn remaining_ttls_become_expiries() {
+        assert_eq!(
+            expiry(Some(-1)),
+            Some(Expiry::Never),
+            "no expiry stays none"
+        );
+        assert_eq!(expiry(None), Some(Expiry::Never));
+        assert_eq!(expiry(Some(0)), None, "about to expire: not copied");
+        assert_eq!(
+            expiry(Some(40 * 86_400)),
+            Some(Expiry::After(Duration::from_secs(40 * 86_400)))
         );
     }
 }

@@ -6,6 +6,7 @@
 use crate::client::Client;
 use crate::error::Error;
 use crate::item::{Item, WriteOutcome};
+use crate::options::{Expiry, WriteOptions};
 use crate::value::{FromValue, ToValue, Value, ValueFormat};
 use memgroup_proto::StoreCommand;
 
@@ -52,10 +53,11 @@ impl Client {
         &self,
         key: impl AsRef<[u8]>,
         value: &Value,
-        exptime: u32,
+        expiry: impl Into<Expiry>,
     ) -> Result<WriteOutcome, Error> {
         let (bytes, flags) = self.values.encode(value)?;
-        self.store(StoreCommand::Set, key.as_ref(), &bytes, flags, exptime)
+        let options = WriteOptions::new().expiry(expiry).flags(flags);
+        self.store(StoreCommand::Set, key.as_ref(), &bytes, options)
             .await
     }
 
@@ -81,8 +83,8 @@ impl Client {
         &self,
         key: impl AsRef<[u8]>,
         value: &T,
-        exptime: u32,
+        expiry: impl Into<Expiry>,
     ) -> Result<WriteOutcome, Error> {
-        self.set_value(key, &value.to_value(), exptime).await
+        self.set_value(key, &value.to_value(), expiry).await
     }
 }

@@ -17,6 +17,7 @@ use crate::events::Event;
 use crate::item::{GroupOutcome, WriteOutcome};
 use crate::join::{BoxFuture, join_all};
 use crate::longkey;
+use crate::options::{Expiry, IfPresent, WriteOptions};
 use crate::pool::Snapshot;
 
 /// A write, minus its key: built into a request once the wire key is known.
@@ -266,41 +267,45 @@ impl Client {
         command: StoreCommand,
         key: &[u8],
         value: &[u8],
-        flags: u32,
-        exptime: u32,
+        options: WriteOptions,
     ) -> Result<WriteOutcome, Error> {
         self.check_value(value)?;
         let op = WriteOp::Store {
             command,
             data: value,
-            flags,
-            exptime,
+            flags: options.flags,
+            exptime: options.expiry.exptime()?,
             noreply: false,
         };
         self.write(key, op).await
     }
 
-    /// Stores a value in every server group (`set`).
+    /// Stores a value in every server group (`set`). `options` is an
+    /// [`Expiry`] (a number of seconds, a [`Duration`](std::time::Duration),
+    /// a [`SystemTime`](std::time::SystemTime)) or [`WriteOptions`] with
+    /// client flags too.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// use std::time::Duration;
+    /// use memgroup_client::WriteOptions;
+    ///
+    /// client.set("user:42", "Ada", 300).await?;
+    /// let options = WriteOptions::new().expiry(Duration::from_secs(40 * 86_400)).flags(1);
+    /// let outcome = client.set("user:43", "Grace", options).await?;
+    /// if !outcome.is_complete() {
+    ///     eprintln!("a group missed it: {:?}", outcome.failed().collect::<Vec<_>>());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn set(
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
-        exptime: u32,
-    ) -> Result<WriteOutcome, Error> {
-        self.store(StoreCommand::Set, key.as_ref(), value.as_ref(), 0, exptime)
-            .await
-    }
-
-    /// Stores a value with explicit client flags in every group.
-    pub async fn set_with_flags(
-        &self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: u32,
+        options: impl Into<WriteOptions>,
     ) -> Result<WriteOutcome, Error> {
         let (key, value) = (key.as_ref(), value.as_ref());
-        self.store(StoreCommand::Set, key, value, flags, exptime)
+        self.store(StoreCommand::Set, key, value, options.into())
             .await
     }
 
@@ -309,9 +314,10 @@ impl Client {
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
-        exptime: u32,
+        options: impl Into<WriteOptions>,
     ) -> Result<WriteOutcome, Error> {
-        self.store(StoreCommand::Add, key.as_ref(), value.as_ref(), 0, exptime)
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.store(StoreCommand::Add, key, value, options.into())
             .await
     }
 
@@ -320,46 +326,49 @@ impl Client {
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
-        exptime: u32,
+        options: impl Into<WriteOptions>,
     ) -> Result<WriteOutcome, Error> {
         let (key, value) = (key.as_ref(), value.as_ref());
-        self.store(StoreCommand::Replace, key, value, 0, exptime)
+        self.store(StoreCommand::Replace, key, value, options.into())
             .await
     }
 
-    /// Appends to the existing value (`append`).
+    /// Appends to the existing value (`append`); the item keeps its flags
+    /// and expiry.
     pub async fn append(
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> Result<WriteOutcome, Error> {
-        self.store(StoreCommand::Append, key.as_ref(), value.as_ref(), 0, 0)
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.store(StoreCommand::Append, key, value, WriteOptions::new())
             .await
     }
 
-    /// Prepends to the existing value (`prepend`).
+    /// Prepends to the existing value (`prepend`); the item keeps its flags
+    /// and expiry.
     pub async fn prepend(
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> Result<WriteOutcome, Error> {
-        self.store(StoreCommand::Prepend, key.as_ref(), value.as_ref(), 0, 0)
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.store(StoreCommand::Prepend, key, value, WriteOptions::new())
             .await
     }
 
-    /// Stores only if the item still has the CAS unique from [`Client::gets`].
-    /// CAS values are per server: with several groups, only the group whose
-    /// copy was read can match.
+    /// Stores only if the item still has the CAS unique `cas` from
+    /// [`Client::gets`]. CAS values are per server: with several groups,
+    /// only the group whose copy was read can match.
     pub async fn cas(
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: u32,
         cas: u64,
+        options: impl Into<WriteOptions>,
     ) -> Result<WriteOutcome, Error> {
         let (key, value) = (key.as_ref(), value.as_ref());
-        self.store(StoreCommand::Cas(cas), key, value, flags, exptime)
+        self.store(StoreCommand::Cas(cas), key, value, options.into())
             .await
     }
 
@@ -369,16 +378,16 @@ impl Client {
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: u32,
+        options: impl Into<WriteOptions>,
     ) -> Result<(), Error> {
         let value = value.as_ref();
         self.check_value(value)?;
+        let options = options.into();
         let op = WriteOp::Store {
             command: StoreCommand::Set,
             data: value,
-            flags,
-            exptime,
+            flags: options.flags,
+            exptime: options.expiry.exptime()?,
             noreply: true,
         };
         self.write(key.as_ref(), op).await.map(drop)
@@ -413,7 +422,12 @@ impl Client {
     }
 
     /// Sets a new expiration time in every group.
-    pub async fn touch(&self, key: impl AsRef<[u8]>, exptime: u32) -> Result<WriteOutcome, Error> {
+    pub async fn touch(
+        &self,
+        key: impl AsRef<[u8]>,
+        expiry: impl Into<Expiry>,
+    ) -> Result<WriteOutcome, Error> {
+        let exptime = expiry.into().exptime()?;
         self.write(key.as_ref(), WriteOp::Touch { exptime }).await
     }
 
@@ -458,30 +472,29 @@ impl Client {
     }
 
     /// The cache warmer's write (EVCache `addOrSet`): writes the key into the
-    /// named groups only — `set` when `replace` is true, else `add` (which
-    /// leaves a copy already there alone). Exactly one write per key per
-    /// target group, whatever the pool size.
+    /// named groups only — `add` with [`IfPresent::Keep`] (a copy already
+    /// there stays), `set` with [`IfPresent::Overwrite`]. Exactly one write
+    /// per key per target group, whatever the pool size.
     pub async fn add_or_set(
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: u32,
+        options: impl Into<WriteOptions>,
         target_groups: &[&str],
-        replace: bool,
+        if_present: IfPresent,
     ) -> Result<WriteOutcome, Error> {
         let value = value.as_ref();
         self.check_value(value)?;
-        let command = if replace {
-            StoreCommand::Set
-        } else {
-            StoreCommand::Add
+        let options = options.into();
+        let command = match if_present {
+            IfPresent::Overwrite => StoreCommand::Set,
+            IfPresent::Keep => StoreCommand::Add,
         };
         let op = WriteOp::Store {
             command,
             data: value,
-            flags,
-            exptime,
+            flags: options.flags,
+            exptime: options.expiry.exptime()?,
             noreply: false,
         };
         let (outcome, _) = self

@@ -25,6 +25,7 @@ use crate::error::{Error, ErrorKind};
 use crate::item::Item;
 use crate::join::{BoxFuture, join_all};
 use crate::longkey;
+use crate::options::Expiry;
 
 mod distinct;
 mod engine;
@@ -175,8 +176,9 @@ impl Client {
     pub async fn get_and_touch(
         &self,
         key: impl AsRef<[u8]>,
-        exptime: u32,
+        expiry: impl Into<Expiry>,
     ) -> Result<Option<Item>, Error> {
+        let exptime = expiry.into().exptime()?;
         self.read_one(key.as_ref(), &Retrieve::Gat(exptime)).await
     }
 
