@@ -290,12 +290,15 @@ async fn soak(duration: Duration) -> ExitCode {
                             .collect();
                         match client.get_multi(&keys).await {
                             Ok(found) => {
-                                for (k, item) in &found {
-                                    if parse(&item.value).map(|(key, _)| key.as_bytes())
-                                        != Some(k.as_slice())
+                                for (k, item) in found.hits() {
+                                    if parse(&item.value).map(|(key, _)| key.as_bytes()) != Some(k)
                                     {
                                         counts.misdelivered.fetch_add(1, Relaxed);
                                     }
+                                }
+                                // Keys no group answered count as errors, once each call.
+                                if let Some((_, e)) = found.errors().next() {
+                                    counts.error(e);
                                 }
                             }
                             Err(e) => counts.error(&e),

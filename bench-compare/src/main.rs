@@ -763,13 +763,13 @@ fn main() {
     let mg_multi3 = {
         let (c, b) = (mg3.clone(), batches.clone());
         time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-            c.get_multi(&b[i % b.len()]).await.unwrap().len(),
+            c.get_multi(&b[i % b.len()]).await.unwrap().hit_count(),
             MULTI_KEYS
         ))
     };
     let mg_rt = commands_per_server(&addrs, "get", || {
         let (c, b) = (mg3.clone(), batches.clone());
-        let found = rt.block_on(rt.spawn(async move { c.get_multi(&b[7]).await.unwrap().len() }));
+        let found = rt.block_on(rt.spawn(async move { c.get_multi(&b[7]).await.unwrap().hit_count() }));
         assert_eq!(found.unwrap(), MULTI_KEYS);
     });
     drop(mg3);
@@ -777,7 +777,7 @@ fn main() {
     let mg_multi1 = {
         let (c, b) = (mg1.clone(), batches.clone());
         time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-            c.get_multi(&b[i % b.len()]).await.unwrap().len(),
+            c.get_multi(&b[i % b.len()]).await.unwrap().hit_count(),
             MULTI_KEYS
         ))
     };

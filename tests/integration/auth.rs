@@ -65,7 +65,7 @@ async fn right_credentials_work_everywhere() {
     alice.set("k", "v", 0).await.unwrap();
     assert_eq!(alice.get("k").await.unwrap().unwrap().value, "v");
     let many = alice.get_multi(&["k", "nope"]).await.unwrap();
-    assert_eq!(many.len(), 1);
+    assert_eq!(many.hit_count(), 1);
     assert!(alice.stats(None).await.unwrap()[0].stats.is_ok());
     // One login per connection: counted as auth, not as sets.
     assert_eq!(raw_auth_stat(&server, "cmd_set"), 1);

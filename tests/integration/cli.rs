@@ -381,7 +381,7 @@ async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
         .unwrap();
     for chunk in keys.chunks(1000) {
         let got = dst.get_multi(chunk).await.unwrap();
-        assert_eq!(got.len(), chunk.len());
+        assert_eq!(got.hit_count(), chunk.len());
         for k in chunk {
             let i: usize = k[2..].parse().unwrap();
             let item = &got[k.as_bytes()];

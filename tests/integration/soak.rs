@@ -82,7 +82,7 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
                 }
                 let keys: Vec<String> = (0..5).map(|j| format!("soak:{j}:{}", n / 4)).collect();
                 if let Ok(found) = client.get_multi(&keys).await {
-                    for (k, item) in found {
+                    for (k, item) in found.into_hits() {
                         let k = String::from_utf8(k).unwrap();
                         assert_eq!(item.value, value_of(&k), "{k} got another key's value");
                     }

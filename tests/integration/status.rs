@@ -42,7 +42,7 @@ async fn counters_equal_the_servers_own_stats() {
         get.await.unwrap();
     }
     let keys: Vec<String> = (100..250).map(|i| format!("k{i}")).collect();
-    assert_eq!(client.get_multi(&keys).await.unwrap().len(), 100);
+    assert_eq!(client.get_multi(&keys).await.unwrap().hit_count(), 100);
 
     let status = client.status();
     assert_eq!(status.servers.len(), 3);

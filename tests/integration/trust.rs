@@ -62,3 +62,95 @@ async fn an_expiry_over_thirty_days_keeps_the_item_that_long() {
     assert_eq!(error.kind(), memgroup::client::ErrorKind::InvalidArgument);
     assert!(client.get("past").await.unwrap().is_none());
 }
+
+/// The built tool with none of its environment settings inherited.
+fn tool(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args(args)
+        .env_remove("MEMGROUP_PASSWORD")
+        .env_remove("MEMCACHED_SERVERS")
+        .env_remove("MEMGROUP_GROUPS")
+        .env_remove("MEMGROUP_CONFIG")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_get_keeps_the_hits_of_the_servers_that_answered() {
+    let mut servers = [Memcached::spawn(), Memcached::spawn()];
+    let list = format!("{},{}", servers[0].addr_string(), servers[1].addr_string());
+    let client = || {
+        Client::builder()
+            .servers(&list)
+            .unwrap()
+            .failover(false)
+            .timeout(Duration::from_millis(500))
+            .build()
+            .unwrap()
+    };
+    let writer = client();
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    for key in &keys {
+        writer.set(key, key.as_bytes(), 0).await.unwrap();
+    }
+    // Which keys live on the server about to die, by asking it directly.
+    let dead = servers[1].addr();
+    let on_dead: Vec<bool> = keys
+        .iter()
+        .map(|k| crate::support::raw::get(dead, k.as_bytes()).is_some())
+        .collect();
+    assert!(on_dead.iter().any(|&d| d) && on_dead.iter().any(|&d| !d));
+    servers[1].kill();
+    // A key given twice and a miss ride along.
+    let mut asked: Vec<&str> = keys.iter().map(String::as_str).collect();
+    asked.extend(["k0", "absent"]);
+    let found = client().get_multi(&asked).await.unwrap();
+    assert_eq!(found.len(), asked.len(), "one outcome per key given");
+    for ((key, outcome), i) in found.iter().zip(0..) {
+        assert_eq!(key, asked[i].as_bytes(), "aligned with the keys given");
+        let Some(&dead_key) = on_dead.get(i) else {
+            continue;
+        };
+        match outcome {
+            Ok(Some(item)) => assert!(!dead_key && item.value == key, "{}", asked[i]),
+            Err(e) => {
+                assert!(dead_key, "{}: {e}", asked[i]);
+                assert!(e.to_string().contains(&dead.to_string()), "{e}");
+            }
+            Ok(None) => panic!("{}: a miss", asked[i]),
+        }
+    }
+    let live = on_dead.iter().filter(|&&d| !d).count();
+    assert_eq!(found.hit_count(), live);
+    let failed = found.errors().filter(|(k, _)| *k != b"absent").count();
+    assert_eq!(failed, keys.len() - live);
+    assert!(!found.is_complete());
+    // "absent" lives on one of the two servers: a miss or an error.
+    assert!(found.get("absent").is_none());
+
+    // The tool prints the hits, names each failed key and its server on
+    // stderr, and exits 3: partly done.
+    let live_key = &keys[on_dead.iter().position(|&d| !d).unwrap()];
+    let dead_key = &keys[on_dead.iter().position(|&d| d).unwrap()];
+    let out = tool(&[
+        "--servers",
+        &list,
+        "--no-failover",
+        "get",
+        live_key,
+        dead_key,
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(3), "{stdout} / {stderr}");
+    assert!(
+        stdout.contains(&format!("{live_key}: {live_key}")),
+        "{stdout}"
+    );
+    assert!(stderr.contains(dead_key.as_str()), "{stderr}");
+    assert!(stderr.contains(&dead.to_string()), "{stderr}");
+}

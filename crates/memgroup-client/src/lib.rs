@@ -120,7 +120,7 @@ pub use conn::tls::TlsConfig;
 pub use counters::Counters;
 pub use error::{Error, ErrorKind};
 pub use events::Event;
-pub use item::{GroupOutcome, Item, ServerStats, WriteOutcome};
+pub use item::{GroupOutcome, Item, MultiGet, ServerStats, WriteOutcome};
 pub use longkey::{DigestFn, KeyDigest, LongKeys};
 pub use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus};
 pub use options::{Expiry, IfPresent, MAX_RELATIVE_EXPTIME, WriteOptions};

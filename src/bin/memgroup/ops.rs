@@ -81,17 +81,30 @@ pub(crate) fn route(
 
 pub(crate) async fn get(client: &Client, keys: &[String], json: bool) -> Result<ExitCode, Failure> {
     let found = client.get_multi(keys).await?;
-    let mut failed = 0;
+    let (mut failed, mut unanswered) = (0, 0);
     let mut records = Vec::new();
     for key in keys {
-        let Some(item) = found.get(key.as_bytes()) else {
-            failed += 1;
-            if json {
-                records.push(json!({"key": key, "value": null}));
-            } else {
-                eprintln!("memgroup: {key}: not found");
+        let item = match found.outcome(key.as_bytes()) {
+            Some(Ok(Some(item))) => item,
+            Some(Err(e)) => {
+                // No group answered for this key: name it and its server.
+                unanswered += 1;
+                if json {
+                    records.push(json!({"key": key, "error": e.chain()}));
+                } else {
+                    eprintln!("memgroup: {key}: {}", output::clean(&e.chain()));
+                }
+                continue;
             }
-            continue;
+            _ => {
+                failed += 1;
+                if json {
+                    records.push(json!({"key": key, "value": null}));
+                } else {
+                    eprintln!("memgroup: {key}: not found");
+                }
+                continue;
+            }
         };
         // `raw` shows the bytes as stored; a format decodes them.
         let value = match client.value_format() {
@@ -130,10 +143,14 @@ pub(crate) async fn get(client: &Client, keys: &[String], json: bool) -> Result<
     if json {
         output::json(&json!(records));
     }
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
+    // 3: some keys got no answer while others did; 1: a miss, or nothing
+    // answered at all.
+    Ok(if unanswered > 0 && unanswered < keys.len() {
+        ExitCode::from(3)
+    } else if failed + unanswered > 0 {
         ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -292,7 +309,7 @@ pub(crate) async fn exist(
     let found = client.get_multi(keys).await?;
     let mut records = Vec::new();
     for key in keys {
-        let present = found.contains_key(key.as_bytes());
+        let present = found.get(key.as_bytes()).is_some();
         if json {
             records.push(json!({"key": key, "exists": present}));
         } else {
@@ -302,7 +319,7 @@ pub(crate) async fn exist(
     if json {
         output::json(&json!(records));
     }
-    Ok(if keys.iter().all(|k| found.contains_key(k.as_bytes())) {
+    Ok(if keys.iter().all(|k| found.get(k.as_bytes()).is_some()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

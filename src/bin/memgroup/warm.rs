@@ -175,7 +175,7 @@ pub(crate) async fn run(
                 missing.extend(
                     chunk
                         .iter()
-                        .filter(|k| !found.contains_key(*k))
+                        .filter(|k| found.get(k).is_none())
                         .map(|k| (group.clone(), k.clone())),
                 );
             }
@@ -379,10 +379,22 @@ async fn copy_batch(
     };
     let target_refs: Vec<&str> = targets.iter().map(String::as_str).collect();
     for job in jobs {
-        let Some(item) = found.get(&job.key.key) else {
-            // Deleted or evicted between the dump and the read.
-            counters.vanished.fetch_add(1, Ordering::Relaxed);
-            continue;
+        let item = match found.outcome(&job.key.key) {
+            Some(Ok(Some(item))) => item,
+            Some(Err(e)) => {
+                eprintln!(
+                    "memgroup: reading {} failed: {}",
+                    output::clean(&String::from_utf8_lossy(&job.key.key)),
+                    output::clean(&e.chain())
+                );
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            _ => {
+                // Deleted or evicted between the dump and the read.
+                counters.vanished.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
         };
         let exptime = match job.key.exp {
             None => 0,

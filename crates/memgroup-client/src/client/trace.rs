@@ -143,11 +143,13 @@ impl<U> Outcome for Result<(crate::WriteOutcome, U), Error> {
     }
 }
 
-impl<K, V> Outcome for Result<std::collections::HashMap<K, V>, Error> {
+impl Outcome for crate::MultiGet {
     fn outcome(&self) -> &'static str {
-        match self {
-            Ok(_) => "ok",
-            Err(e) => e.kind().name(),
+        match self.errors().next() {
+            None => "ok",
+            // Some keys answered: the call did part of its job.
+            Some(_) if self.errors().count() < self.iter().count() => "partial",
+            Some((_, e)) => e.kind().name(),
         }
     }
 }

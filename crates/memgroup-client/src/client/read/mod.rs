@@ -13,8 +13,6 @@
 //! A key's result: its hit; else a miss if any group answered for it; else
 //! the last error, or "no live server" when every candidate was dead.
 
-use std::collections::HashMap;
-
 use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request, Response};
 
 use crate::client::migrate::Migration;
@@ -22,7 +20,7 @@ use crate::client::trace::{self};
 use crate::client::{Client, unexpected};
 use crate::conn::merge::circular;
 use crate::error::{Error, ErrorKind};
-use crate::item::Item;
+use crate::item::{Item, MultiGet};
 use crate::join::{BoxFuture, join_all};
 use crate::longkey;
 use crate::options::Expiry;
@@ -185,13 +183,24 @@ impl Client {
     /// Reads many keys at once. Keys are grouped by server: one `get k1 k2 …`
     /// per connection, sent concurrently; keys missing from the first group
     /// are then asked from the fallback groups, and after an I/O error a key
-    /// fails over like [`Client::get`]. The map holds the hits, keyed by the
-    /// key as given; duplicates are fetched once. Fails only if some key got
-    /// no answer from any group.
-    pub async fn get_multi<K: AsRef<[u8]>>(
-        &self,
-        keys: &[K],
-    ) -> Result<HashMap<Vec<u8>, Item>, Error> {
+    /// fails over like [`Client::get`]. Returns each key's own outcome
+    /// (hit, miss or error), aligned with the keys given: a server that is
+    /// down costs only the keys no other group could answer. Repeated keys
+    /// are fetched once. `Err` only for invalid input: every key is checked
+    /// before a byte is sent.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// let found = client.get_multi(&["a", "b", "c"]).await?;
+    /// for (key, item) in found.hits() {
+    ///     println!("{}: {} bytes", String::from_utf8_lossy(key), item.value.len());
+    /// }
+    /// for (key, error) in found.errors() {
+    ///     eprintln!("{}: {error}", String::from_utf8_lossy(key));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_multi<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<MultiGet, Error> {
         let snap = self.snapshot();
         // Validate everything before sending anything.
         let mut given: Vec<&[u8]> = Vec::with_capacity(keys.len());
@@ -211,59 +220,43 @@ impl Client {
             .collect();
         let span = trace::operation_span(self, "get_multi", None);
         trace::await_in_span!(span, self.read(&snap, &Retrieve::Get, &mut reads));
-        let mut found = HashMap::with_capacity(reads.len());
-        let mut error = None;
+        let mut found = MultiGet::with_capacity(keys.len());
         for ((key, read), wire) in given.into_iter().zip(reads).zip(&wires) {
-            match read.outcome(&snap, &self.inner.pool) {
-                Ok(Some(item)) => {
-                    let item = match &wire.long {
-                        Some(original) => Retrieve::unwrap_long(original, item),
-                        None => Some(item),
-                    };
-                    if let Some(item) = item {
-                        found.insert(key.to_vec(), item);
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => error = Some(e),
-            }
+            let outcome = read.outcome(&snap, &self.inner.pool).map(|hit| {
+                hit.and_then(|item| match &wire.long {
+                    Some(original) => Retrieve::unwrap_long(original, item),
+                    None => Some(item),
+                })
+            });
+            found.push(key, outcome);
         }
-        let result = match error {
-            Some(e) => Err(e),
-            None => Ok(found),
-        };
-        trace::operation_done(&span, &result);
-        match (result, &self.inner.migration) {
-            (Ok(found), Some(migration)) => Ok(self.fill_multi(migration, keys, found).await),
-            (result, _) => result,
+        found.align(keys);
+        trace::operation_done(&span, &found);
+        if let Some(migration) = &self.inner.migration {
+            self.fill_multi(migration, &mut found).await;
         }
+        Ok(found)
     }
 
     /// Migration mode: the keys the new placement missed, read from the old
     /// one (concurrently) and backfilled.
-    async fn fill_multi<K: AsRef<[u8]>>(
-        &self,
-        migration: &Migration,
-        keys: &[K],
-        mut found: HashMap<Vec<u8>, Item>,
-    ) -> HashMap<Vec<u8>, Item> {
-        let mut missing: Vec<&[u8]> = keys
+    async fn fill_multi(&self, migration: &Migration, found: &mut MultiGet) {
+        let missing: Vec<Vec<u8>> = found
             .iter()
-            .map(AsRef::as_ref)
-            .filter(|k| !found.contains_key(*k))
+            .filter(|(_, outcome)| matches!(outcome, Ok(None)))
+            .map(|(key, _)| key.to_vec())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
-        missing.sort_unstable();
-        missing.dedup();
         let fills: Vec<BoxFuture<'_, Option<Item>>> = missing
             .iter()
-            .map(|&key| Box::pin(migration.fill(self, key)) as BoxFuture<'_, _>)
+            .map(|key| Box::pin(migration.fill(self, key)) as BoxFuture<'_, _>)
             .collect();
         for (key, item) in missing.iter().zip(join_all(fills).await) {
-            if let Some(item) = item {
-                found.insert(key.to_vec(), item);
+            if let (Some(item), Some(outcome)) = (item, found.outcome_mut(key)) {
+                *outcome = Ok(Some(item));
             }
         }
-        found
     }
 
     /// A meta get (`mg`) with the given flags, read like [`Client::get`]
