@@ -8,8 +8,8 @@
 //!
 //! Keys are URL-encoded (`%XX`); `exp` is an absolute Unix time in the
 //! server's clock, `-1` for never; item lines end with a bare `\n`. A crawl
-//! already running answers `BUSY …`, a refused command `ERROR …` or
-//! `CLIENT_ERROR …`. Fields memgroup does not know are skipped, so a newer
+//! already running answers `BUSY …`, a refused command `ERROR …`,
+//! `BADCLASS …` (a class it does not know) or `CLIENT_ERROR …`. Fields memgroup does not know are skipped, so a newer
 //! memcached that adds one still parses.
 
 use bytes::BytesMut;
@@ -126,9 +126,11 @@ fn parse_line(line: &[u8]) -> Result<DumpLine, ProtoError> {
         return Ok(DumpLine::Busy(text()));
     }
     if !line.starts_with(b"key=") {
+        // BADCLASS: a class the server does not know (`hash` before 1.6.9).
         if line.starts_with(b"ERROR")
             || line.starts_with(b"CLIENT_ERROR")
             || line.starts_with(b"SERVER_ERROR")
+            || line.starts_with(b"BADCLASS")
         {
             return Ok(DumpLine::Refused(text()));
         }
@@ -286,6 +288,10 @@ mod tests {
             Ok(DumpLine::Busy(_))
         ));
         assert!(matches!(parse_line(b"ERROR"), Ok(DumpLine::Refused(_))));
+        assert!(matches!(
+            parse_line(b"BADCLASS invalid class id"),
+            Ok(DumpLine::Refused(t)) if t == "BADCLASS invalid class id"
+        ));
         // A field from a newer server is skipped.
         let got = parse_line(b"key=k exp=-1 la=1796065939 cas=7 fetch=no cls=1 size=69 flags=3");
         assert_eq!(got, Ok(DumpLine::Entry(entry(b"k", None))));

@@ -1,13 +1,27 @@
-//! Key enumeration with memcached's LRU crawler (`lru_crawler metadump all`),
-//! the first step of warming a new server group.
+//! Key enumeration with memcached's LRU crawler (`lru_crawler metadump`),
+//! the first step of warming a new server group, checked against the
+//! server's own count.
 //!
 //! The reply format and its decoder live in `memgroup-proto`
 //! ([`MetadumpDecoder`]); this module only moves the bytes. memcached refuses
 //! commands pipelined behind the dump, so each dump gets a connection of its
-//! own. The crawler skips items a concurrent request holds locked and can list
-//! a key twice when an item moves between LRUs: callers must de-duplicate, and
-//! dump again to catch what one pass missed (the `warm` command does both).
+//! own.
+//!
+//! `metadump all` walks the LRUs and misses items that move between them
+//! while it walks: on a server serving reads (a warm's source always is) it
+//! listed 401 of 500 keys, 2,800 of 3,000. `metadump hash` (memcached
+//! 1.6.9 and later) walks the hash table instead, where items do not move;
+//! it is used wherever the server accepts it, and `all` where it answers
+//! `BADCLASS`. Either can still list a key twice; callers de-duplicate.
+//!
+//! [`Client::list_keys`] checks each listing: it asks the crawler to
+//! reclaim expired items first (`lru_crawler crawl all`), reads
+//! `curr_items` just before and just after the dump, and calls a listing
+//! short when it names fewer distinct keys than the lower of the two. A
+//! short listing is listed again once; if still short, the [`Listing`] says
+//! so and the caller reports it.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -24,25 +38,77 @@ pub use memgroup_proto::DumpEntry;
 /// How long to wait before asking again while another crawl runs.
 const BUSY_RETRY: Duration = Duration::from_millis(50);
 
+/// How a listing walked the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ListMethod {
+    /// `lru_crawler metadump hash`: the hash table (memcached ≥ 1.6.9).
+    Hash,
+    /// `lru_crawler metadump all`: the LRUs (older servers).
+    All,
+}
+
+impl ListMethod {
+    /// The argument of `lru_crawler metadump`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ListMethod::Hash => "hash",
+            ListMethod::All => "all",
+        }
+    }
+}
+
+/// One server's keys, and how far the listing can be trusted.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Listing {
+    /// The server (`host:port`).
+    pub server: String,
+    /// Every key listed, once each, in the server's order.
+    pub entries: Vec<DumpEntry>,
+    /// How the server was walked.
+    pub method: ListMethod,
+    /// The server's `curr_items` just before and just after the last dump.
+    pub curr_items: (u64, u64),
+    /// Dumps taken (2 when the first was short).
+    pub attempts: u32,
+}
+
+impl Listing {
+    /// The fewest keys a complete listing names: the lower `curr_items`.
+    pub fn expected(&self) -> u64 {
+        self.curr_items.0.min(self.curr_items.1)
+    }
+
+    /// Whether the listing names at least [`expected`](Listing::expected)
+    /// keys. A short one missed keys the server holds.
+    pub fn is_complete(&self) -> bool {
+        self.entries.len() as u64 >= self.expected()
+    }
+}
+
 /// Lists every key of one server, over plain TCP without a login (for a
 /// server of a client's cluster, [`Client::metadump`] uses the client's TLS
-/// and credentials). `timeout` bounds every wait for the server to make
-/// progress (connecting, logging in, each read of the dump, and retrying
-/// while another crawl runs, `BUSY`), not the whole dump, which on a large
-/// server takes as long as it takes: a server that stops talking fails
-/// within `timeout`.
+/// and credentials), with `metadump hash` (`all` on servers before 1.6.9).
+/// `timeout` bounds every wait for the server to make progress
+/// (connecting, logging in, each read of the dump, and retrying while
+/// another crawl runs, `BUSY`), not the whole dump, which on a large server
+/// takes as long as it takes: a server that stops talking fails within
+/// `timeout`. Unchecked: [`Client::list_keys`] checks a listing against the
+/// server's count.
 pub async fn metadump(server: &str, timeout: Duration) -> Result<Vec<DumpEntry>, Error> {
-    dump(server, &ConnSettings::default(), timeout, usize::MAX).await
+    let settings = ConnSettings::default();
+    Ok(dump(server, &settings, timeout, usize::MAX).await?.0)
 }
 
 impl Client {
     /// Lists every key of `server` (`host:port`, one of the cluster's) with
-    /// `lru_crawler metadump all`, on a connection of its own opened as the
-    /// client's connections to that server are (TLS, login). At most
-    /// `max_keys` entries: a server that keeps listing keys (a hostile or
-    /// broken one) fails the dump instead of growing memory without bound;
-    /// the warmer derives the bound from the server's own `curr_items`.
-    /// `timeout` bounds each wait for progress, as for [`metadump`].
+    /// `lru_crawler metadump hash` (`all` where the server lacks it), on a
+    /// connection of its own opened as the client's connections to that
+    /// server are (TLS, login). At most `max_keys` entries: a server that
+    /// keeps listing keys (a hostile or broken one) fails the dump instead
+    /// of growing memory without bound. `timeout` bounds each wait for
+    /// progress, as for [`metadump`]. Unchecked; see [`Client::list_keys`].
     pub async fn metadump(
         &self,
         server: &str,
@@ -51,28 +117,174 @@ impl Client {
     ) -> Result<Vec<DumpEntry>, Error> {
         let snap = self.snapshot();
         let id = snap.server_by_name(server)?;
-        dump(server, snap.settings(id), timeout, max_keys).await
+        Ok(dump(server, snap.settings(id), timeout, max_keys).await?.0)
+    }
+
+    /// Lists every key of `server` and checks the listing against the
+    /// server's own count (see the [module docs](self)): expired items are
+    /// reclaimed first, a short listing is taken again once, and the
+    /// [`Listing`] says whether the last one is complete. At most
+    /// `max_keys` entries per dump.
+    pub async fn list_keys(
+        &self,
+        server: &str,
+        timeout: Duration,
+        max_keys: usize,
+    ) -> Result<Listing, Error> {
+        let snap = self.snapshot();
+        let id = snap.server_by_name(server)?;
+        let settings = ConnSettings {
+            connect_timeout: timeout,
+            ..snap.settings(id).clone()
+        };
+        // Reclaim expired items, so curr_items counts only live ones; the
+        // dump below waits (BUSY) until that crawl is done.
+        command(server, &settings, timeout, b"lru_crawler crawl all\r\n").await?;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let before = curr_items(server, &settings, timeout).await?;
+            let (entries, method) = dump(server, &settings, timeout, max_keys).await?;
+            let after = curr_items(server, &settings, timeout).await?;
+            let listing = Listing {
+                server: server.to_string(),
+                entries: distinct(entries),
+                method,
+                curr_items: (before, after),
+                attempts,
+            };
+            if listing.is_complete() || attempts >= 2 {
+                return Ok(listing);
+            }
+        }
     }
 }
 
+/// The entries with repeated keys dropped (the crawler can list one twice).
+fn distinct(entries: Vec<DumpEntry>) -> Vec<DumpEntry> {
+    let mut seen = HashSet::with_capacity(entries.len());
+    entries
+        .into_iter()
+        .filter(|e| seen.insert(e.key.clone()))
+        .collect()
+}
+
+/// Sends one command on a connection of its own and reads its one-line
+/// reply (`OK`, or `BUSY …` while a crawl runs: also fine).
+async fn command(
+    server: &str,
+    settings: &ConnSettings,
+    timeout: Duration,
+    line: &[u8],
+) -> Result<String, Error> {
+    let mut stream = conn::open(server, settings).await?;
+    within(timeout, "writing the command", async {
+        stream
+            .write_all(line)
+            .await
+            .map_err(io_error("write failed"))
+    })
+    .await?;
+    let mut reply = Vec::new();
+    while !reply.ends_with(b"\n") {
+        if reply.len() > 1024 {
+            return Err(Error::new(ErrorKind::Protocol, "reply line too long").at(server));
+        }
+        let mut byte = [0u8; 256];
+        let n = within(timeout, "waiting for the reply", async {
+            stream
+                .read(&mut byte)
+                .await
+                .map_err(io_error("read failed"))
+        })
+        .await?;
+        if n == 0 {
+            return Err(Error::new(ErrorKind::Connection, "connection closed").at(server));
+        }
+        reply.extend_from_slice(&byte[..n]);
+    }
+    Ok(String::from_utf8_lossy(&reply).trim_end().to_string())
+}
+
+/// The server's `curr_items` (`stats`), read on a connection of its own.
+async fn curr_items(
+    server: &str,
+    settings: &ConnSettings,
+    timeout: Duration,
+) -> Result<u64, Error> {
+    let mut stream = conn::open(server, settings).await?;
+    within(timeout, "writing stats", async {
+        stream
+            .write_all(b"stats\r\n")
+            .await
+            .map_err(io_error("write failed"))
+    })
+    .await?;
+    let mut decoder = memgroup_proto::Decoder::default();
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    loop {
+        let reply = decoder
+            .decode(&mut buf, memgroup_proto::Expect::Stats)
+            .map_err(|e| {
+                Error::new(ErrorKind::Protocol, "bad stats reply")
+                    .with_source(e)
+                    .at(server)
+            })?;
+        if let Some(reply) = reply {
+            let memgroup_proto::Response::Stats(stats) = reply else {
+                return Err(Error::new(ErrorKind::Protocol, "stats refused").at(server));
+            };
+            return stats
+                .iter()
+                .find(|s| s.name_str() == "curr_items")
+                .and_then(|s| s.value_str().parse().ok())
+                .ok_or_else(|| {
+                    Error::new(ErrorKind::Protocol, "stats without curr_items").at(server)
+                });
+        }
+        let n = within(timeout, "waiting for stats", async {
+            stream
+                .read_buf(&mut buf)
+                .await
+                .map_err(io_error("read failed"))
+        })
+        .await?;
+        if n == 0 {
+            return Err(Error::new(ErrorKind::Connection, "connection closed").at(server));
+        }
+    }
+}
+
+fn io_error(what: &'static str) -> impl Fn(std::io::Error) -> Error {
+    move |e| Error::new(ErrorKind::Connection, what).with_source(e)
+}
+
+/// A dump by hash where the server accepts it, else by LRU, retrying while
+/// the crawler is busy.
 async fn dump(
     server: &str,
     settings: &ConnSettings,
     timeout: Duration,
     max_keys: usize,
-) -> Result<Vec<DumpEntry>, Error> {
+) -> Result<(Vec<DumpEntry>, ListMethod), Error> {
     let settings = ConnSettings {
         connect_timeout: timeout,
         ..settings.clone()
     };
+    let mut method = ListMethod::Hash;
     let busy_until = now() + timeout;
     loop {
-        match dump_once(server, &settings, timeout, max_keys).await {
-            Ok(Some(keys)) => return Ok(keys),
-            Ok(None) if now() < busy_until => {
+        match dump_once(server, &settings, timeout, max_keys, method).await {
+            Ok(Dumped::Keys(keys)) => return Ok((keys, method)),
+            // Before 1.6.9 `hash` is not a class memcached knows.
+            Ok(Dumped::BadClass) if method == ListMethod::Hash => method = ListMethod::All,
+            Ok(Dumped::BadClass) => {
+                return Err(Error::new(ErrorKind::Server, "metadump refused: BADCLASS").at(server));
+            }
+            Ok(Dumped::Busy) if now() < busy_until => {
                 tokio::time::sleep(BUSY_RETRY).await;
             }
-            Ok(None) => {
+            Ok(Dumped::Busy) => {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!("lru_crawler stayed busy for {timeout:?}"),
@@ -82,6 +294,15 @@ async fn dump(
             Err(e) => return Err(e.at(server)),
         }
     }
+}
+
+/// What one dump got.
+enum Dumped {
+    Keys(Vec<DumpEntry>),
+    /// Another crawl is running.
+    Busy,
+    /// The server does not know the class asked for.
+    BadClass,
 }
 
 /// `future` within `timeout`, or a timeout error saying what was awaited.
@@ -100,20 +321,20 @@ async fn within<T>(
         })
 }
 
-/// One dump; `Ok(None)` when the crawler is busy.
+/// One dump by `method`.
 async fn dump_once(
     server: &str,
     settings: &ConnSettings,
     timeout: Duration,
     max_keys: usize,
-) -> Result<Option<Vec<DumpEntry>>, Error> {
-    let io = |what: &'static str| {
-        move |e: std::io::Error| Error::new(ErrorKind::Connection, what).with_source(e)
-    };
+    method: ListMethod,
+) -> Result<Dumped, Error> {
+    let io = io_error;
     let mut stream = conn::open(server, settings).await?;
+    let line = format!("lru_crawler metadump {}\r\n", method.name());
     within(timeout, "writing the command", async {
         stream
-            .write_all(b"lru_crawler metadump all\r\n")
+            .write_all(line.as_bytes())
             .await
             .map_err(io("write failed"))
     })
@@ -134,8 +355,11 @@ async fn dump_once(
                 ));
             }
             Some(DumpLine::Entry(entry)) => keys.push(entry),
-            Some(DumpLine::End) => return Ok(Some(keys)),
-            Some(DumpLine::Busy(_)) => return Ok(None),
+            Some(DumpLine::End) => return Ok(Dumped::Keys(keys)),
+            Some(DumpLine::Busy(_)) => return Ok(Dumped::Busy),
+            Some(DumpLine::Refused(text)) if text.starts_with("BADCLASS") => {
+                return Ok(Dumped::BadClass);
+            }
             Some(DumpLine::Refused(text)) => {
                 return Err(Error::new(
                     ErrorKind::Server,
