@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use memgroup::client::Client;
 use serde_json::json;
 
-use crate::Failure;
+use crate::exit::{self, Failure};
 use crate::output;
 use crate::output::outln;
 
@@ -284,11 +284,7 @@ pub(crate) async fn run(
             &rows,
         );
     }
-    Ok(if total.errors == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit::code(total.errors == 0))
 }
 
 fn style(prefix: &str) -> ProgressStyle {

@@ -5,7 +5,9 @@
 //! configuration error.
 
 mod bench;
-mod config;
+mod cluster;
+mod exit;
+mod flags;
 mod ops;
 mod output;
 mod plan;
@@ -16,7 +18,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::ClusterArgs;
+use crate::cluster::Cluster;
+use crate::exit::Failure;
+use crate::flags::ClusterFlags;
 
 /// Route keys, read and write, inspect and warm memcached server groups.
 /// Shown after `--help`: what the exit codes mean, and a few examples.
@@ -41,7 +45,7 @@ Examples:
 #[command(name = "memgroup", version, about, propagate_version = true, after_help = AFTER_HELP)]
 struct Cli {
     #[command(flatten)]
-    cluster: ClusterArgs,
+    cluster: ClusterFlags,
     /// Machine-readable JSON output.
     #[arg(long, global = true)]
     json: bool,
@@ -74,12 +78,12 @@ struct ConditionalArgs {
 impl ConditionalArgs {
     async fn run(
         &self,
-        cluster: &ClusterArgs,
+        cluster: &ClusterFlags,
         command: ops::Conditional,
         flags: u32,
         json: bool,
     ) -> Result<ExitCode, Failure> {
-        let client = cluster.client()?;
+        let client = Cluster::from_flags(cluster)?.client()?;
         ops::store(
             &client,
             command,
@@ -342,14 +346,7 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
-        Err(Failure::Usage(message)) => {
-            eprintln!("memgroup: {}", output::clean(&message));
-            ExitCode::from(2)
-        }
-        Err(Failure::Op(message)) => {
-            eprintln!("memgroup: {}", output::clean(&message));
-            ExitCode::from(1)
-        }
+        Err(failure) => failure.report(),
     }
 }
 
@@ -382,25 +379,6 @@ fn init_logging(verbose: u8) {
         .try_init();
 }
 
-/// Why the tool stops: bad usage/configuration (exit 2) or a failed operation (exit 1).
-#[derive(Debug)]
-enum Failure {
-    Usage(String),
-    Op(String),
-}
-
-impl From<memgroup::client::Error> for Failure {
-    fn from(e: memgroup::client::Error) -> Self {
-        use memgroup::client::ErrorKind;
-        match e.kind() {
-            ErrorKind::Config | ErrorKind::InvalidArgument | ErrorKind::InvalidKey => {
-                Failure::Usage(e.chain())
-            }
-            _ => Failure::Op(e.chain()),
-        }
-    }
-}
-
 async fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let json = cli.json;
     output::set_quiet(cli.quiet);
@@ -417,7 +395,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             all_strategies,
             ..
         } => ops::route(&cli.cluster, &keys, all_strategies, json),
-        Command::Get { keys } => ops::get(&cli.cluster.client()?, &keys, json).await,
+        Command::Get { keys } => {
+            ops::get(&Cluster::from_flags(&cli.cluster)?.client()?, &keys, json).await
+        }
         Command::Set {
             key,
             value,
@@ -426,7 +406,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             kind,
         } => {
             ops::set(
-                &cli.cluster.client()?,
+                &Cluster::from_flags(&cli.cluster)?.client()?,
                 &key,
                 &value,
                 exptime,
@@ -436,29 +416,74 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             )
             .await
         }
-        Command::Delete { keys } => ops::delete(&cli.cluster.client()?, &keys, json).await,
+        Command::Delete { keys } => {
+            ops::delete(&Cluster::from_flags(&cli.cluster)?.client()?, &keys, json).await
+        }
         Command::Touch { key, exptime } => {
-            ops::touch(&cli.cluster.client()?, &key, exptime, json).await
+            ops::touch(
+                &Cluster::from_flags(&cli.cluster)?.client()?,
+                &key,
+                exptime,
+                json,
+            )
+            .await
         }
         Command::Incr { key, delta } => {
-            ops::arith(&cli.cluster.client()?, &key, delta, true, json).await
+            ops::arith(
+                &Cluster::from_flags(&cli.cluster)?.client()?,
+                &key,
+                delta,
+                true,
+                json,
+            )
+            .await
         }
         Command::Decr { key, delta } => {
-            ops::arith(&cli.cluster.client()?, &key, delta, false, json).await
+            ops::arith(
+                &Cluster::from_flags(&cli.cluster)?.client()?,
+                &key,
+                delta,
+                false,
+                json,
+            )
+            .await
         }
         Command::Flush { group, yes } => {
-            ops::flush(&cli.cluster.client()?, &group, yes, json).await
+            ops::flush(
+                &Cluster::from_flags(&cli.cluster)?.client()?,
+                &group,
+                yes,
+                json,
+            )
+            .await
         }
         Command::Stats { arg: None, group } => {
-            ops::stats(&cli.cluster.client()?, group.as_deref(), json).await
+            ops::stats(
+                &Cluster::from_flags(&cli.cluster)?.client()?,
+                group.as_deref(),
+                json,
+            )
+            .await
         }
         Command::Stats {
             arg: Some(arg),
             group,
-        } => ops::stats_section(&cli.cluster.client()?, &arg, group.as_deref(), json).await,
-        Command::Gets { keys } => ops::gets(&cli.cluster.client()?, &keys, json).await,
-        Command::Exist { keys } => ops::exist(&cli.cluster.client()?, &keys, json).await,
-        Command::Version => ops::version(&cli.cluster.client()?, json).await,
+        } => {
+            ops::stats_section(
+                &Cluster::from_flags(&cli.cluster)?.client()?,
+                &arg,
+                group.as_deref(),
+                json,
+            )
+            .await
+        }
+        Command::Gets { keys } => {
+            ops::gets(&Cluster::from_flags(&cli.cluster)?.client()?, &keys, json).await
+        }
+        Command::Exist { keys } => {
+            ops::exist(&Cluster::from_flags(&cli.cluster)?.client()?, &keys, json).await
+        }
+        Command::Version => ops::version(&Cluster::from_flags(&cli.cluster)?.client()?, json).await,
         Command::Status { watch } => status::run(&cli.cluster, watch, json).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
@@ -492,7 +517,13 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             .await
         }
         Command::Cp { files, exptime } => {
-            ops::cp(&cli.cluster.client()?, &files, exptime, json).await
+            ops::cp(
+                &Cluster::from_flags(&cli.cluster)?.client()?,
+                &files,
+                exptime,
+                json,
+            )
+            .await
         }
         Command::Add(a) => a.run(&cli.cluster, ops::Conditional::Add, 0, json).await,
         Command::Replace(a) => {
@@ -516,7 +547,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             concurrency,
         } => {
             ops::load(
-                &cli.cluster.client()?,
+                &Cluster::from_flags(&cli.cluster)?.client()?,
                 count,
                 &prefix,
                 value_size,
@@ -527,8 +558,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Warm(args) => warm::run(&cli.cluster, &args, json).await,
         Command::Bench(args) => {
-            let client = cli.cluster.client()?;
-            let _watch = cli.cluster.watch(&client, |spec| spec);
+            let cluster = Cluster::from_flags(&cli.cluster)?;
+            let client = cluster.client()?;
+            let _watch = cluster.watch(&client, |spec| spec);
             bench::run(&client, &args, json).await
         }
     }

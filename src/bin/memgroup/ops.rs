@@ -11,8 +11,9 @@ use memgroup::hash::HashStrategy;
 use memgroup::topology::{GroupId, Topology};
 use serde_json::json;
 
-use crate::Failure;
-use crate::config::ClusterArgs;
+use crate::cluster::Cluster;
+use crate::exit::{self, Failure};
+use crate::flags::ClusterFlags;
 use crate::output::outln;
 use crate::output::{self, show};
 
@@ -26,12 +27,12 @@ const STRATEGIES: [HashStrategy; 5] = [
 ];
 
 pub(crate) fn route(
-    args: &ClusterArgs,
+    flags: &ClusterFlags,
     keys: &[String],
     all: bool,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let (spec, _) = args.spec()?;
+    let spec = Cluster::from_flags(flags)?.spec;
     let variants: Vec<(String, Topology)> = if all {
         STRATEGIES
             .iter()
@@ -40,13 +41,11 @@ pub(crate) fn route(
                 for g in &mut spec.groups {
                     g.locator.strategy = s;
                 }
-                Topology::new(spec)
-                    .map(|t| (s.to_string(), t))
-                    .map_err(|e| Failure::Usage(e.to_string()))
+                Ok((s.to_string(), Topology::new(spec)?))
             })
-            .collect::<Result<_, _>>()?
+            .collect::<Result<_, Failure>>()?
     } else {
-        let t = Topology::new(spec.clone()).map_err(|e| Failure::Usage(e.to_string()))?;
+        let t = Topology::new(spec.clone())?;
         let name = spec
             .groups
             .first()
@@ -130,11 +129,7 @@ pub(crate) async fn get(client: &Client, keys: &[String], json: bool) -> Result<
     if json {
         output::json(&json!(records));
     }
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit::code(failed == 0))
 }
 
 fn report_write(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool) -> ExitCode {
@@ -162,11 +157,7 @@ fn report_write(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool)
             });
         }
     }
-    if outcome.applied() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    exit::code(outcome.applied())
 }
 
 pub(crate) async fn set(
@@ -290,11 +281,9 @@ pub(crate) async fn exist(
     if json {
         output::json(&json!(records));
     }
-    Ok(if keys.iter().all(|k| found.contains_key(k.as_bytes())) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit::code(
+        keys.iter().all(|k| found.contains_key(k.as_bytes())),
+    ))
 }
 
 /// `version`: each server's version, with its group.
@@ -400,14 +389,14 @@ pub(crate) async fn dump_bounds(client: &Client) -> Result<HashMap<String, usize
 /// `keys`: every key of a group's servers, listed by the LRU crawler
 /// (`lru_crawler metadump`), with size and expiry; like memdump / `mc keys`.
 pub(crate) async fn keys(
-    cluster: &ClusterArgs,
+    flags: &ClusterFlags,
     group: Option<&str>,
     prefix: Option<&str>,
     limit: Option<usize>,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let (spec, settings) = cluster.spec()?;
-    let client = cluster.client_for(spec, settings.clone())?;
+    let cluster = Cluster::from_flags(flags)?;
+    let client = cluster.client()?;
     let topology = client.topology();
     let bounds = dump_bounds(&client).await?;
     let groups: Vec<&memgroup::topology::Group> = match group {
@@ -430,7 +419,10 @@ pub(crate) async fn keys(
             let dumped = client
                 .metadump(
                     &addr,
-                    settings.op.max(std::time::Duration::from_secs(1)),
+                    cluster
+                        .settings
+                        .timeout
+                        .max(std::time::Duration::from_secs(1)),
                     bound,
                 )
                 .await?;
@@ -476,19 +468,18 @@ pub(crate) async fn keys(
 /// `ping`: each server's round-trip time (a `version` request on a
 /// connection of its own), like memping; exit 1 if any is down.
 pub(crate) async fn ping(
-    cluster: &ClusterArgs,
+    flags: &ClusterFlags,
     count: usize,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let (spec, settings) = cluster.spec()?;
-    let topology = Topology::new(spec).map_err(|e| Failure::Usage(e.to_string()))?;
+    let Cluster { spec, settings, .. } = Cluster::from_flags(flags)?;
+    let topology = Topology::new(spec)?;
     let mut code = ExitCode::SUCCESS;
     let mut rows = Vec::new();
     let mut records = Vec::new();
     for addr in topology.servers() {
-        let one = memgroup::topology::ClusterSpec::parse_server_list(&addr.to_string())
-            .map_err(|e| Failure::Usage(e.to_string()))?;
-        let client = cluster.client_for(one, settings.clone())?;
+        let one = memgroup::topology::ClusterSpec::parse_server_list(&addr.to_string())?;
+        let client = settings.client(one)?;
         let mut times = Vec::with_capacity(count);
         let mut failure = None;
         for _ in 0..count.max(1) {
@@ -792,11 +783,7 @@ pub(crate) async fn stats(
             &total_rows,
         );
     }
-    Ok(if unreachable == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit::code(unreachable == 0))
 }
 
 pub(crate) async fn load(
@@ -850,9 +837,5 @@ pub(crate) async fn load(
             count as f64 / secs
         );
     }
-    Ok(if errors == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit::code(errors == 0))
 }

@@ -10,27 +10,27 @@ use std::process::ExitCode;
 use memgroup::topology::{GroupId, Topology};
 use serde_json::json;
 
-use crate::Failure;
-use crate::config::{ClusterArgs, old_layout};
+use crate::cluster::Cluster;
+use crate::exit::Failure;
+use crate::flags::ClusterFlags;
 use crate::output::{self, outln};
 
 pub(crate) async fn compare(
-    cluster: &ClusterArgs,
+    flags: &ClusterFlags,
     old: &str,
     keys: &[String],
     sample: usize,
     from_cluster: bool,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let (new_spec, settings) = cluster.spec()?;
-    let old_spec = old_layout(old, cluster.old_hash)?;
-    let usage = |e: memgroup::topology::TopologyError| Failure::Usage(e.to_string());
-    let new = Topology::new(new_spec).map_err(usage)?;
-    let old_topology = Topology::new(old_spec.clone()).map_err(usage)?;
+    let cluster = Cluster::from_flags(flags)?;
+    let old_spec = cluster.old_layout(old)?;
+    let new = Topology::new(cluster.spec.clone())?;
+    let old_topology = Topology::new(old_spec.clone())?;
     let keys: Vec<Vec<u8>> = if !keys.is_empty() {
         keys.iter().map(|k| k.as_bytes().to_vec()).collect()
     } else if from_cluster {
-        let client = cluster.client_for(old_spec, settings.clone())?;
+        let client = cluster.settings.client(old_spec)?;
         let bounds = crate::ops::dump_bounds(&client).await?;
         let mut stored = Vec::new();
         for server in old_topology.servers() {
@@ -42,7 +42,10 @@ pub(crate) async fn compare(
             let dump = client
                 .metadump(
                     &server,
-                    settings.op.max(std::time::Duration::from_secs(1)),
+                    cluster
+                        .settings
+                        .timeout
+                        .max(std::time::Duration::from_secs(1)),
                     bound,
                 )
                 .await?;

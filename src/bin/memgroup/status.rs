@@ -8,12 +8,13 @@ use std::time::Duration;
 use memgroup::client::{Client, Counters, Probe, ServerState, Status};
 use serde_json::{Value, json};
 
-use crate::Failure;
-use crate::config::ClusterArgs;
+use crate::cluster::Cluster;
+use crate::exit::{self, Failure};
+use crate::flags::ClusterFlags;
 use crate::output;
 
 pub(crate) async fn run(
-    cluster: &ClusterArgs,
+    flags: &ClusterFlags,
     watch: Option<f64>,
     json: bool,
 ) -> Result<ExitCode, Failure> {
@@ -22,6 +23,7 @@ pub(crate) async fn run(
         Some(s) => return Err(Failure::Usage(format!("--watch {s}: expected seconds > 0"))),
         None => None,
     };
+    let cluster = Cluster::from_flags(flags)?;
     let client = cluster.client()?;
     let _watch = every.and_then(|_| cluster.watch(&client, |spec| spec));
     loop {
@@ -46,11 +48,7 @@ async fn once(client: &Client, json: bool) -> ExitCode {
     } else {
         table(&probes, &status);
     }
-    if unreachable > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    exit::code(unreachable == 0)
 }
 
 fn micros(d: Option<Duration>) -> Option<u64> {

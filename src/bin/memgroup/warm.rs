@@ -30,9 +30,10 @@ use memgroup::topology::{ClusterSpec, ReadFallback};
 use parking_lot::Mutex;
 use serde_json::json;
 
-use crate::config::ClusterArgs;
-use crate::output::outln;
-use crate::{Failure, output};
+use crate::cluster::Cluster;
+use crate::exit::{self, Failure};
+use crate::flags::ClusterFlags;
+use crate::output::{self, outln};
 
 /// Values with more than 30 days to live are sent as an absolute Unix time
 /// (memcached reads larger exptimes that way).
@@ -104,12 +105,13 @@ fn as_dumped(mut spec: ClusterSpec) -> ClusterSpec {
 }
 
 pub(crate) async fn run(
-    cluster: &ClusterArgs,
+    flags: &ClusterFlags,
     args: &WarmArgs,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let (spec, timeouts) = cluster.spec()?;
-    let spec = as_dumped(spec);
+    let cluster = Cluster::from_flags(flags)?;
+    let settings = &cluster.settings;
+    let spec = as_dumped(cluster.spec.clone());
     for name in std::iter::once(&args.from).chain(&args.to) {
         if !spec.groups.iter().any(|g| &g.name == name) {
             return Err(Failure::Usage(format!("unknown group {name:?}")));
@@ -120,10 +122,10 @@ pub(crate) async fn run(
             "--to must not include the --from group".into(),
         ));
     }
-    let writer = cluster.client_for(spec.clone(), timeouts.clone())?;
+    let writer = settings.client(spec.clone())?;
     // A target group's servers may change during a long warm.
     let _watch = cluster.watch(&writer, as_dumped);
-    let reader = cluster.client_for(only_group(&spec, &args.from), timeouts.clone())?;
+    let reader = settings.client(only_group(&spec, &args.from))?;
     let topology = reader.topology();
     let sources: Vec<String> = topology.servers().iter().map(ToString::to_string).collect();
 
@@ -137,7 +139,7 @@ pub(crate) async fn run(
     );
     let started = Instant::now();
     for pass in 0..2 {
-        let jobs = dump_pass(&reader, &sources, timeouts.op, &mut seen).await?;
+        let jobs = dump_pass(&reader, &sources, settings.timeout, &mut seen).await?;
         counters
             .dumped
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
@@ -167,7 +169,7 @@ pub(crate) async fn run(
     if args.verify {
         let keys = copied_keys.lock().clone();
         for group in &args.to {
-            let check = cluster.client_for(only_group(&spec, group), timeouts.clone())?;
+            let check = settings.client(only_group(&spec, group))?;
             for chunk in keys.chunks(args.batch.max(1)) {
                 let found = retry(args.retries, || check.get_multi(chunk))
                     .await
@@ -214,11 +216,7 @@ pub(crate) async fn run(
             }
         }
     }
-    Ok(if errors == 0 && missing.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit::code(errors == 0 && missing.is_empty()))
 }
 
 /// Dumps every source server (each dump read to its end first), keeping keys not seen before.
