@@ -6,6 +6,7 @@
 
 mod bench;
 mod cluster;
+mod dump;
 mod exit;
 mod flags;
 mod ops;

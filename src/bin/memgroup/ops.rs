@@ -1,6 +1,5 @@
 //! The simple subcommands: route, get/set/delete/touch/incr/decr, flush, stats, load.
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -12,10 +11,11 @@ use memgroup::topology::{GroupId, Topology};
 use serde_json::json;
 
 use crate::cluster::Cluster;
+use crate::dump;
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
 use crate::output::outln;
-use crate::output::{self, show};
+use crate::output::{self, Report, show};
 
 /// The strategies `route --all-strategies` compares.
 const STRATEGIES: [HashStrategy; 5] = [
@@ -53,28 +53,23 @@ pub(crate) fn route(
             .unwrap_or_default();
         vec![(name, t)]
     };
-    let mut rows = Vec::new();
-    let mut records = Vec::new();
+    let mut report = Report::new(&["KEY", "STRATEGY", "GROUP", "SERVER"]);
     for key in keys {
         for (strategy, topology) in &variants {
             for (gi, group) in topology.groups().iter().enumerate() {
                 let wire = topology.wire_key(GroupId(gi), key.as_bytes());
                 let server = &topology.servers()[group.server_for(&wire).0];
-                rows.push(vec![
+                report.row(vec![
                     key.clone(),
                     strategy.clone(),
                     group.name().to_string(),
                     server.to_string(),
                 ]);
-                records.push(json!({"key": key, "wire_key": show(&wire), "strategy": strategy, "group": group.name(), "server": server.to_string()}));
+                report.record(json!({"key": key, "wire_key": show(&wire), "strategy": strategy, "group": group.name(), "server": server.to_string()}));
             }
         }
     }
-    if json {
-        output::json(&json!(records));
-    } else {
-        output::table(&["KEY", "STRATEGY", "GROUP", "SERVER"], &rows);
-    }
+    report.print(json);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -132,34 +127,6 @@ pub(crate) async fn get(client: &Client, keys: &[String], json: bool) -> Result<
     Ok(exit::code(failed == 0))
 }
 
-fn report_write(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool) -> ExitCode {
-    if json {
-        let groups: Vec<_> = outcome
-            .groups
-            .iter()
-            .map(|g| match &g.result {
-                Ok(applied) => json!({"group": g.group, "server": g.server, "applied": applied}),
-                Err(e) => json!({"group": g.group, "server": g.server, "error": e.chain()}),
-            })
-            .collect();
-        output::json(&json!({"key": key, "groups": groups}));
-    } else {
-        for g in &outcome.groups {
-            let server = g.server.as_deref().unwrap_or("-");
-            output::info(&match &g.result {
-                Ok(true) => format!("{key}: {} {server}: ok", g.group),
-                Ok(false) => format!("{key}: {} {server}: not applied", g.group),
-                Err(e) => format!(
-                    "{key}: {} {server}: error: {}",
-                    g.group,
-                    output::clean(&e.chain())
-                ),
-            });
-        }
-    }
-    exit::code(outcome.applied())
-}
-
 pub(crate) async fn set(
     client: &Client,
     key: &str,
@@ -177,7 +144,7 @@ pub(crate) async fn set(
             client.set_value(key, &value, exptime).await?
         }
     };
-    Ok(report_write(key, &outcome, json))
+    Ok(exit::code(output::write_outcome(key, &outcome, json)))
 }
 
 /// A value argument: the text itself, or stdin for `-`.
@@ -219,7 +186,7 @@ pub(crate) async fn store(
         Conditional::Prepend => client.prepend(key, &data).await?,
         Conditional::Cas(cas) => client.cas(key, &data, flags, exptime, cas).await?,
     };
-    Ok(report_write(key, &outcome, json))
+    Ok(exit::code(output::write_outcome(key, &outcome, json)))
 }
 
 /// `gets`: each key's value with its CAS unique, for a later `cas`.
@@ -288,28 +255,23 @@ pub(crate) async fn exist(
 
 /// `version`: each server's version, with its group.
 pub(crate) async fn version(client: &Client, json: bool) -> Result<ExitCode, Failure> {
-    let mut code = ExitCode::SUCCESS;
-    let mut rows = Vec::new();
-    let mut records = Vec::new();
+    let mut failed = 0;
+    let mut report = Report::new(&["GROUP", "SERVER", "VERSION"]);
     for (group, server, version) in client.version().await {
         match version {
             Ok(v) => {
-                records.push(json!({"group": group, "server": server, "version": v}));
-                rows.push(vec![group, server, v]);
+                report.record(json!({"group": group, "server": server, "version": v}));
+                report.row(vec![group, server, v]);
             }
             Err(e) => {
-                code = ExitCode::from(1);
-                records.push(json!({"group": group, "server": server, "error": e.chain()}));
-                rows.push(vec![group, server, format!("error: {}", e.chain())]);
+                failed += 1;
+                report.record(json!({"group": group, "server": server, "error": e.chain()}));
+                report.row(vec![group, server, format!("error: {}", e.chain())]);
             }
         }
     }
-    if json {
-        output::json(&json!(records));
-    } else {
-        output::table(&["GROUP", "SERVER", "VERSION"], &rows);
-    }
-    Ok(code)
+    report.print(json);
+    Ok(exit::code(failed == 0))
 }
 
 /// `stats ARG`: one raw statistics section (`slabs`, `items`, `settings`,
@@ -320,9 +282,8 @@ pub(crate) async fn stats_section(
     group: Option<&str>,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let mut code = ExitCode::SUCCESS;
-    let mut rows = Vec::new();
-    let mut records = Vec::new();
+    let mut failed = 0;
+    let mut report = Report::new(&["GROUP", "SERVER", "NAME", "VALUE"]);
     for s in client.stats(Some(arg)).await? {
         if group.is_some_and(|g| g != s.group) {
             continue;
@@ -332,58 +293,29 @@ pub(crate) async fn stats_section(
                 let mut names: Vec<&String> = stats.keys().collect();
                 names.sort();
                 for name in names {
-                    rows.push(vec![
+                    report.row(vec![
                         s.group.clone(),
                         s.server.clone(),
                         name.clone(),
                         stats[name].clone(),
                     ]);
                 }
-                records.push(json!({"group": s.group, "server": s.server, "stats": stats}));
+                report.record(json!({"group": s.group, "server": s.server, "stats": stats}));
             }
             Err(e) => {
-                code = ExitCode::from(1);
-                rows.push(vec![
+                failed += 1;
+                report.row(vec![
                     s.group.clone(),
                     s.server.clone(),
                     "error".into(),
                     e.chain(),
                 ]);
-                records.push(json!({"group": s.group, "server": s.server, "error": e.chain()}));
+                report.record(json!({"group": s.group, "server": s.server, "error": e.chain()}));
             }
         }
     }
-    if json {
-        output::json(&json!(records));
-    } else {
-        output::table(&["GROUP", "SERVER", "NAME", "VALUE"], &rows);
-    }
-    Ok(code)
-}
-
-/// The most keys a metadump of a server may list: a dump cannot list far
-/// more keys than the server says it holds (`curr_items`; the crawler can
-/// list an item twice); one that does (a hostile or broken server) is
-/// refused instead of filling memory.
-pub(crate) fn dump_bound(curr_items: Option<i64>) -> usize {
-    let items = usize::try_from(curr_items.unwrap_or(0).max(0)).unwrap_or(usize::MAX);
-    items.saturating_mul(2).saturating_add(10_000)
-}
-
-/// The dump bound of every server of `client`, from its `stats`.
-pub(crate) async fn dump_bounds(client: &Client) -> Result<HashMap<String, usize>, Failure> {
-    Ok(client
-        .stats(None)
-        .await?
-        .into_iter()
-        .map(|s| {
-            let items = s
-                .stats
-                .ok()
-                .and_then(|st| st.get("curr_items").and_then(|v| v.parse().ok()));
-            (s.server, dump_bound(items))
-        })
-        .collect())
+    report.print(json);
+    Ok(exit::code(failed == 0))
 }
 
 /// `keys`: every key of a group's servers, listed by the LRU crawler
@@ -398,7 +330,7 @@ pub(crate) async fn keys(
     let cluster = Cluster::from_flags(flags)?;
     let client = cluster.client()?;
     let topology = client.topology();
-    let bounds = dump_bounds(&client).await?;
+    let bounds = dump::Bounds::of(&client).await?;
     let groups: Vec<&memgroup::topology::Group> = match group {
         Some(name) => vec![
             topology
@@ -408,23 +340,14 @@ pub(crate) async fn keys(
         ],
         None => topology.groups().iter().collect(),
     };
-    let mut rows = Vec::new();
-    let mut records = Vec::new();
+    let mut report = Report::new(&["GROUP", "SERVER", "KEY", "SIZE", "EXPIRES"]);
     let mut listed = 0usize;
     let full = |listed: usize| limit.is_some_and(|l| listed >= l);
     'groups: for g in groups {
         for &server in g.servers() {
             let addr = topology.servers()[server.0].to_string();
-            let bound = bounds.get(&addr).copied().unwrap_or(dump_bound(None));
-            let dumped = client
-                .metadump(
-                    &addr,
-                    cluster
-                        .settings
-                        .timeout
-                        .max(std::time::Duration::from_secs(1)),
-                    bound,
-                )
+            let dumped = bounds
+                .dump(&client, &addr, cluster.settings.timeout)
                 .await?;
             for entry in dumped {
                 if prefix.is_some_and(|p| !entry.key.starts_with(p.as_bytes())) {
@@ -446,8 +369,8 @@ pub(crate) async fn keys(
                 if let Some(encoding) = key_field.get("encoding") {
                     record["key_encoding"] = encoding.clone();
                 }
-                records.push(record);
-                rows.push(vec![
+                report.record(record);
+                report.row(vec![
                     g.name().to_string(),
                     addr.clone(),
                     key,
@@ -457,11 +380,7 @@ pub(crate) async fn keys(
             }
         }
     }
-    if json {
-        output::json(&json!(records));
-    } else {
-        output::table(&["GROUP", "SERVER", "KEY", "SIZE", "EXPIRES"], &rows);
-    }
+    report.print(json);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -474,9 +393,8 @@ pub(crate) async fn ping(
 ) -> Result<ExitCode, Failure> {
     let Cluster { spec, settings, .. } = Cluster::from_flags(flags)?;
     let topology = Topology::new(spec)?;
-    let mut code = ExitCode::SUCCESS;
-    let mut rows = Vec::new();
-    let mut records = Vec::new();
+    let mut down = 0;
+    let mut report = Report::new(&["SERVER", "STATE", "ROUND TRIP"]);
     for addr in topology.servers() {
         let one = memgroup::topology::ClusterSpec::parse_server_list(&addr.to_string())?;
         let client = settings.client(one)?;
@@ -495,17 +413,17 @@ pub(crate) async fn ping(
         }
         match failure {
             Some(e) => {
-                code = ExitCode::from(1);
-                records.push(json!({"server": addr.to_string(), "up": false, "error": e}));
-                rows.push(vec![addr.to_string(), "down".into(), e]);
+                down += 1;
+                report.record(json!({"server": addr.to_string(), "up": false, "error": e}));
+                report.row(vec![addr.to_string(), "down".into(), e]);
             }
             None => {
                 let min = times.iter().copied().fold(f64::INFINITY, f64::min);
                 let avg = times.iter().sum::<f64>() / times.len() as f64;
-                records.push(
+                report.record(
                     json!({"server": addr.to_string(), "up": true, "min_us": min, "avg_us": avg}),
                 );
-                rows.push(vec![
+                report.row(vec![
                     addr.to_string(),
                     "up".into(),
                     format!("min {min:.0} µs, avg {avg:.0} µs"),
@@ -513,12 +431,8 @@ pub(crate) async fn ping(
             }
         }
     }
-    if json {
-        output::json(&json!(records));
-    } else {
-        output::table(&["SERVER", "STATE", "ROUND TRIP"], &rows);
-    }
-    Ok(code)
+    report.print(json);
+    Ok(exit::code(down == 0))
 }
 
 /// `cp FILE…`: each file's contents stored under its file name (like memcp).
@@ -528,7 +442,7 @@ pub(crate) async fn cp(
     exptime: u32,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let mut code = ExitCode::SUCCESS;
+    let mut applied = true;
     for file in files {
         let key = file
             .file_name()
@@ -537,11 +451,9 @@ pub(crate) async fn cp(
         let data = std::fs::read(file)
             .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?;
         let outcome = client.set(key, &data, exptime).await?;
-        if report_write(key, &outcome, json) != ExitCode::SUCCESS {
-            code = ExitCode::from(1);
-        }
+        applied &= output::write_outcome(key, &outcome, json);
     }
-    Ok(code)
+    Ok(exit::code(applied))
 }
 
 /// The type `set --type` stores a value as, encoded by the value format.
@@ -590,14 +502,12 @@ pub(crate) async fn delete(
     keys: &[String],
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let mut code = ExitCode::SUCCESS;
+    let mut applied = true;
     for key in keys {
         let outcome = client.delete(key).await?;
-        if report_write(key, &outcome, json) != ExitCode::SUCCESS {
-            code = ExitCode::from(1);
-        }
+        applied &= output::write_outcome(key, &outcome, json);
     }
-    Ok(code)
+    Ok(exit::code(applied))
 }
 
 pub(crate) async fn touch(
@@ -607,7 +517,7 @@ pub(crate) async fn touch(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let outcome = client.touch(key, exptime).await?;
-    Ok(report_write(key, &outcome, json))
+    Ok(exit::code(output::write_outcome(key, &outcome, json)))
 }
 
 pub(crate) async fn arith(
@@ -674,8 +584,19 @@ pub(crate) async fn stats(
         }
     }
     let all = client.stats(None).await?;
-    let mut rows = Vec::new();
-    let mut records = Vec::new();
+    let mut report = Report::new(&[
+        "GROUP",
+        "SERVER",
+        "VERSION",
+        "UPTIME",
+        "ITEMS",
+        "HIT RATIO",
+        "BYTES",
+        "CONNS",
+        "EVICTIONS",
+        "CMD_SET",
+        "GET_HITS",
+    ]);
     let mut totals: Vec<(String, [u64; 7], usize)> = Vec::new();
     let mut unreachable = 0;
     for s in all.iter().filter(|s| group.is_none_or(|g| g == s.group)) {
@@ -697,7 +618,7 @@ pub(crate) async fn stats(
                     num(st, "cmd_set"),
                     hits,
                 ];
-                rows.push(vec![
+                report.row(vec![
                     s.group.clone(),
                     s.server.clone(),
                     st.get("version").cloned().unwrap_or_default(),
@@ -710,7 +631,7 @@ pub(crate) async fn stats(
                     values[5].to_string(),
                     values[6].to_string(),
                 ]);
-                records.push(json!({"group": s.group, "server": s.server, "version": st.get("version"), "uptime": values[0],
+                report.record(json!({"group": s.group, "server": s.server, "version": st.get("version"), "uptime": values[0],
                     "curr_items": values[1], "get_hit_ratio": ratio, "bytes": values[2], "curr_connections": values[3],
                     "evictions": values[4], "cmd_set": values[5], "get_hits": hits, "get_misses": misses}));
                 let entry = match totals.iter_mut().find(|t| t.0 == s.group) {
@@ -727,34 +648,17 @@ pub(crate) async fn stats(
             }
             Err(e) => {
                 unreachable += 1;
-                rows.push(vec![
+                report.row(vec![
                     s.group.clone(),
                     s.server.clone(),
                     format!("error: {}", e.chain()),
                 ]);
-                records.push(json!({"group": s.group, "server": s.server, "error": e.chain()}));
+                report.record(json!({"group": s.group, "server": s.server, "error": e.chain()}));
             }
         }
     }
-    if json {
-        output::json(&json!(records));
-    } else {
-        output::table(
-            &[
-                "GROUP",
-                "SERVER",
-                "VERSION",
-                "UPTIME",
-                "ITEMS",
-                "HIT RATIO",
-                "BYTES",
-                "CONNS",
-                "EVICTIONS",
-                "CMD_SET",
-                "GET_HITS",
-            ],
-            &rows,
-        );
+    report.print(json);
+    if !json {
         outln!();
         let total_rows: Vec<Vec<String>> = totals
             .iter()

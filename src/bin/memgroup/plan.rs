@@ -11,9 +11,10 @@ use memgroup::topology::{GroupId, Topology};
 use serde_json::json;
 
 use crate::cluster::Cluster;
+use crate::dump;
 use crate::exit::Failure;
 use crate::flags::ClusterFlags;
-use crate::output::{self, outln};
+use crate::output::{self, Report, outln};
 
 pub(crate) async fn compare(
     flags: &ClusterFlags,
@@ -31,25 +32,14 @@ pub(crate) async fn compare(
         keys.iter().map(|k| k.as_bytes().to_vec()).collect()
     } else if from_cluster {
         let client = cluster.settings.client(old_spec)?;
-        let bounds = crate::ops::dump_bounds(&client).await?;
+        let bounds = dump::Bounds::of(&client).await?;
         let mut stored = Vec::new();
         for server in old_topology.servers() {
             let server = server.to_string();
-            let bound = bounds
-                .get(&server)
-                .copied()
-                .unwrap_or(crate::ops::dump_bound(None));
-            let dump = client
-                .metadump(
-                    &server,
-                    cluster
-                        .settings
-                        .timeout
-                        .max(std::time::Duration::from_secs(1)),
-                    bound,
-                )
+            let dumped = bounds
+                .dump(&client, &server, cluster.settings.timeout)
                 .await?;
-            stored.extend(dump.into_iter().map(|entry| entry.key));
+            stored.extend(dumped.into_iter().map(|entry| entry.key));
         }
         stored.sort_unstable();
         stored.dedup();
@@ -91,10 +81,21 @@ pub(crate) async fn compare(
         let share = moved as f64 / keys.len() as f64;
         let mut moves: Vec<((String, String), usize)> = moves.into_iter().collect();
         moves.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut report = Report::new(&["FROM", "TO", "KEYS", "SHARE"]);
+        for ((from, to), n) in moves {
+            let percent = n as f64 * 100.0 / keys.len() as f64;
+            report.row(vec![
+                from.clone(),
+                to.clone(),
+                n.to_string(),
+                format!("{percent:.1} %"),
+            ]);
+            report.record(json!({"from": from, "to": to, "keys": n}));
+        }
         if json {
             records.push(json!({
                 "group": group.name(), "keys": keys.len(), "moved": moved, "share": share,
-                "moves": moves.iter().map(|((from, to), n)| json!({"from": from, "to": to, "keys": n})).collect::<Vec<_>>(),
+                "moves": report.records(),
             }));
             continue;
         }
@@ -104,19 +105,8 @@ pub(crate) async fn compare(
             keys.len(),
             share * 100.0
         );
-        let rows: Vec<Vec<String>> = moves
-            .iter()
-            .map(|((from, to), n)| {
-                vec![
-                    from.clone(),
-                    to.clone(),
-                    n.to_string(),
-                    format!("{:.1} %", *n as f64 * 100.0 / keys.len() as f64),
-                ]
-            })
-            .collect();
-        if !rows.is_empty() {
-            output::table(&["FROM", "TO", "KEYS", "SHARE"], &rows);
+        if !report.is_empty() {
+            report.print_table();
         }
     }
     if json {

@@ -31,6 +31,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::cluster::Cluster;
+use crate::dump;
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
 use crate::output::{self, outln};
@@ -241,7 +242,7 @@ async fn dump_pass(
         let server_time = stat("time").ok_or_else(|| {
             Failure::Op(format!("cannot read the clock (stats time) of {server}"))
         })?;
-        let max_keys = crate::ops::dump_bound(stat("curr_items"));
+        let max_keys = dump::bound(stat("curr_items"));
         let dumped_at = Instant::now();
         let keys = reader.metadump(server, timeout, max_keys).await?;
         for key in keys {
