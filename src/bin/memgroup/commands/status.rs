@@ -13,12 +13,22 @@ use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
 use crate::output;
 
-pub(crate) async fn run(
-    flags: &ClusterFlags,
+/// How often to probe.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Probe again every SECONDS, printing each time, until interrupted.
+    #[arg(long, value_name = "SECONDS")]
     watch: Option<f64>,
+}
+
+/// `status`: probe and report once, or with `--watch` every so often,
+/// following changes to the `--config` file.
+pub(crate) async fn run(
+    args: &Args,
+    flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let every = match watch {
+    let every = match args.watch {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => return Err(Failure::Usage(format!("--watch {s}: expected seconds > 0"))),
         None => None,

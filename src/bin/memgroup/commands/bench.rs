@@ -5,18 +5,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use memgroup::client::Client;
 use serde_json::json;
 
+use crate::cluster::Cluster;
 use crate::exit::{self, Failure};
+use crate::flags::ClusterFlags;
 use crate::output::{self, Report, outln};
 
 /// Load-generator settings.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct BenchArgs {
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Args {
     /// Gets to sets, e.g. `9:1`.
     #[arg(long, default_value = "9:1")]
     ratio: String,
@@ -87,11 +87,17 @@ impl Tally {
     }
 }
 
+/// `bench`: prefill, then gets and sets at the ratio for the duration or
+/// the number of operations, following changes to the `--config` file;
+/// exit 1 if a request failed.
 pub(crate) async fn run(
-    client: &Client,
-    args: &BenchArgs,
+    args: &Args,
+    flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
+    let cluster = Cluster::from_flags(flags)?;
+    let client = &cluster.client()?;
+    let _watch = cluster.watch(client, |spec| spec);
     let (gets, sets) = parse_ratio(&args.ratio)?;
     if args.keys == 0 || args.concurrency == 0 {
         return Err(Failure::Usage(

@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use memgroup::client::crawler::DumpEntry;
 use memgroup::client::{Client, Error};
@@ -41,8 +40,8 @@ use crate::output::{self, outln};
 const MAX_RELATIVE_TTL: i64 = 30 * 24 * 3600;
 
 /// Warmer settings.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct WarmArgs {
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Args {
     /// The group to copy from.
     #[arg(long)]
     from: String,
@@ -105,9 +104,11 @@ fn as_dumped(mut spec: ClusterSpec) -> ClusterSpec {
     spec
 }
 
+/// `warm --from G --to G…`: the copy in two passes, then (`--verify`) the
+/// check; exit 1 if a key was not copied or is missing.
 pub(crate) async fn run(
+    args: &Args,
     flags: &ClusterFlags,
-    args: &WarmArgs,
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
@@ -279,7 +280,7 @@ where
 async fn copy(
     reader: &Client,
     writer: &Client,
-    args: &WarmArgs,
+    args: &Args,
     jobs: Vec<Job>,
     counters: &Arc<Counters>,
     copied_keys: &Arc<Mutex<Vec<Vec<u8>>>>,
