@@ -64,73 +64,6 @@ struct GroupSecurity {
     tls: Option<TlsConfig>,
 }
 
-/// The TLS configuration from its parts (checked by the file's parser or,
-/// for flags, by the caller): files read now.
-fn tls_config(tls: &TlsFiles) -> Result<TlsConfig, Failure> {
-    let bad = |e: memgroup::client::Error| usage(e.chain());
-    let mut config = match &tls.ca {
-        Some(ca) => TlsConfig::ca_file(ca).map_err(bad)?,
-        None => TlsConfig::platform_roots().map_err(bad)?,
-    };
-    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
-        config = config.client_cert_files(cert, key).map_err(bad)?;
-    }
-    if let Some(name) = &tls.server_name {
-        config = config.server_name(name);
-    }
-    Ok(config)
-}
-
-/// A password: from `file` (one trailing newline ignored), else from
-/// MEMGROUP_PASSWORD.
-fn password(file: Option<&PathBuf>) -> Result<String, Failure> {
-    match file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                usage(format!(
-                    "cannot read the password file {}: {e}",
-                    path.display()
-                ))
-            })?;
-            let text = text.strip_suffix('\n').unwrap_or(&text);
-            Ok(text.strip_suffix('\r').unwrap_or(text).to_string())
-        }
-        None => std::env::var("MEMGROUP_PASSWORD")
-            .map_err(|_| usage("--username needs --password-file or MEMGROUP_PASSWORD")),
-    }
-}
-
-/// An old layout (for migration and `route --compare`): a cluster.toml
-/// path, a `memcache://` URL, EVCache groups (`sg1=h:p,…;sg2=…`) or a server
-/// list; `hash` overrides its hashing.
-pub(crate) fn old_layout(text: &str, hash: Option<HashStrategy>) -> Result<ClusterSpec, Failure> {
-    let in_old = |m: String| usage(format!("the old layout {text:?}: {m}"));
-    let spec = if std::path::Path::new(text).is_file() {
-        let file = ClusterFile::read(text).map_err(|e| in_old(e.to_string()))?;
-        if file.migrate_from.is_some() {
-            return Err(in_old(
-                "an old layout that is itself migrating: chains are not supported".into(),
-            ));
-        }
-        file.spec()
-            .ok_or_else(|| in_old("the file lists no [[groups]]".into()))?
-    } else if text.starts_with("memcache://") {
-        ClientUrl::parse(text).map_err(|e| in_old(e.chain()))?.spec
-    } else if text.contains('=') {
-        ClusterSpec::parse_evcache(text).map_err(|e| in_old(e.to_string()))?
-    } else {
-        ClusterSpec::parse_server_list(text).map_err(|e| in_old(e.to_string()))?
-    };
-    Ok(match hash {
-        Some(h) => spec.with_hash(h),
-        None => spec,
-    })
-}
-
-fn usage(message: impl Into<String>) -> Failure {
-    Failure::Usage(message.into())
-}
-
 impl Cluster {
     /// Resolves the flags: reads the file, URL, password and TLS files they
     /// name. A flag wins over the file; in the file, a group's own setting
@@ -341,4 +274,71 @@ impl ClientSettings {
         builder = builder.merge_gets(self.merge_gets);
         builder.build().map_err(|e| usage(format!("{e}")))
     }
+}
+
+/// The TLS configuration from its parts (checked by the file's parser or,
+/// for flags, by the caller): files read now.
+fn tls_config(tls: &TlsFiles) -> Result<TlsConfig, Failure> {
+    let bad = |e: memgroup::client::Error| usage(e.chain());
+    let mut config = match &tls.ca {
+        Some(ca) => TlsConfig::ca_file(ca).map_err(bad)?,
+        None => TlsConfig::platform_roots().map_err(bad)?,
+    };
+    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
+        config = config.client_cert_files(cert, key).map_err(bad)?;
+    }
+    if let Some(name) = &tls.server_name {
+        config = config.server_name(name);
+    }
+    Ok(config)
+}
+
+/// A password: from `file` (one trailing newline ignored), else from
+/// MEMGROUP_PASSWORD.
+fn password(file: Option<&PathBuf>) -> Result<String, Failure> {
+    match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                usage(format!(
+                    "cannot read the password file {}: {e}",
+                    path.display()
+                ))
+            })?;
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            Ok(text.strip_suffix('\r').unwrap_or(text).to_string())
+        }
+        None => std::env::var("MEMGROUP_PASSWORD")
+            .map_err(|_| usage("--username needs --password-file or MEMGROUP_PASSWORD")),
+    }
+}
+
+/// An old layout (for migration and `route --compare`): a cluster.toml
+/// path, a `memcache://` URL, EVCache groups (`sg1=h:p,…;sg2=…`) or a server
+/// list; `hash` overrides its hashing.
+fn old_layout(text: &str, hash: Option<HashStrategy>) -> Result<ClusterSpec, Failure> {
+    let in_old = |m: String| usage(format!("the old layout {text:?}: {m}"));
+    let spec = if std::path::Path::new(text).is_file() {
+        let file = ClusterFile::read(text).map_err(|e| in_old(e.to_string()))?;
+        if file.migrate_from.is_some() {
+            return Err(in_old(
+                "an old layout that is itself migrating: chains are not supported".into(),
+            ));
+        }
+        file.spec()
+            .ok_or_else(|| in_old("the file lists no [[groups]]".into()))?
+    } else if text.starts_with("memcache://") {
+        ClientUrl::parse(text).map_err(|e| in_old(e.chain()))?.spec
+    } else if text.contains('=') {
+        ClusterSpec::parse_evcache(text).map_err(|e| in_old(e.to_string()))?
+    } else {
+        ClusterSpec::parse_server_list(text).map_err(|e| in_old(e.to_string()))?
+    };
+    Ok(match hash {
+        Some(h) => spec.with_hash(h),
+        None => spec,
+    })
+}
+
+fn usage(message: impl Into<String>) -> Failure {
+    Failure::Usage(message.into())
 }

@@ -70,10 +70,7 @@ pub(crate) async fn get(
             }
         }
     }
-    if json {
-        output::json(&json!(records));
-    }
-    Ok(exit::code(failed == 0))
+    Ok(finish(&records, json, failed == 0))
 }
 
 /// `gets`: each key's value with its CAS unique, for a later `cas`.
@@ -108,10 +105,7 @@ pub(crate) async fn gets(
             }
         }
     }
-    if json {
-        output::json(&json!(records));
-    }
-    Ok(exit::code(missing == 0))
+    Ok(finish(&records, json, missing == 0))
 }
 
 /// `exist`: exit 0 only if every key exists (like libmemcached's memexist).
@@ -132,12 +126,8 @@ pub(crate) async fn exist(
             outln!("{key}: {}", if present { "exists" } else { "missing" });
         }
     }
-    if json {
-        output::json(&json!(records));
-    }
-    Ok(exit::code(
-        keys.iter().all(|k| found.contains_key(k.as_bytes())),
-    ))
+    let all = keys.iter().all(|k| found.contains_key(k.as_bytes()));
+    Ok(finish(&records, json, all))
 }
 
 /// A key that is not there: with `json` a record with a null value, else a
@@ -148,4 +138,13 @@ fn not_found(key: &str, json: bool, records: &mut Vec<serde_json::Value>) {
     } else {
         eprintln!("memgroup: {key}: not found");
     }
+}
+
+/// The end of a read: with `json` the records as one JSON array (without,
+/// each key's line was printed as it came); exit 1 unless `ok`.
+fn finish(records: &[serde_json::Value], json: bool, ok: bool) -> ExitCode {
+    if json {
+        output::json(&json!(records));
+    }
+    exit::code(ok)
 }
