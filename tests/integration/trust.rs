@@ -154,3 +154,79 @@ async fn a_multi_get_keeps_the_hits_of_the_servers_that_answered() {
     assert!(stderr.contains(dead_key.as_str()), "{stderr}");
     assert!(stderr.contains(&dead.to_string()), "{stderr}");
 }
+
+#[test]
+fn a_write_a_replica_missed_exits_3_and_one_everywhere_exits_0() {
+    let sg1 = Memcached::spawn();
+    let mut sg2 = Memcached::spawn();
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let set = |key: &str| tool(&["--groups", &groups, "set", key, "v"]);
+    assert_eq!(set("both").status.code(), Some(0));
+    sg2.kill();
+    // The default policy (all but one) is met by sg1 alone: stored there,
+    // and the exit code says a copy is missing.
+    let out = set("one");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        crate::support::raw::get(sg1.addr(), b"one").as_deref(),
+        Some(&b"v"[..])
+    );
+    // The per-group report names the group that missed it.
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("sg2") && report.contains("error"),
+        "{report}"
+    );
+    // An add refused by its condition is a failure, not a partial write.
+    let out = tool(&["--groups", &groups, "add", "one", "w"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tool_reads_ttls_with_units_and_long_ones_keep_the_item() {
+    let server = Memcached::spawn();
+    let addr = server.addr_string();
+    let client = Client::builder().servers(&addr).unwrap().build().unwrap();
+    let set = |key: &str, extra: &[&str]| {
+        let mut args = vec!["--servers", &addr, "set", key, "v"];
+        args.extend_from_slice(extra);
+        tool(&args)
+    };
+    // 3456000 s is 40 days: relative, not a date in 1970.
+    for (key, ttl, want) in [
+        ("bare", "3456000", 3_456_000),
+        ("days", "40d", 3_456_000),
+        ("minutes", "10m", 600),
+        ("seconds", "90s", 90),
+    ] {
+        let out = set(key, &["--exptime", ttl]);
+        assert_eq!(out.status.code(), Some(0), "{key}");
+        let held = server_ttl(&client, key).await.expect("the key is there");
+        assert!((want - 5..=want + 2).contains(&held), "{key}: {held}");
+    }
+    let at = SystemTime::now() + Duration::from_secs(7200);
+    let unix = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let out = set("at", &["--exptime-at", &unix.to_string()]);
+    assert_eq!(out.status.code(), Some(0));
+    let held = server_ttl(&client, "at").await.unwrap();
+    assert!((7190..=7202).contains(&held), "{held}");
+    // Nonsense: exit 2, one line naming it, nothing stored.
+    for (key, extra) in [
+        ("past", &["--exptime-at", "1000"][..]),
+        ("unit", &["--exptime", "10w"][..]),
+    ] {
+        let out = set(key, extra);
+        assert_eq!(out.status.code(), Some(2), "{key}");
+        assert!(client.get(key).await.unwrap().is_none(), "{key}");
+    }
+    let out = tool(&["--servers", &addr, "append", "bare", "x", "--exptime", "5"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--exptime"), "{stderr}");
+    assert_eq!(client.get("bare").await.unwrap().unwrap().value, "v");
+}

@@ -71,11 +71,12 @@ impl Expiry {
 
     /// The `exptime` when the Unix time is `now` (seconds).
     pub(crate) fn exptime_at(self, now: u64) -> Result<u32, Error> {
+        // memcached parses exptime as a signed 32-bit number.
         let absolute = |at: u64| {
-            u32::try_from(at).map_err(|_| {
+            i32::try_from(at).map(|at| at as u32).map_err(|_| {
                 Error::new(
                     ErrorKind::InvalidArgument,
-                    format!("expiry at Unix time {at} is past what memcached can hold (2106)"),
+                    format!("expiry at Unix time {at} is past what memcached can hold (2038)"),
                 )
             })
         };
@@ -220,7 +221,7 @@ mod tests {
                 .unwrap(),
             (NOW + u64::from(MAX_RELATIVE_EXPTIME) + 1) as u32
         );
-        let too_far = Expiry::After(Duration::from_secs(u64::from(u32::MAX)));
+        let too_far = Expiry::After(Duration::from_secs(i32::MAX as u64));
         assert!(too_far.exptime_at(NOW).unwrap_err().kind() == ErrorKind::InvalidArgument);
     }
 

@@ -1,8 +1,11 @@
 //! Plain tables for humans; JSON (`--json`) for scripts.
 
+use crate::exit::Done;
 use std::io::Write;
 
+use memgroup::client::WriteOutcome;
 use memgroup::client::value::Value;
+use serde_json::json;
 
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -86,6 +89,88 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+/// A report for people or scripts: table rows under a header, and JSON
+/// records (usually one per row), printed as the table or, with `--json`,
+/// as one JSON array.
+#[derive(Debug)]
+pub(crate) struct Report {
+    header: &'static [&'static str],
+    rows: Vec<Vec<String>>,
+    records: Vec<serde_json::Value>,
+}
+
+impl Report {
+    /// An empty report whose table has these columns.
+    pub(crate) fn new(header: &'static [&'static str]) -> Report {
+        Report {
+            header,
+            rows: Vec::new(),
+            records: Vec::new(),
+        }
+    }
+
+    /// Adds a table row.
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Adds a JSON record.
+    pub(crate) fn record(&mut self, record: serde_json::Value) {
+        self.records.push(record);
+    }
+
+    /// The JSON records, for a report inside a larger JSON object.
+    pub(crate) fn records(&self) -> &[serde_json::Value] {
+        &self.records
+    }
+
+    /// Whether the table has no rows.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Prints the table ([`table`]).
+    pub(crate) fn print_table(&self) {
+        table(self.header, &self.rows);
+    }
+
+    /// Prints the records as one JSON array with `json`, else the table.
+    pub(crate) fn print(&self, json: bool) {
+        if json {
+            self::json(&serde_json::Value::from(self.records.clone()));
+        } else {
+            self.print_table();
+        }
+    }
+}
+
+/// Reports a write to every group: with `json` one record of the key and
+/// each group's result, else one informational line per group. True if the
+/// write was applied as its policy asks.
+pub(crate) fn write_outcome(key: &str, outcome: &WriteOutcome, json: bool) -> Done {
+    if json {
+        let groups: Vec<_> = outcome
+            .groups
+            .iter()
+            .map(|g| match &g.result {
+                Ok(applied) => json!({"group": g.group, "server": g.server, "applied": applied}),
+                Err(e) => json!({"group": g.group, "server": g.server, "error": e.chain()}),
+            })
+            .collect();
+        self::json(&json!({"key": key, "groups": groups}));
+    } else {
+        for g in &outcome.groups {
+            let server = g.server.as_deref().unwrap_or("-");
+            info(&match &g.result {
+                Ok(true) => format!("{key}: {} {server}: ok", g.group),
+                Ok(false) => format!("{key}: {} {server}: not applied", g.group),
+                Err(e) => format!("{key}: {} {server}: error: {}", g.group, clean(&e.chain())),
+            });
+        }
+    }
+    Done::of_write(outcome)
+}
+
 /// Prints a JSON value on one line.
 pub(crate) fn json(value: &serde_json::Value) {
     write_line(&value.to_string());
@@ -124,7 +209,6 @@ fn value_text(value: &Value) -> Option<String> {
 /// Adds `value` (and, for bytes that are not UTF-8, `"encoding": "base64"`)
 /// to a JSON record: binary-safe.
 pub(crate) fn json_value(record: &mut serde_json::Value, value: &Value) {
-    use serde_json::json;
     let (v, encoding) = match value {
         Value::Bytes(b) | Value::Serialized { data: b, .. } => match std::str::from_utf8(b) {
             Ok(text) => (json!(text), None),

@@ -22,25 +22,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use memgroup::client::crawler::DumpEntry;
-use memgroup::client::{Client, Error, IfPresent, WriteOptions};
+use memgroup::client::{Client, Error, Expiry, IfPresent, WriteOptions};
 use memgroup::topology::{ClusterSpec, ReadFallback};
 use parking_lot::Mutex;
 use serde_json::json;
 
-use crate::config::ClusterArgs;
-use crate::output::outln;
-use crate::{Failure, output};
-
-/// Values with more than 30 days to live are sent as an absolute Unix time
-/// (memcached reads larger exptimes that way).
-const MAX_RELATIVE_TTL: i64 = 30 * 24 * 3600;
+use crate::cluster::Cluster;
+use crate::dump;
+use crate::exit::{self, Failure};
+use crate::flags::ClusterFlags;
+use crate::output::{self, outln};
 
 /// Warmer settings.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct WarmArgs {
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Args {
     /// The group to copy from.
     #[arg(long)]
     from: String,
@@ -103,13 +100,16 @@ fn as_dumped(mut spec: ClusterSpec) -> ClusterSpec {
     spec
 }
 
+/// `warm --from G --to G…`: the copy in two passes, then (`--verify`) the
+/// check; exit 1 if a key was not copied or is missing.
 pub(crate) async fn run(
-    cluster: &ClusterArgs,
-    args: &WarmArgs,
+    args: &Args,
+    flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let (spec, timeouts) = cluster.spec()?;
-    let spec = as_dumped(spec);
+    let cluster = Cluster::from_flags(flags)?;
+    let settings = &cluster.settings;
+    let spec = as_dumped(cluster.spec.clone());
     for name in std::iter::once(&args.from).chain(&args.to) {
         if !spec.groups.iter().any(|g| &g.name == name) {
             return Err(Failure::Usage(format!("unknown group {name:?}")));
@@ -120,10 +120,10 @@ pub(crate) async fn run(
             "--to must not include the --from group".into(),
         ));
     }
-    let writer = cluster.client_for(spec.clone(), timeouts.clone())?;
+    let writer = settings.client(spec.clone())?;
     // A target group's servers may change during a long warm.
     let _watch = cluster.watch(&writer, as_dumped);
-    let reader = cluster.client_for(only_group(&spec, &args.from), timeouts.clone())?;
+    let reader = settings.client(only_group(&spec, &args.from))?;
     let topology = reader.topology();
     let sources: Vec<String> = topology.servers().iter().map(ToString::to_string).collect();
 
@@ -137,7 +137,7 @@ pub(crate) async fn run(
     );
     let started = Instant::now();
     for pass in 0..2 {
-        let jobs = dump_pass(&reader, &sources, timeouts.op, &mut seen).await?;
+        let jobs = dump_pass(&reader, &sources, settings.timeout, &mut seen).await?;
         counters
             .dumped
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
@@ -167,7 +167,7 @@ pub(crate) async fn run(
     if args.verify {
         let keys = copied_keys.lock().clone();
         for group in &args.to {
-            let check = cluster.client_for(only_group(&spec, group), timeouts.clone())?;
+            let check = settings.client(only_group(&spec, group))?;
             for chunk in keys.chunks(args.batch.max(1)) {
                 let found = retry(args.retries, || check.get_multi(chunk))
                     .await
@@ -214,11 +214,7 @@ pub(crate) async fn run(
             }
         }
     }
-    Ok(if errors == 0 && missing.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit::code(errors == 0 && missing.is_empty()))
 }
 
 /// Dumps every source server (each dump read to its end first), keeping keys not seen before.
@@ -243,7 +239,7 @@ async fn dump_pass(
         let server_time = stat("time").ok_or_else(|| {
             Failure::Op(format!("cannot read the clock (stats time) of {server}"))
         })?;
-        let max_keys = crate::ops::dump_bound(stat("curr_items"));
+        let max_keys = dump::bound(stat("curr_items"));
         let dumped_at = Instant::now();
         let keys = reader.metadump(server, timeout, max_keys).await?;
         for key in keys {
@@ -280,7 +276,7 @@ where
 async fn copy(
     reader: &Client,
     writer: &Client,
-    args: &WarmArgs,
+    args: &Args,
     jobs: Vec<Job>,
     counters: &Arc<Counters>,
     copied_keys: &Arc<Mutex<Vec<Vec<u8>>>>,
@@ -396,8 +392,10 @@ async fn copy_batch(
                 continue;
             }
         };
+        // The time left by the source's own clock; the library sends it
+        // relative, or absolute past 30 days.
         let exptime = match job.key.exp {
-            None => 0,
+            None => Expiry::Never,
             Some(exp) => {
                 let now = job.server_time + job.dumped_at.elapsed().as_secs() as i64;
                 let remaining = exp - now;
@@ -405,11 +403,7 @@ async fn copy_batch(
                     counters.expired.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                if remaining > MAX_RELATIVE_TTL {
-                    exp as u32
-                } else {
-                    remaining as u32
-                }
+                Expiry::secs(remaining.unsigned_abs())
             }
         };
         let write = || {

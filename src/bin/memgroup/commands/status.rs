@@ -8,20 +8,32 @@ use std::time::Duration;
 use memgroup::client::{Client, Counters, Probe, ServerState, Status};
 use serde_json::{Value, json};
 
-use crate::Failure;
-use crate::config::ClusterArgs;
+use crate::cluster::Cluster;
+use crate::exit::{self, Failure};
+use crate::flags::ClusterFlags;
 use crate::output;
 
-pub(crate) async fn run(
-    cluster: &ClusterArgs,
+/// How often to probe.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Probe again every SECONDS, printing each time, until interrupted.
+    #[arg(long, value_name = "SECONDS")]
     watch: Option<f64>,
+}
+
+/// `status`: probe and report once, or with `--watch` every so often,
+/// following changes to the `--config` file.
+pub(crate) async fn run(
+    args: &Args,
+    flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let every = match watch {
+    let every = match args.watch {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => return Err(Failure::Usage(format!("--watch {s}: expected seconds > 0"))),
         None => None,
     };
+    let cluster = Cluster::from_flags(flags)?;
     let client = cluster.client()?;
     let _watch = every.and_then(|_| cluster.watch(&client, |spec| spec));
     loop {
@@ -46,11 +58,7 @@ async fn once(client: &Client, json: bool) -> ExitCode {
     } else {
         table(&probes, &status);
     }
-    if unreachable > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    exit::code(unreachable == 0)
 }
 
 fn micros(d: Option<Duration>) -> Option<u64> {

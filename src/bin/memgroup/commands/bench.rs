@@ -5,19 +5,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use memgroup::client::Client;
 use serde_json::json;
 
-use crate::Failure;
-use crate::output;
-use crate::output::outln;
+use crate::cluster::Cluster;
+use crate::exit::{self, Failure};
+use crate::flags::ClusterFlags;
+use crate::output::{self, Report, outln};
 
 /// Load-generator settings.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct BenchArgs {
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Args {
     /// Gets to sets, e.g. `9:1`.
     #[arg(long, default_value = "9:1")]
     ratio: String,
@@ -88,11 +87,17 @@ impl Tally {
     }
 }
 
+/// `bench`: prefill, then gets and sets at the ratio for the duration or
+/// the number of operations, following changes to the `--config` file;
+/// exit 1 if a request failed.
 pub(crate) async fn run(
-    client: &Client,
-    args: &BenchArgs,
+    args: &Args,
+    flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
+    let cluster = Cluster::from_flags(flags)?;
+    let client = &cluster.client()?;
+    let _watch = cluster.watch(client, |spec| spec);
     let (gets, sets) = parse_ratio(&args.ratio)?;
     if args.keys == 0 || args.concurrency == 0 {
         return Err(Failure::Usage(
@@ -232,34 +237,40 @@ pub(crate) async fn run(
     bar.finish_and_clear();
 
     let ops = total.get.len() + total.set.len();
-    let row = |name: &str, h: &Histogram<u64>| {
-        vec![
+    let mut report = Report::new(&[
+        "OP",
+        "COUNT",
+        "OPS/S",
+        "P50 µs",
+        "P90 µs",
+        "P99 µs",
+        "P99.9 µs",
+        "MAX µs",
+    ]);
+    for (name, h) in [("get", &total.get), ("set", &total.set)] {
+        if h.is_empty() {
+            continue;
+        }
+        let per_second = h.len() as f64 / elapsed;
+        report.row(vec![
             name.to_string(),
             h.len().to_string(),
-            format!("{:.0}", h.len() as f64 / elapsed),
+            format!("{per_second:.0}"),
             h.value_at_quantile(0.5).to_string(),
             h.value_at_quantile(0.9).to_string(),
             h.value_at_quantile(0.99).to_string(),
             h.value_at_quantile(0.999).to_string(),
             h.max().to_string(),
-        ]
-    };
-    let rows: Vec<Vec<String>> = [("get", &total.get), ("set", &total.set)]
-        .into_iter()
-        .filter(|(_, h)| !h.is_empty())
-        .map(|(n, h)| row(n, h))
-        .collect();
+        ]);
+        report.record(json!({"op": name, "count": h.len(), "ops_per_second": per_second,
+            "p50_us": h.value_at_quantile(0.5), "p90_us": h.value_at_quantile(0.9), "p99_us": h.value_at_quantile(0.99),
+            "p999_us": h.value_at_quantile(0.999), "max_us": h.max()}));
+    }
     if json {
-        let per_op: Vec<_> = [("get", &total.get), ("set", &total.set)]
-            .into_iter()
-            .filter(|(_, h)| !h.is_empty())
-            .map(|(n, h)| json!({"op": n, "count": h.len(), "ops_per_second": h.len() as f64 / elapsed,
-                "p50_us": h.value_at_quantile(0.5), "p90_us": h.value_at_quantile(0.9), "p99_us": h.value_at_quantile(0.99),
-                "p999_us": h.value_at_quantile(0.999), "max_us": h.max()}))
-            .collect();
         output::json(
             &json!({"seconds": elapsed, "ops": ops, "ops_per_second": ops as f64 / elapsed,
-            "hits": total.hits, "misses": total.misses, "errors": total.errors, "concurrency": args.concurrency, "ops_detail": per_op}),
+            "hits": total.hits, "misses": total.misses, "errors": total.errors, "concurrency": args.concurrency,
+            "ops_detail": report.records()}),
         );
     } else {
         outln!(
@@ -270,25 +281,9 @@ pub(crate) async fn run(
             total.misses,
             total.errors
         );
-        output::table(
-            &[
-                "OP",
-                "COUNT",
-                "OPS/S",
-                "P50 µs",
-                "P90 µs",
-                "P99 µs",
-                "P99.9 µs",
-                "MAX µs",
-            ],
-            &rows,
-        );
+        report.print_table();
     }
-    Ok(if total.errors == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit::code(total.errors == 0))
 }
 
 fn style(prefix: &str) -> ProgressStyle {

@@ -1,0 +1,91 @@
+//! `keys`: the keys a group's servers hold, as the LRU crawler lists them.
+
+use std::process::ExitCode;
+
+use memgroup::client::value::Value;
+use serde_json::json;
+
+use crate::cluster::Cluster;
+use crate::dump;
+use crate::exit::Failure;
+use crate::flags::ClusterFlags;
+use crate::output::{self, Report};
+
+/// Which keys to list.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Only this group (default: every group).
+    #[arg(long)]
+    group: Option<String>,
+    /// Only keys starting with this.
+    #[arg(long)]
+    prefix: Option<String>,
+    /// At most this many keys.
+    #[arg(long)]
+    limit: Option<usize>,
+}
+
+/// `keys`: every key of a group's servers, listed by the LRU crawler
+/// (`lru_crawler metadump`), with size and expiry; like memdump / `mc keys`.
+pub(crate) async fn run(
+    args: &Args,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let (group, prefix, limit) = (args.group.as_deref(), args.prefix.as_deref(), args.limit);
+    let cluster = Cluster::from_flags(flags)?;
+    let client = cluster.client()?;
+    let topology = client.topology();
+    let bounds = dump::Bounds::of(&client).await?;
+    let groups: Vec<&memgroup::topology::Group> = match group {
+        Some(name) => vec![
+            topology
+                .group_by_name(name)
+                .map(|id| topology.group(id))
+                .ok_or_else(|| Failure::Usage(format!("unknown group {name:?}")))?,
+        ],
+        None => topology.groups().iter().collect(),
+    };
+    let mut report = Report::new(&["GROUP", "SERVER", "KEY", "SIZE", "EXPIRES"]);
+    let mut listed = 0usize;
+    let full = |listed: usize| limit.is_some_and(|l| listed >= l);
+    'groups: for g in groups {
+        for &server in g.servers() {
+            let addr = topology.servers()[server.0].to_string();
+            let dumped = bounds
+                .dump(&client, &addr, cluster.settings.timeout)
+                .await?;
+            for entry in dumped {
+                if prefix.is_some_and(|p| !entry.key.starts_with(p.as_bytes())) {
+                    continue;
+                }
+                if full(listed) {
+                    break 'groups;
+                }
+                listed += 1;
+                let key = output::show(&entry.key);
+                let exp = entry.exp.map_or("never".to_string(), |e| e.to_string());
+                let mut record = json!({"group": g.name(), "server": addr,
+                    "size": entry.size, "exp": entry.exp});
+                // Binary-safe: a key that is not UTF-8 goes base64, with
+                // "key_encoding": "base64".
+                let mut key_field = json!({});
+                output::json_value(&mut key_field, &Value::Bytes(entry.key.clone().into()));
+                record["key"] = key_field["value"].take();
+                if let Some(encoding) = key_field.get("encoding") {
+                    record["key_encoding"] = encoding.clone();
+                }
+                report.record(record);
+                report.row(vec![
+                    g.name().to_string(),
+                    addr.clone(),
+                    key,
+                    entry.size.to_string(),
+                    exp,
+                ]);
+            }
+        }
+    }
+    report.print(json);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,119 @@
+//! Bulk writes: `cp` (files as values) and `load` (generated keys).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::cluster::Cluster;
+use crate::exit::Done;
+use crate::exit::{self, Failure};
+use crate::expiry::ExpiryArgs;
+use crate::flags::ClusterFlags;
+use crate::output::{self, outln};
+
+/// The files to store.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CpArgs {
+    /// The files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    expiry: ExpiryArgs,
+}
+
+/// How many keys to write, and how.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LoadArgs {
+    /// How many keys.
+    #[arg(long, default_value_t = 10_000)]
+    count: usize,
+    /// Key prefix; keys are `<prefix><n>`.
+    #[arg(long, default_value = "key:")]
+    prefix: String,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Requests in flight.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+}
+
+/// `cp FILE…`: each file's contents stored under its file name (like memcp).
+pub(crate) async fn cp(
+    args: &CpArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let exptime = args.expiry.expiry();
+    let mut done = Done::Everywhere;
+    for file in &args.files {
+        let key = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| Failure::Usage(format!("{}: no usable file name", file.display())))?;
+        let data = std::fs::read(file)
+            .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?;
+        let outcome = client.set(key, &data, exptime).await?;
+        done = done.max(output::write_outcome(key, &outcome, json));
+    }
+    Ok(done.code())
+}
+
+/// `load`: `count` generated keys of `value_size` bytes written with
+/// `concurrency` requests in flight; exit 1 if a write failed.
+pub(crate) async fn load(
+    args: &LoadArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let (count, prefix) = (args.count, args.prefix.as_str());
+    let (value_size, concurrency) = (args.value_size, args.concurrency);
+    let started = Instant::now();
+    let value: std::sync::Arc<[u8]> = vec![b'v'; value_size].into();
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..concurrency.max(1) {
+        let (client, next, value, prefix) = (
+            client.clone(),
+            next.clone(),
+            value.clone(),
+            prefix.to_string(),
+        );
+        workers.spawn(async move {
+            let mut errors = 0usize;
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= count {
+                    return errors;
+                }
+                if client
+                    .set(format!("{prefix}{i}"), &value[..], 0)
+                    .await
+                    .is_err()
+                {
+                    errors += 1;
+                }
+            }
+        });
+    }
+    let mut errors = 0;
+    while let Some(e) = workers.join_next().await {
+        errors += e.map_err(|e| Failure::Op(format!("worker failed: {e}")))?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if json {
+        output::json(
+            &json!({"keys": count, "errors": errors, "seconds": secs, "keys_per_second": count as f64 / secs}),
+        );
+    } else {
+        outln!(
+            "loaded {count} keys ({errors} errors) in {secs:.2} s: {:.0} keys/s",
+            count as f64 / secs
+        );
+    }
+    Ok(exit::code(errors == 0))
+}

@@ -1,0 +1,142 @@
+//! The subcommands, one module per family, each with its clap `Args` and
+//! the function that runs it; [`Command`] names them all for clap.
+
+mod bench;
+mod generate;
+mod keys;
+mod load;
+mod read;
+mod route;
+mod server;
+mod status;
+mod warm;
+mod write;
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use crate::exit::Failure;
+use crate::flags::ClusterFlags;
+
+/// Every subcommand, in the order `--help` lists them.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Show which server (in each group) every key maps to.
+    #[command(
+        after_help = "Examples:\n  memgroup --servers h1:11211,h2:11211 --hash native route user:42\n  memgroup --config cluster.toml route user:42 --all-strategies\n  memgroup --servers h1:11211,h2:11211,h3:11211,h4:11211 --hash ketama route --compare h1:11211,h2:11211,h3:11211 --old-hash native\n  memgroup --config new.toml route --compare old.toml --from-cluster"
+    )]
+    Route(route::Args),
+    /// Read keys (local group first, falling back per the read policy).
+    #[command(
+        after_help = "One key writes exactly the value's bytes; several print `key: value` lines.\nExit 1 if any key is missing.\n\nExamples:\n  memgroup --servers h1:11211 get user:42 > value.bin\n  memgroup --config cluster.toml --value-format evcache --json get user:42 user:43"
+    )]
+    Get(read::Args),
+    /// Store a value in every group (`-` reads it from stdin).
+    #[command(
+        after_help = "Examples:\n  memgroup --servers h1:11211 set user:42 Ada --exptime 300\n  cat blob | memgroup --servers h1:11211 set blob -\n  memgroup --config cluster.toml --value-format evcache set visits 41 --type long"
+    )]
+    Set(write::SetArgs),
+    /// Read keys with their CAS unique (for `cas`).
+    Gets(read::Args),
+    /// Exit 0 only if every key exists (like memexist).
+    Exist(read::Args),
+    /// Store only where the key is absent.
+    Add(write::StoreArgs),
+    /// Store only where the key is present.
+    Replace(write::StoreArgs),
+    /// Append to the existing value.
+    Append(write::StoreArgs),
+    /// Prepend to the existing value.
+    Prepend(write::StoreArgs),
+    /// Store only if the item still has the CAS unique from `gets`.
+    Cas(write::CasArgs),
+    /// Each server's version, with its group.
+    Version,
+    /// Each server's state: reachable, round trip, version, up or dead, with
+    /// group totals; exit 1 if any server is unreachable.
+    #[command(
+        after_help = "Examples:\n  memgroup --config cluster.toml status\n  memgroup --config cluster.toml --json status\n  memgroup --config cluster.toml status --watch 5"
+    )]
+    Status(status::Args),
+    /// Each server's round-trip time; exit 1 if any is down (like memping).
+    Ping(server::PingArgs),
+    /// List the keys stored on a group's servers, with size and expiry
+    /// (lru_crawler metadump; like memdump).
+    #[command(
+        after_help = "Examples:\n  memgroup --config cluster.toml keys --group sg1 --prefix user: --limit 100\n  memgroup --servers h1:11211 --json keys"
+    )]
+    Keys(keys::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(generate::CompletionsArgs),
+    /// Write the man pages (memgroup.1 and one per subcommand) into DIR.
+    #[command(hide = true)]
+    Man(generate::ManArgs),
+    /// Store files: the file name is the key, the contents the value (like memcp).
+    Cp(load::CpArgs),
+    /// Delete keys from every group.
+    Delete(write::DeleteArgs),
+    /// Set a new expiration time in every group.
+    Touch(write::TouchArgs),
+    /// Increment a counter.
+    Incr(write::CounterArgs),
+    /// Decrement a counter (stops at 0).
+    Decr(write::CounterArgs),
+    /// Invalidate every item of one group.
+    Flush(server::FlushArgs),
+    /// Per-server statistics, with totals per group; or one raw section
+    /// (`slabs`, `items`, `settings`, `sizes`, `conns`, …) of every server.
+    #[command(
+        after_help = "Examples:\n  memgroup --config cluster.toml stats --group sg1\n  memgroup --config cluster.toml --json stats slabs"
+    )]
+    Stats(server::StatsArgs),
+    /// Write N generated keys through the replicated client (for demos and tests).
+    Load(load::LoadArgs),
+    /// Copy a group's keys into other groups (the cache warmer).
+    #[command(
+        after_help = "Exit 1 if a key could not be copied, or (with --verify) is missing.\n\nExamples:\n  memgroup --config cluster.toml warm --from sg1 --to sg3 --verify\n  memgroup --groups \"$GROUPS\" --pool-size 6 --json warm --from sg1 --to sg2 --to sg3"
+    )]
+    Warm(warm::Args),
+    /// A memslap-like load generator with latency percentiles.
+    #[command(
+        after_help = "Examples:\n  memgroup --servers h1:11211 bench --ratio 9:1 --keys 10000 --concurrency 32 --duration 10\n  memgroup --config cluster.toml --json bench --ops 100000"
+    )]
+    Bench(bench::Args),
+}
+
+impl Command {
+    /// Runs the command on the cluster `flags` describe (each command
+    /// resolves them when, and only if, it needs them), printing JSON with
+    /// `json`.
+    pub(crate) async fn run(self, flags: &ClusterFlags, json: bool) -> Result<ExitCode, Failure> {
+        use write::Conditional;
+        match self {
+            Command::Route(args) => route::run(&args, flags, json).await,
+            Command::Get(args) => read::get(&args, flags, json).await,
+            Command::Set(args) => write::set(&args, flags, json).await,
+            Command::Gets(args) => read::gets(&args, flags, json).await,
+            Command::Exist(args) => read::exist(&args, flags, json).await,
+            Command::Add(args) => write::store(&args, Conditional::Add, flags, json).await,
+            Command::Replace(args) => write::store(&args, Conditional::Replace, flags, json).await,
+            Command::Append(args) => write::store(&args, Conditional::Append, flags, json).await,
+            Command::Prepend(args) => write::store(&args, Conditional::Prepend, flags, json).await,
+            Command::Cas(args) => write::cas(&args, flags, json).await,
+            Command::Version => server::version(flags, json).await,
+            Command::Status(args) => status::run(&args, flags, json).await,
+            Command::Ping(args) => server::ping(&args, flags, json).await,
+            Command::Keys(args) => keys::run(&args, flags, json).await,
+            Command::Completions(args) => Ok(generate::completions(&args)),
+            Command::Man(args) => generate::man(&args),
+            Command::Cp(args) => load::cp(&args, flags, json).await,
+            Command::Delete(args) => write::delete(&args, flags, json).await,
+            Command::Touch(args) => write::touch(&args, flags, json).await,
+            Command::Incr(args) => write::counter(&args, true, flags, json).await,
+            Command::Decr(args) => write::counter(&args, false, flags, json).await,
+            Command::Flush(args) => server::flush(&args, flags, json).await,
+            Command::Stats(args) => server::stats(&args, flags, json).await,
+            Command::Load(args) => load::load(&args, flags, json).await,
+            Command::Warm(args) => warm::run(&args, flags, json).await,
+            Command::Bench(args) => bench::run(&args, flags, json).await,
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! The servers themselves: `version`, `stats` (and its raw sections),
+//! `ping` and `flush`.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use memgroup::client::Client;
+use memgroup::topology::{ClusterSpec, Topology};
+use serde_json::json;
+
+use crate::cluster::Cluster;
+use crate::exit::{self, Failure};
+use crate::flags::ClusterFlags;
+use crate::output::{self, Report, outln};
+
+/// `stats`: a section, and which group.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatsArgs {
+    /// A stats section.
+    arg: Option<String>,
+    /// Only this group.
+    #[arg(long)]
+    group: Option<String>,
+}
+
+/// `ping`: how many round trips.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PingArgs {
+    /// Round trips per server.
+    #[arg(long, default_value_t = 3)]
+    count: usize,
+}
+
+/// `flush`: the group, and the confirmation.
+#[derive(Debug, clap::Args)]
+pub(crate) struct FlushArgs {
+    /// The group to flush.
+    #[arg(long)]
+    group: String,
+    /// Confirm: flushing loses the group's data.
+    #[arg(long)]
+    yes: bool,
+}
+
+/// `version`: each server's version, with its group.
+pub(crate) async fn version(flags: &ClusterFlags, json: bool) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let mut failed = 0;
+    let mut report = Report::new(&["GROUP", "SERVER", "VERSION"]);
+    for probe in client.probe().await {
+        let (group, server) = (probe.group, probe.server);
+        match probe.version {
+            Ok(v) => {
+                report.record(json!({"group": group, "server": server, "version": v}));
+                report.row(vec![group, server, v]);
+            }
+            Err(e) => {
+                failed += 1;
+                report.record(json!({"group": group, "server": server, "error": e.chain()}));
+                report.row(vec![group, server, format!("error: {}", e.chain())]);
+            }
+        }
+    }
+    report.print(json);
+    Ok(exit::code(failed == 0))
+}
+
+/// `stats [SECTION] [--group G]`: the summary with group totals, or one raw
+/// section.
+pub(crate) async fn stats(
+    args: &StatsArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let group = args.group.as_deref();
+    match &args.arg {
+        None => summary(&client, group, json).await,
+        Some(arg) => section(&client, arg, group, json).await,
+    }
+}
+
+/// `stats`: the main figures of every server (of `group`), then totals per
+/// group; exit 1 if a server did not answer.
+async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<ExitCode, Failure> {
+    if let Some(g) = group {
+        if client.topology().group_by_name(g).is_none() {
+            return Err(Failure::Usage(format!("unknown group {g:?}")));
+        }
+    }
+    let all = client.stats(None).await?;
+    let mut report = Report::new(&[
+        "GROUP",
+        "SERVER",
+        "VERSION",
+        "UPTIME",
+        "ITEMS",
+        "HIT RATIO",
+        "BYTES",
+        "CONNS",
+        "EVICTIONS",
+        "CMD_SET",
+        "GET_HITS",
+    ]);
+    let mut totals: Vec<(String, [u64; 7], usize)> = Vec::new();
+    let mut unreachable = 0;
+    for s in all.iter().filter(|s| group.is_none_or(|g| g == s.group)) {
+        match &s.stats {
+            Ok(st) => {
+                let (hits, misses) = (num(st, "get_hits"), num(st, "get_misses"));
+                // Counters come from the server: absurd ones must not overflow.
+                let ratio = match hits.checked_add(misses) {
+                    Some(0) => 0.0,
+                    Some(sum) => hits as f64 / sum as f64,
+                    None => hits as f64 / (hits as f64 + misses as f64),
+                };
+                let values = [
+                    num(st, "uptime"),
+                    num(st, "curr_items"),
+                    num(st, "bytes"),
+                    num(st, "curr_connections"),
+                    num(st, "evictions"),
+                    num(st, "cmd_set"),
+                    hits,
+                ];
+                report.row(vec![
+                    s.group.clone(),
+                    s.server.clone(),
+                    st.get("version").cloned().unwrap_or_default(),
+                    values[0].to_string(),
+                    values[1].to_string(),
+                    format!("{:.1}%", ratio * 100.0),
+                    values[2].to_string(),
+                    values[3].to_string(),
+                    values[4].to_string(),
+                    values[5].to_string(),
+                    values[6].to_string(),
+                ]);
+                report.record(json!({"group": s.group, "server": s.server, "version": st.get("version"), "uptime": values[0],
+                    "curr_items": values[1], "get_hit_ratio": ratio, "bytes": values[2], "curr_connections": values[3],
+                    "evictions": values[4], "cmd_set": values[5], "get_hits": hits, "get_misses": misses}));
+                let entry = match totals.iter_mut().find(|t| t.0 == s.group) {
+                    Some(e) => e,
+                    None => {
+                        totals.push((s.group.clone(), [0; 7], 0));
+                        totals.last_mut().expect("just pushed")
+                    }
+                };
+                for (t, v) in entry.1.iter_mut().zip(values) {
+                    *t = t.saturating_add(v);
+                }
+                entry.2 += 1;
+            }
+            Err(e) => {
+                unreachable += 1;
+                report.row(vec![
+                    s.group.clone(),
+                    s.server.clone(),
+                    format!("error: {}", e.chain()),
+                ]);
+                report.record(json!({"group": s.group, "server": s.server, "error": e.chain()}));
+            }
+        }
+    }
+    report.print(json);
+    if !json {
+        outln!();
+        let total_rows: Vec<Vec<String>> = totals
+            .iter()
+            .map(|(g, v, n)| {
+                vec![
+                    g.clone(),
+                    n.to_string(),
+                    v[1].to_string(),
+                    v[2].to_string(),
+                    v[4].to_string(),
+                    v[5].to_string(),
+                    v[6].to_string(),
+                ]
+            })
+            .collect();
+        output::table(
+            &[
+                "GROUP",
+                "SERVERS",
+                "ITEMS",
+                "BYTES",
+                "EVICTIONS",
+                "CMD_SET",
+                "GET_HITS",
+            ],
+            &total_rows,
+        );
+    }
+    Ok(exit::code(unreachable == 0))
+}
+
+/// A counter from a stats listing (0 if absent or not a number).
+fn num(stats: &HashMap<String, String>, name: &str) -> u64 {
+    stats.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// `stats ARG`: one raw statistics section (`slabs`, `items`, `settings`,
+/// `sizes`, `conns`, …) of every server.
+async fn section(
+    client: &Client,
+    arg: &str,
+    group: Option<&str>,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let mut failed = 0;
+    let mut report = Report::new(&["GROUP", "SERVER", "NAME", "VALUE"]);
+    for s in client.stats(Some(arg)).await? {
+        if group.is_some_and(|g| g != s.group) {
+            continue;
+        }
+        match &s.stats {
+            Ok(stats) => {
+                let mut names: Vec<&String> = stats.keys().collect();
+                names.sort();
+                for name in names {
+                    report.row(vec![
+                        s.group.clone(),
+                        s.server.clone(),
+                        name.clone(),
+                        stats[name].clone(),
+                    ]);
+                }
+                report.record(json!({"group": s.group, "server": s.server, "stats": stats}));
+            }
+            Err(e) => {
+                failed += 1;
+                report.row(vec![
+                    s.group.clone(),
+                    s.server.clone(),
+                    "error".into(),
+                    e.chain(),
+                ]);
+                report.record(json!({"group": s.group, "server": s.server, "error": e.chain()}));
+            }
+        }
+    }
+    report.print(json);
+    Ok(exit::code(failed == 0))
+}
+
+/// `ping`: each server's round-trip time (a `version` request on a
+/// connection of its own), like memping; exit 1 if any is down.
+pub(crate) async fn ping(
+    args: &PingArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let count = args.count;
+    let Cluster { spec, settings, .. } = Cluster::from_flags(flags)?;
+    let topology = Topology::new(spec)?;
+    let mut down = 0;
+    let mut report = Report::new(&["SERVER", "STATE", "ROUND TRIP"]);
+    for addr in topology.servers() {
+        let one = ClusterSpec::parse_server_list(&addr.to_string())?;
+        let client = settings.client(one)?;
+        let mut times = Vec::with_capacity(count);
+        let mut failure = None;
+        for _ in 0..count.max(1) {
+            let t0 = Instant::now();
+            match client.probe().await.into_iter().next().map(|p| p.version) {
+                Some(Ok(_)) => times.push(t0.elapsed().as_secs_f64() * 1e6),
+                Some(Err(e)) => {
+                    failure = Some(e.chain());
+                    break;
+                }
+                None => break,
+            }
+        }
+        match failure {
+            Some(e) => {
+                down += 1;
+                report.record(json!({"server": addr.to_string(), "up": false, "error": e}));
+                report.row(vec![addr.to_string(), "down".into(), e]);
+            }
+            None => {
+                let min = times.iter().copied().fold(f64::INFINITY, f64::min);
+                let avg = times.iter().sum::<f64>() / times.len() as f64;
+                report.record(
+                    json!({"server": addr.to_string(), "up": true, "min_us": min, "avg_us": avg}),
+                );
+                report.row(vec![
+                    addr.to_string(),
+                    "up".into(),
+                    format!("min {min:.0} µs, avg {avg:.0} µs"),
+                ]);
+            }
+        }
+    }
+    report.print(json);
+    Ok(exit::code(down == 0))
+}
+
+/// `flush --group G --yes`: every item of one group invalidated.
+pub(crate) async fn flush(
+    args: &FlushArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let (group, yes) = (args.group.as_str(), args.yes);
+    if client.topology().group_by_name(group).is_none() {
+        return Err(Failure::Usage(format!("unknown group {group:?}")));
+    }
+    if !yes {
+        return Err(Failure::Usage(format!(
+            "flushing {group:?} invalidates all its items; add --yes to confirm"
+        )));
+    }
+    client.flush_all(Some(group)).await?;
+    if json {
+        output::json(&json!({"group": group, "flushed": true}));
+    } else {
+        output::info(&format!("flushed {group}"));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,286 @@
+//! The writes, each to every group: `set`, the conditional stores (`add`,
+//! `replace`, `append`, `prepend`, `cas`), `delete`, `touch`, `incr` and
+//! `decr`.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use memgroup::client::value::{ToValue, Value};
+use memgroup::client::{Expiry, WriteOptions};
+use serde_json::json;
+
+use crate::cluster::Cluster;
+use crate::exit::Done;
+use crate::exit::Failure;
+use crate::expiry::{ExpiryArgs, parse_ttl};
+use crate::flags::ClusterFlags;
+use crate::output::{self, outln};
+
+/// `set`'s key, value and how to store it.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SetArgs {
+    /// The key.
+    key: String,
+    /// The value, or `-` for stdin.
+    value: String,
+    #[command(flatten)]
+    expiry: ExpiryArgs,
+    /// Client flags stored with the value (without `--type`).
+    #[arg(long, default_value_t = 0, conflicts_with = "kind")]
+    flags: u32,
+    /// Store the value as this type, with the flags and encoding of
+    /// `--value-format`.
+    #[arg(long = "type", value_enum)]
+    kind: Option<ValueType>,
+}
+
+/// KEY VALUE and an expiration time.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StoreArgs {
+    /// The key.
+    key: String,
+    /// The value, or `-` for stdin.
+    value: String,
+    /// When it expires (not for append/prepend: the item keeps its own).
+    #[command(flatten)]
+    expiry: ExpiryArgs,
+}
+
+/// `cas`: a conditional store with the CAS unique and the flags to store.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CasArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The CAS unique `gets` showed.
+    #[arg(long)]
+    cas: u64,
+    /// Client flags stored with the value.
+    #[arg(long, default_value_t = 0)]
+    flags: u32,
+}
+
+/// The keys to delete.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeleteArgs {
+    /// The keys.
+    #[arg(required = true)]
+    keys: Vec<String>,
+}
+
+/// `touch`'s key and its new expiration time.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TouchArgs {
+    /// The key.
+    key: String,
+    /// The new expiration: seconds, or with a unit (`90s`, `10m`, `40d`);
+    /// 0 = never.
+    #[arg(value_parser = parse_ttl)]
+    exptime: Expiry,
+}
+
+/// `incr`/`decr`: the counter and the amount.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CounterArgs {
+    /// The key.
+    key: String,
+    /// The amount.
+    #[arg(default_value_t = 1)]
+    delta: u64,
+}
+
+/// `set`: the value (typed with `--type`) stored in every group.
+pub(crate) async fn set(
+    args: &SetArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let data = read_value(&args.value)?;
+    let key = &args.key;
+    let outcome = match args.kind {
+        None => {
+            let options = WriteOptions::new()
+                .flags(args.flags)
+                .expiry(args.expiry.expiry());
+            client.set(key, &data, options).await?
+        }
+        Some(kind) => {
+            let value = kind.parse(&data)?;
+            client.set_value(key, &value, args.expiry.expiry()).await?
+        }
+    };
+    Ok(output::write_outcome(key, &outcome, json).code())
+}
+
+/// A value argument: the text itself, or stdin for `-`.
+fn read_value(value: &str) -> Result<Vec<u8>, Failure> {
+    if value != "-" {
+        return Ok(value.as_bytes().to_vec());
+    }
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut buf)
+        .map_err(|e| Failure::Op(format!("reading stdin: {e}")))?;
+    Ok(buf)
+}
+
+/// The conditional stores: `add`, `replace`, `append`, `prepend`, `cas`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Conditional {
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    Cas(u64),
+}
+
+/// `add`, `replace`, `append`, `prepend` (`command`): a conditional store,
+/// without client flags.
+pub(crate) async fn store(
+    args: &StoreArgs,
+    command: Conditional,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    store_with_flags(args, command, 0, flags, json).await
+}
+
+/// `cas`: store only if the item still has the CAS unique.
+pub(crate) async fn cas(
+    args: &CasArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    store_with_flags(
+        &args.store,
+        Conditional::Cas(args.cas),
+        args.flags,
+        flags,
+        json,
+    )
+    .await
+}
+
+/// A conditional store; only `cas` stores `item_flags`.
+async fn store_with_flags(
+    args: &StoreArgs,
+    command: Conditional,
+    item_flags: u32,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let data = read_value(&args.value)?;
+    if matches!(command, Conditional::Append | Conditional::Prepend) && args.expiry.given() {
+        return Err(Failure::Usage(
+            "--exptime does not apply to append/prepend: the item keeps its own expiry".into(),
+        ));
+    }
+    let (key, exptime) = (&args.key, args.expiry.expiry());
+    let outcome = match command {
+        Conditional::Add => client.add(key, &data, exptime).await?,
+        Conditional::Replace => client.replace(key, &data, exptime).await?,
+        Conditional::Append => client.append(key, &data).await?,
+        Conditional::Prepend => client.prepend(key, &data).await?,
+        Conditional::Cas(cas) => {
+            let options = WriteOptions::new().flags(item_flags).expiry(exptime);
+            client.cas(key, &data, cas, options).await?
+        }
+    };
+    Ok(output::write_outcome(key, &outcome, json).code())
+}
+
+/// The type `set --type` stores a value as, encoded by the value format.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ValueType {
+    /// Text (UTF-8).
+    String,
+    /// Raw bytes.
+    Bytes,
+    /// A 32-bit integer (Java int).
+    Int,
+    /// A 64-bit integer (Java long, Python int).
+    Long,
+    /// true or false.
+    Bool,
+    /// A 64-bit float (Java double, Python float).
+    Double,
+}
+
+impl ValueType {
+    fn parse(self, data: &[u8]) -> Result<Value, Failure> {
+        let text = || {
+            String::from_utf8(data.to_vec())
+                .map_err(|_| Failure::Usage(format!("{self:?} value is not UTF-8 text")))
+        };
+        let bad = |what: &str| {
+            Failure::Usage(format!("{:?} is not {what}", String::from_utf8_lossy(data)))
+        };
+        Ok(match self {
+            ValueType::String => Value::String(text()?),
+            ValueType::Bytes => data.to_value(),
+            ValueType::Int => Value::Int(text()?.trim().parse().map_err(|_| bad("an int"))?),
+            ValueType::Long => Value::Long(text()?.trim().parse().map_err(|_| bad("a long"))?),
+            ValueType::Bool => {
+                Value::Bool(text()?.trim().parse().map_err(|_| bad("true or false"))?)
+            }
+            ValueType::Double => {
+                Value::Double(text()?.trim().parse().map_err(|_| bad("a number"))?)
+            }
+        })
+    }
+}
+
+/// `delete`: each key from every group.
+pub(crate) async fn delete(
+    args: &DeleteArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let mut done = Done::Everywhere;
+    for key in &args.keys {
+        let outcome = client.delete(key).await?;
+        done = done.max(output::write_outcome(key, &outcome, json));
+    }
+    Ok(done.code())
+}
+
+/// `touch`: a new expiration time in every group.
+pub(crate) async fn touch(
+    args: &TouchArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let outcome = client.touch(&args.key, args.exptime).await?;
+    Ok(output::write_outcome(&args.key, &outcome, json).code())
+}
+
+/// `incr` (`incr` true) or `decr`: the counter's new value.
+pub(crate) async fn counter(
+    args: &CounterArgs,
+    incr: bool,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let (key, delta) = (&args.key, args.delta);
+    let value = if incr {
+        client.incr(key, delta).await?
+    } else {
+        client.decr(key, delta).await?
+    };
+    match value {
+        Some(v) if json => output::json(&json!({"key": key, "value": v})),
+        Some(v) => outln!("{v}"),
+        None => {
+            if json {
+                output::json(&json!({"key": key, "value": null}));
+            }
+            eprintln!("memgroup: {key}: not found");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

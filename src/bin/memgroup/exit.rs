@@ -1,0 +1,99 @@
+//! How the tool ends, the same for every command:
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | done everywhere |
+//! | 1 | failed, a miss, or refused by its condition (add of a present key, a stale cas) |
+//! | 2 | usage or configuration error, reported on one line |
+//! | 3 | partly done: a write applied by its policy while some group missed it; a multi-key read where some keys got no answer |
+
+use std::process::ExitCode;
+
+use crate::output;
+
+/// Why the tool stops: bad usage/configuration (exit 2) or a failed operation (exit 1).
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Usage(String),
+    Op(String),
+}
+
+impl Failure {
+    /// Prints the message on stderr and gives the exit code: 2 for usage, 1
+    /// for a failed operation.
+    pub(crate) fn report(self) -> ExitCode {
+        let (message, code) = match self {
+            Failure::Usage(message) => (message, 2),
+            Failure::Op(message) => (message, 1),
+        };
+        eprintln!("memgroup: {}", output::clean(&message));
+        ExitCode::from(code)
+    }
+}
+
+impl From<memgroup::client::Error> for Failure {
+    fn from(e: memgroup::client::Error) -> Self {
+        use memgroup::client::ErrorKind;
+        match e.kind() {
+            ErrorKind::Config | ErrorKind::InvalidArgument | ErrorKind::InvalidKey => {
+                Failure::Usage(e.chain())
+            }
+            _ => Failure::Op(e.chain()),
+        }
+    }
+}
+
+/// A layout the topology refuses is a usage error.
+impl From<memgroup::topology::TopologyError> for Failure {
+    fn from(e: memgroup::topology::TopologyError) -> Self {
+        Failure::Usage(e.to_string())
+    }
+}
+
+/// Exit 3: partly done.
+pub(crate) const PARTIAL: u8 = 3;
+
+/// How far an operation got, from best to worst; several combine to the
+/// worst of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Done {
+    /// Everywhere it was meant to go.
+    Everywhere,
+    /// By its policy, while some group missed it.
+    Partly,
+    /// Not at all, or refused by its condition.
+    Failed,
+}
+
+impl Done {
+    /// A replicated write: refused or not applied anywhere is a failure,
+    /// applied with some group failed or pending is partly done.
+    pub(crate) fn of_write(outcome: &memgroup::client::WriteOutcome) -> Done {
+        if !outcome.applied() {
+            Done::Failed
+        } else if outcome.is_complete() {
+            Done::Everywhere
+        } else {
+            Done::Partly
+        }
+    }
+
+    /// The exit code: 0, 3 or 1.
+    pub(crate) fn code(self) -> ExitCode {
+        match self {
+            Done::Everywhere => ExitCode::SUCCESS,
+            Done::Partly => ExitCode::from(PARTIAL),
+            Done::Failed => ExitCode::from(1),
+        }
+    }
+}
+
+/// Exit 0 if `ok`, else 1 (the operation failed: a miss, a refused write, an
+/// unreachable server).
+pub(crate) fn code(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,161 @@
+//! The command line as clap parses it, before anything is read or checked:
+//! the global flags (output, logging, and where the cluster is and how to
+//! talk to it) and the subcommand. [`crate::cluster`] resolves the cluster
+//! flags into the cluster the commands use.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser};
+use memgroup::client::value::ValueFormat;
+use memgroup::hash::{HashStrategy, NodeNaming};
+use memgroup::topology::{ReadFallback, WritePolicy};
+
+use crate::commands::Command;
+
+/// Route keys, read and write, inspect and warm memcached server groups.
+/// Shown after `--help`: what the exit codes mean, and a few examples.
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  done everywhere
+  1  failed, a miss, or refused by its condition (add of a present key, a stale
+     cas, replace of a missing one); a write that missed its policy; keys
+     missing after `warm --verify`; a value that cannot be decoded
+  2  usage or configuration error, reported on one line naming the bad token
+  3  partly done: a write applied by its policy while some group missed it; a
+     multi-key read where some keys got no answer (named on stderr)
+
+Examples:
+  memgroup --servers 10.0.0.1:11211,10.0.0.2:11211 --hash new-compat route user:42
+  memgroup --groups 'sg1=10.0.0.1:11211;sg2=10.0.1.1:11211' --zone sg1 get user:42
+  memgroup --servers memcache://app:secret@10.0.0.1:11211?value_format=evcache get user:42
+  echo -n payload | memgroup --servers 10.0.0.1:11211 set blob -
+  memgroup --config cluster.toml warm --from sg1 --to sg3 --verify
+  memgroup --config cluster.toml bench --concurrency 32 --duration 10
+  memgroup completions bash > /etc/bash_completion.d/memgroup";
+
+/// The whole command line.
+#[derive(Debug, Parser)]
+#[command(name = "memgroup", version, about, propagate_version = true, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    /// Where the cluster is and how to talk to it.
+    #[command(flatten)]
+    pub(crate) cluster: ClusterFlags,
+    /// Machine-readable JSON output.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// No informational output (per-group write reports, confirmations);
+    /// values, JSON and errors still print.
+    #[arg(short, long, global = true)]
+    pub(crate) quiet: bool,
+    /// Log what the client does to stderr: -v servers down and up, missed
+    /// write policies, topology changes; -vv every operation and request
+    /// (spans with group, server, attempt, outcome). RUST_LOG, when set,
+    /// chooses instead (e.g. RUST_LOG=memgroup_client=debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Where the cluster is and how to talk to it.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ClusterFlags {
+    /// One group of servers: `host:port[:weight],…` (libmemcached form), or
+    /// a `memcache://[user:password@]host:port,…?param=…` URL.
+    #[arg(long, global = true, env = "MEMCACHED_SERVERS")]
+    pub(crate) servers: Option<String>,
+    /// Server groups, EVCache form: `sg1=host:port,…;sg2=…`.
+    #[arg(long, global = true, env = "MEMGROUP_GROUPS")]
+    pub(crate) groups: Option<String>,
+    /// A TOML file describing groups, zones, weights, hashing and timeouts.
+    #[arg(long, global = true, env = "MEMGROUP_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// Hashing strategy: native, old-compat, new-compat, consistent, ketama, …
+    #[arg(long, global = true)]
+    pub(crate) hash: Option<HashStrategy>,
+    /// Ketama node naming: spymemcached, libmemcached, evcache.
+    #[arg(long, global = true)]
+    pub(crate) node_naming: Option<NodeNaming>,
+    /// URL-encode keys like the Whalin Java client (routing and wire).
+    #[arg(long, global = true)]
+    pub(crate) sanitize: bool,
+    /// The caller's zone (a group name or zone): reads prefer it.
+    #[arg(long, global = true)]
+    pub(crate) zone: Option<String>,
+    /// Connections per server.
+    #[arg(long, global = true)]
+    pub(crate) pool_size: Option<usize>,
+    /// Per-operation timeout in milliseconds.
+    #[arg(long, global = true)]
+    pub(crate) timeout_ms: Option<u64>,
+    /// Connect timeout in milliseconds.
+    #[arg(long, global = true)]
+    pub(crate) connect_timeout_ms: Option<u64>,
+    /// Turn Whalin-style failover within a group off (default: on for one
+    /// group, off for several).
+    #[arg(long, global = true, conflicts_with = "failover")]
+    pub(crate) no_failover: bool,
+    /// Turn failover within a group on.
+    #[arg(long, global = true)]
+    pub(crate) failover: bool,
+    /// First dead-host backoff in milliseconds (doubles per failure, up to 10 minutes).
+    #[arg(long, global = true)]
+    pub(crate) backoff_ms: Option<u64>,
+    /// The largest value read or written, in bytes (default 1 MiB).
+    #[arg(long, global = true)]
+    pub(crate) max_value_size: Option<usize>,
+    /// The most bytes one multi-item reply (a multi-key get, a stats
+    /// listing) may hold before its connection is closed (default 256 MiB).
+    #[arg(long, global = true)]
+    pub(crate) max_reply_size: Option<usize>,
+    /// Requests in flight per connection before callers wait (default 1024).
+    #[arg(long, global = true)]
+    pub(crate) max_in_flight: Option<usize>,
+    /// Do not merge concurrent single-key gets into multi-key commands.
+    #[arg(long, global = true)]
+    pub(crate) no_merge_gets: bool,
+    /// Log in as this user (memcached's ASCII authentication, `-Y`).
+    #[arg(long, global = true)]
+    pub(crate) username: Option<String>,
+    /// The password for `--username`: a file holding it (one trailing newline
+    /// is ignored); or the MEMGROUP_PASSWORD environment variable.
+    #[arg(long, global = true)]
+    pub(crate) password_file: Option<PathBuf>,
+    /// Connect over TLS (memcached -Z), trusting the platform's roots unless
+    /// --tls-ca is given. Any --tls-* flag implies it.
+    #[arg(long, global = true)]
+    pub(crate) tls: bool,
+    /// Trust the certificate authorities in this PEM file.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) tls_ca: Option<PathBuf>,
+    /// Present this client certificate (PEM) to servers that want one.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// Verify the servers' certificates for this name instead of each host.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub(crate) tls_server_name: Option<String>,
+    /// Migration mode: the layout the cache was filled under (a cluster.toml
+    /// path, a server list, EVCache groups or a memcache:// URL). Reads that
+    /// miss fall through to it and backfill the new layout; deletes go to
+    /// both. Also `migrate_from = "old.toml"` in cluster.toml.
+    #[arg(long, global = true, value_name = "OLD")]
+    pub(crate) migrate_from: Option<String>,
+    /// The hashing strategy of the old layout, when given as a list (for
+    /// --migrate-from and `route --compare`).
+    #[arg(long, global = true, value_name = "STRATEGY")]
+    pub(crate) old_hash: Option<HashStrategy>,
+    /// Read fallback: never, one-more, all-copies.
+    #[arg(long, global = true)]
+    pub(crate) read_fallback: Option<ReadFallback>,
+    /// Write policy: none, one, quorum, all-minus-one, all.
+    #[arg(long, global = true)]
+    pub(crate) write_policy: Option<WritePolicy>,
+    /// How values are decoded and encoded: raw (bytes as stored),
+    /// spymemcached, evcache, whalin, python-memcached.
+    #[arg(long, global = true)]
+    pub(crate) value_format: Option<ValueFormat>,
+}
