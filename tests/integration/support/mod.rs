@@ -5,8 +5,6 @@ use std::time::{Duration, Instant};
 
 pub use memgroup_testkit::Memcached;
 
-pub mod heap;
-
 /// `127.0.0.1:p1,127.0.0.1:p2,…` — a libmemcached-style server list.
 pub fn server_list(servers: &[Memcached]) -> String {
     servers
