@@ -696,7 +696,22 @@ async fn merged_gets_on_a_server_killed_mid_flight_fall_back_together() {
             let (client, keys) = (client.clone(), keys.clone());
             async move { join(keys.iter().map(|k| client.get(k))).await }
         });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The client's own count: gets written to the stalled server and
+        // awaiting their replies.
+        let stalled = groups[0][0].addr_string();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = client.status();
+            let server = status.servers.iter().find(|s| s.server == stalled).unwrap();
+            if server.in_flight > 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no get was written to the stalled server: {server:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let sg1_hits = raw::stat(groups[1][0].addr(), "get_hits");
         assert!(
             !reads.is_finished(),

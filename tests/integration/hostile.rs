@@ -142,7 +142,8 @@ async fn every_misbehaviour_is_a_typed_error_within_the_timeout() {
 
 /// Memory held by the client while each script plays, against its limits.
 /// The client runs on this test's own thread (a current-thread runtime),
-/// where `support::heap` counts every byte it has live; the peer's threads
+/// where the counting allocator (`memgroup_testkit::alloc`, installed in
+/// `main.rs`) counts every byte it has live; the peer's threads
 /// are not counted.
 #[tokio::test(flavor = "current_thread")]
 async fn every_misbehaviour_stays_within_the_memory_limits() {
@@ -150,7 +151,7 @@ async fn every_misbehaviour_stays_within_the_memory_limits() {
     for (what, acts, kind) in cases() {
         let addr = peer(acts);
         let client = client_of(&addr);
-        let peak = crate::support::heap::Peak::start();
+        let peak = memgroup_testkit::alloc::Peak::start();
         let got = tokio::time::timeout(Duration::from_secs(5), client.get("k"))
             .await
             .unwrap_or_else(|_| panic!("{what}: the client hung"));

@@ -20,9 +20,12 @@ mod support;
 mod tidy;
 mod trust;
 
-/// Per-thread heap accounting (`support::heap`): the hostile scripts'
-/// memory bounds are measured, not assumed.
+/// Per-thread heap accounting (`memgroup_testkit::alloc`): the hostile
+/// scripts' memory bounds are measured, not assumed. A test on a
+/// current-thread runtime runs the client (its tasks, its decoding, its
+/// buffers) on its own thread, so `Peak` measures what the client holds while
+/// the other tests' threads run on.
 #[global_allocator]
-static HEAP: support::heap::Counting = support::heap::Counting;
+static HEAP: memgroup_testkit::alloc::Counting = memgroup_testkit::alloc::Counting;
 #[cfg(feature = "tls")]
 mod tls;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use memgroup::client::{Client, Event};
 use memgroup::topology::{ClusterSpec, Topology};
 
-use crate::support::{Memcached, raw, server_list};
+use crate::support::{HeldClock, Memcached, raw, server_list};
 
 /// Polls `done` every 10 ms for up to 5 s.
 async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
@@ -219,17 +219,36 @@ async fn reconnect_opens_new_connections() {
     // Two new connections (the pool's), plus the stat call's own.
     assert_eq!(raw::stat(server.addr(), "total_connections"), opened + 3);
     assert!(client.reconnect("127.0.0.1:1").is_err());
-    // watch_dns on a name that keeps resolving the same: no reconnect.
-    let by_name = Client::builder()
-        .servers(&format!("localhost:{}", server.addr().port()))
-        .unwrap()
-        .build()
-        .unwrap();
+}
+
+/// `watch_dns` on a name that keeps resolving the same: no reconnect, however
+/// many times it looks. Under paused time the watcher's passes are counted
+/// by the clock, not hoped for: tokio moves a paused clock only when nothing
+/// can run and no blocking task (a name lookup) is running, so each pass due
+/// before the test's own timer has finished by the time it fires. (A watcher
+/// that never looked would pass too: while the name resolves the same,
+/// looking has no effect to observe.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn watch_dns_keeps_the_connections_of_a_name_that_resolves_the_same() {
+    let server = Memcached::spawn();
+    let name = format!("localhost:{}", server.addr().port());
+    let by_name = Client::builder().servers(&name).unwrap().build().unwrap();
+    let clock = HeldClock::hold();
     by_name.set("k", "v", 0).await.unwrap();
     by_name.get("k").await.unwrap();
-    let _watcher = by_name.watch_dns(Duration::from_millis(10));
+    drop(clock);
+    let interval = Duration::from_secs(1);
+    let _watcher = by_name.watch_dns(interval);
     let before = raw::stat(server.addr(), "total_connections");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Passes at 0, 1, …, 10 s: the first records the addresses, ten compare.
+    tokio::time::sleep(interval * 10 + interval / 2).await;
+    let _clock = HeldClock::hold();
     by_name.get("k").await.unwrap();
-    assert_eq!(raw::stat(server.addr(), "total_connections"), before + 1);
+    // Only the stat call's own connection is new.
+    let after = raw::stat(server.addr(), "total_connections");
+    assert_eq!(after, before + 1);
+    // A reconnect would show: the next get opens a new connection.
+    by_name.reconnect(&name).unwrap();
+    by_name.get("k").await.unwrap();
+    assert_eq!(raw::stat(server.addr(), "total_connections"), after + 2);
 }

@@ -1,14 +1,16 @@
 //! A short soak under faults: writers and readers run against two groups
 //! while one group's servers are stalled (SIGSTOP/SIGCONT), killed and
-//! restarted over and over. Checked at the end: no caller ever got another
-//! key's value, and every write acknowledged by the surviving group is there
-//! with its value. `SOAK_SECS` lengthens it (default 2 s).
+//! restarted over and over. Checked at the end: the client saw every kill
+//! (the faults happened under load, not beside it), no caller ever got
+//! another key's value, and every write acknowledged by the surviving group
+//! is there with its value. `SOAK_SECS` lengthens it (default 2 s).
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use memgroup::client::Client;
+use memgroup::client::{Client, Event};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
 use crate::support::{Memcached, server_list};
@@ -30,9 +32,17 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
         server_list(&faulty),
         server_list(&steady)
     );
+    // `ServerDown` events by server: how often the client found one dead.
+    let downs = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
+    let seen = downs.clone();
     let client = Client::builder()
         .evcache_groups(&groups)
         .unwrap()
+        .on_event(move |e| {
+            if let Event::ServerDown { server, .. } = e {
+                *seen.lock().unwrap().entry(server.clone()).or_default() += 1;
+            }
+        })
         .zone("faulty")
         .read_fallback(ReadFallback::OneMore)
         .write_policy(WritePolicy::One)
@@ -98,6 +108,8 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
         let mut faulty = faulty;
         tokio::task::spawn_blocking(move || {
             let mut round = 0usize;
+            // Kills of each faulty server.
+            let mut kills = [0usize; 2];
             let deadline = Instant::now() + Duration::from_secs(secs);
             // At least two of each fault, however slow the machine.
             while round < 6 || Instant::now() < deadline {
@@ -110,6 +122,7 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
                     }
                     1 => {
                         s.kill();
+                        kills[round % 2] += 1;
                         std::thread::sleep(Duration::from_millis(100));
                         s.restart();
                     }
@@ -118,10 +131,10 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
                 round += 1;
             }
             stop.store(true, Ordering::Relaxed);
-            (faulty, round)
+            (faulty, round, kills)
         })
     };
-    let (_faulty, rounds) = chaos.await.unwrap();
+    let (faulty, rounds, kills) = chaos.await.unwrap();
     let mut acked = Vec::new();
     for w in writers {
         acked.extend(w.await.unwrap());
@@ -130,7 +143,19 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
     for r in readers {
         hits += r.await.unwrap();
     }
-    assert!(rounds >= 6, "the chaos ran ({rounds} rounds)");
+    // Every kill met requests: in the 100 ms and more each killed server
+    // was down, the client failed on it and marked it dead (again: the
+    // previous kill of the same server was six rounds earlier, longer ago
+    // than the longest backoff).
+    let downs = downs.lock().unwrap().clone();
+    for (server, kills) in faulty.iter().zip(kills) {
+        let down = downs.get(&server.addr_string()).copied().unwrap_or(0);
+        assert!(
+            down >= kills,
+            "{}: killed {kills} times in {rounds} rounds, marked dead {down} times",
+            server.addr_string()
+        );
+    }
     assert!(
         acked.len() > 100,
         "writes were acknowledged ({})",

@@ -5,14 +5,14 @@
 //! clear errors within the timeout; mutual TLS works; a restarted server is
 //! handshaked with again; more than 16 KB of requests in flight do not stall.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use memgroup::client::{Client, ClientBuilder, IfPresent, TlsConfig};
 use memgroup_testkit::Pki;
 
 use memgroup::client::Credentials;
 
-use crate::support::{HeldClock, Memcached, memgroup_ok, metadump_lists};
+use crate::support::{HeldClock, Memcached, memgroup_ok, metadump_lists, unacked_bytes_to};
 
 fn builder(server: &Memcached) -> ClientBuilder {
     Client::builder()
@@ -219,8 +219,22 @@ async fn a_write_larger_than_the_socket_buffers_waits_for_a_stalled_server() {
         let (client, big) = (client.clone(), big.clone());
         tokio::spawn(async move { client.set("big", big, 0).await })
     };
-    // Give the writer time to fill the buffers and wait on the socket.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait until the writer has filled the socket: the stalled server's
+    // kernel stops acknowledging, and the send queue stops growing.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut queued = 0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = unacked_bytes_to(server.addr());
+        if now > 0 && now == queued {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the 12 MB write never filled the socket ({now} bytes unacknowledged)"
+        );
+        queued = now;
+    }
     assert!(
         !write.is_finished(),
         "a stalled server cannot have taken 12 MB"

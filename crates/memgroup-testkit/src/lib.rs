@@ -17,8 +17,15 @@
 //! # let _ = addr;
 //! // SIGKILLed here.
 //! ```
+//!
+//! [`alloc`] holds the counting global allocator that the allocation tests of
+//! `memgroup-hash`, `memgroup-topology` and the integration tests install.
 
-#![forbid(unsafe_code)]
+// Denied, not forbidden: `alloc` implements the unsafe `GlobalAlloc` trait
+// (and allows it there only).
+#![deny(unsafe_code)]
+
+pub mod alloc;
 
 #[cfg(feature = "tls")]
 mod pki;

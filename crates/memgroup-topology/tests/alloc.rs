@@ -2,63 +2,18 @@
 //! `read_cursor`, `write_targets`, `targeted_write_targets`, `write_succeeded` and the
 //! dead-host queries, with live and dead servers, failover on and off.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use memgroup_hash::{HashStrategy, LocatorConfig};
+use memgroup_testkit::alloc::{Counting, allocations_during};
 use memgroup_topology::{
     ClusterSpec, DeadHosts, GroupId, ReadFallback, ServerAddr, ServerId, Settings, Topology,
 };
 
-/// Counts allocations made by the current thread, so the test harness's other threads
-/// cannot disturb the count.
-struct Counting;
-
-thread_local! {
-    // `const` initialisation: touching it from the allocator must not allocate itself.
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
+// Counted per thread, so the test harness's other threads cannot disturb the count.
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    f();
-    ALLOCATIONS.with(Cell::get) - before
-}
 
 fn topologies() -> Vec<Topology> {
     let evcache = "us-east-1c=10.0.0.1:11211,10.0.0.2:11211,10.0.0.3:11211;\

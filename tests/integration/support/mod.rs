@@ -5,8 +5,6 @@ use std::time::{Duration, Instant};
 
 pub use memgroup_testkit::Memcached;
 
-pub mod heap;
-
 /// `127.0.0.1:p1,127.0.0.1:p2,…` — a libmemcached-style server list.
 pub fn server_list(servers: &[Memcached]) -> String {
     servers
@@ -80,6 +78,36 @@ pub mod raw {
             other => panic!("unexpected {other:?}"),
         }
     }
+}
+
+/// Bytes sent to `server` (an IPv4 address) that its kernel has not
+/// acknowledged, summed over every TCP connection to it, per
+/// `/proc/net/tcp`. On loopback data is acknowledged as soon as it lands in
+/// the receiver's buffer, so this stays above zero only while a (stalled)
+/// server's receive buffer is full: what it cannot take waits in the
+/// sender's send queue.
+pub fn unacked_bytes_to(server: std::net::SocketAddr) -> u64 {
+    let std::net::SocketAddr::V4(server) = server else {
+        panic!("{server}: IPv4 only")
+    };
+    // "0100007F:2BCB": the address's bytes read as a native-endian word, in
+    // hex, then the port in hex.
+    let remote = format!(
+        "{:08X}:{:04X}",
+        u32::from_ne_bytes(server.ip().octets()),
+        server.port()
+    );
+    std::fs::read_to_string("/proc/net/tcp")
+        .expect("/proc/net/tcp")
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            // sl local_address rem_address st tx_queue:rx_queue …
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (tx, _rx) = fields.get(4)?.split_once(':')?;
+            (fields.get(2) == Some(&remote.as_str())).then(|| u64::from_str_radix(tx, 16).unwrap())
+        })
+        .sum()
 }
 
 /// Holds tokio's paused clock still while the test talks to real processes.
