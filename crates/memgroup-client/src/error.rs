@@ -206,7 +206,8 @@ impl Error {
         self.kind == ErrorKind::WritePolicy
     }
 
-    /// The error and its causes on one line, `message (server …): cause: cause`.
+    /// The error and its causes on one line, `message (server …): cause:
+    /// cause`: the same text as `Display`.
     ///
     /// ```
     /// # fn show(e: &memgroup_client::Error) {
@@ -214,14 +215,23 @@ impl Error {
     /// # }
     /// ```
     pub fn chain(&self) -> String {
-        let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(e) = cause {
-            text.push_str(": ");
-            text.push_str(&e.to_string());
-            cause = e.source();
-        }
-        text
+        self.to_string()
+    }
+
+    /// An invalid key, named (escaped, at most 80 bytes shown) with why.
+    pub(crate) fn invalid_key(key: &[u8], why: memgroup_proto::KeyError) -> Error {
+        let shown: String = key
+            .iter()
+            .take(80)
+            .flat_map(|b| b.escape_ascii())
+            .map(char::from)
+            .collect();
+        let more = if key.len() > 80 { "…" } else { "" };
+        Error::new(
+            ErrorKind::InvalidKey,
+            format!("invalid key \"{shown}{more}\""),
+        )
+        .with_source(why)
     }
 
     /// Whether retrying the same operation later may succeed (timeouts,
@@ -252,14 +262,24 @@ impl fmt::Debug for Error {
     }
 }
 
-/// The message and the server only: the cause is [`source`](std::error::Error::source),
-/// not repeated here, so a reporter that walks the chain (as the `memgroup`
-/// tool does) prints each part once. [`Error::chain`] joins them for a log line.
+/// The message, the server and every cause on one line —
+/// `connect failed (server h:1): Connection refused` — so a log line or a
+/// `?` in `main` says why, as redis-rs and fred print theirs. The cause is
+/// also [`source`](std::error::Error::source), for code that inspects it.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;
         if let Some(server) = &self.server {
             write!(f, " (server {server})")?;
+        }
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            // One of ours already printed the rest of the chain.
+            if e.downcast_ref::<Error>().is_some() {
+                break;
+            }
+            cause = e.source();
         }
         Ok(())
     }
@@ -313,15 +333,20 @@ mod tests {
     }
 
     #[test]
-    fn display_names_the_error_once_and_chain_adds_each_cause_once() {
+    fn display_carries_each_cause_once_on_one_line() {
         let e = Error::from(memgroup_proto::Key::new(b"").unwrap_err());
-        assert_eq!(e.to_string(), "invalid key");
-        assert_eq!(e.chain(), "invalid key: the key is empty");
+        assert_eq!(e.to_string(), "invalid key: the key is empty");
+        let named = Error::invalid_key(b"a b\r\n", memgroup_proto::Key::new(b"a b").unwrap_err());
+        assert_eq!(
+            named.to_string(),
+            "invalid key \"a b\\r\\n\": the key has byte 0x20 at offset 1 \
+             (spaces and control characters are not allowed)"
+        );
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         let e = Error::new(ErrorKind::Connection, "connect failed")
             .at("h:1")
             .with_source(io);
-        assert_eq!(e.to_string(), "connect failed (server h:1)");
-        assert_eq!(e.chain(), "connect failed (server h:1): refused");
+        assert_eq!(e.to_string(), "connect failed (server h:1): refused");
+        assert_eq!(e.chain(), e.to_string());
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use memgroup::client::Client;
-use memgroup::client::crawler::DumpEntry;
+use memgroup::client::crawler::{DumpEntry, Listing};
 
 use crate::exit::Failure;
 
@@ -50,8 +50,65 @@ impl Bounds {
         server: &str,
         timeout: Duration,
     ) -> Result<Vec<DumpEntry>, Failure> {
-        let max_keys = self.0.get(server).copied().unwrap_or(bound(None));
-        let timeout = timeout.max(Duration::from_secs(1));
+        let (max_keys, timeout) = self.limits(server, timeout);
         Ok(client.metadump(server, timeout, max_keys).await?)
+    }
+
+    /// The keys of `server` as [`dump`](Bounds::dump) lists them, checked
+    /// against the server's count (`Client::list_keys`).
+    pub(crate) async fn list(
+        &self,
+        client: &Client,
+        server: &str,
+        timeout: Duration,
+    ) -> Result<Listing, Failure> {
+        let (max_keys, timeout) = self.limits(server, timeout);
+        Ok(client.list_keys(server, timeout, max_keys).await?)
+    }
+
+    fn limits(&self, server: &str, timeout: Duration) -> (usize, Duration) {
+        let max_keys = self.0.get(server).copied().unwrap_or(bound(None));
+        (max_keys, timeout.max(Duration::from_secs(1)))
+    }
+}
+
+/// What a server's listing showed, without its keys.
+#[derive(Debug, Clone)]
+pub(crate) struct Checked {
+    pub(crate) server: String,
+    pub(crate) listed: usize,
+    pub(crate) expected: u64,
+    pub(crate) curr_items: (u64, u64),
+    pub(crate) attempts: u32,
+    pub(crate) method: &'static str,
+    pub(crate) complete: bool,
+}
+
+impl Checked {
+    pub(crate) fn of(listing: &Listing) -> Checked {
+        Checked {
+            server: listing.server.clone(),
+            listed: listing.entries.len(),
+            expected: listing.expected(),
+            curr_items: listing.curr_items,
+            attempts: listing.attempts,
+            method: listing.method.name(),
+            complete: listing.is_complete(),
+        }
+    }
+
+    /// What a short listing missed, on one line.
+    pub(crate) fn shortfall(&self) -> String {
+        format!(
+            "the listing of {} is short: {} keys listed, the server holds at least {} \
+             (curr_items {} before, {} after; {} dumps by {})",
+            self.server,
+            self.listed,
+            self.expected,
+            self.curr_items.0,
+            self.curr_items.1,
+            self.attempts,
+            self.method
+        )
     }
 }

@@ -169,8 +169,8 @@ fn distinct(entries: Vec<DumpEntry>) -> Vec<DumpEntry> {
         .collect()
 }
 
-/// Sends one command on a connection of its own and reads its one-line
-/// reply (`OK`, or `BUSY …` while a crawl runs: also fine).
+/// Sends one command on a connection of its own and returns the first line
+/// of its reply (`OK`, or `BUSY …` while a crawl runs).
 async fn command(
     server: &str,
     settings: &ConnSettings,
@@ -186,7 +186,7 @@ async fn command(
     })
     .await?;
     let mut reply = Vec::new();
-    while !reply.ends_with(b"\n") {
+    while !reply.contains(&b'\n') {
         if reply.len() > 1024 {
             return Err(Error::new(ErrorKind::Protocol, "reply line too long").at(server));
         }
@@ -203,7 +203,8 @@ async fn command(
         }
         reply.extend_from_slice(&byte[..n]);
     }
-    Ok(String::from_utf8_lossy(&reply).trim_end().to_string())
+    let line = reply.split(|&b| b == b'\n').next().unwrap_or_default();
+    Ok(String::from_utf8_lossy(line).trim_end().to_string())
 }
 
 /// The server's `curr_items` (`stats`), read on a connection of its own.

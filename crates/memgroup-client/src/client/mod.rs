@@ -163,13 +163,13 @@ impl Client {
         let bytes = snap.topology.wire_key(GroupId(0), key);
         if let Some(long) = self.inner.long_keys.as_ref().filter(|l| l.is_long(&bytes)) {
             let short = long.short_key(&bytes);
-            Key::new(&short)?;
+            Key::new(&short).map_err(|e| Error::invalid_key(key, e))?;
             return Ok(WireKey {
                 long: Some(bytes.into_owned()),
                 bytes: Cow::Owned(short),
             });
         }
-        Key::new(&bytes)?;
+        Key::new(&bytes).map_err(|e| Error::invalid_key(key, e))?;
         Ok(WireKey { bytes, long: None })
     }
 

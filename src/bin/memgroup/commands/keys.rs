@@ -1,4 +1,7 @@
-//! `keys`: the keys a group's servers hold, as the LRU crawler lists them.
+//! `keys`: the keys a group's servers hold, as the LRU crawler lists them
+//! (`metadump hash`), each server's listing checked against its own
+//! `curr_items`: a listing still short after a second dump is named on
+//! stderr and the command exits 1.
 
 use std::process::ExitCode;
 
@@ -7,7 +10,7 @@ use serde_json::json;
 
 use crate::cluster::Cluster;
 use crate::dump;
-use crate::exit::Failure;
+use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
 use crate::output::{self, Report};
 
@@ -48,14 +51,21 @@ pub(crate) async fn run(
     };
     let mut report = Report::new(&["GROUP", "SERVER", "KEY", "SIZE", "EXPIRES"]);
     let mut listed = 0usize;
+    let mut short = 0usize;
     let full = |listed: usize| limit.is_some_and(|l| listed >= l);
     'groups: for g in groups {
         for &server in g.servers() {
             let addr = topology.servers()[server.0].to_string();
-            let dumped = bounds
-                .dump(&client, &addr, cluster.settings.timeout)
+            let listing = bounds
+                .list(&client, &addr, cluster.settings.timeout)
                 .await?;
-            for entry in dumped {
+            if !listing.is_complete() {
+                // Listed again and still short: keys the server holds are
+                // not in this list.
+                short += 1;
+                eprintln!("memgroup: {}", dump::Checked::of(&listing).shortfall());
+            }
+            for entry in listing.entries {
                 if prefix.is_some_and(|p| !entry.key.starts_with(p.as_bytes())) {
                     continue;
                 }
@@ -87,5 +97,5 @@ pub(crate) async fn run(
         }
     }
     report.print(json);
-    Ok(ExitCode::SUCCESS)
+    Ok(exit::code(short == 0))
 }
