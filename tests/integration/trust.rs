@@ -326,3 +326,119 @@ async fn a_warm_from_a_group_serving_reads_copies_every_key() {
         }
     }
 }
+
+/// Nonsense is refused with exit 2 and one line naming it, and an error
+/// says why, not only that something was invalid.
+#[test]
+fn nonsense_is_refused_with_one_line_naming_it() {
+    let server = Memcached::spawn();
+    let addr = server.addr_string();
+    let dir = std::env::temp_dir().join(format!("memgroup-nonsense-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let duplicate = file(
+        "dup.toml",
+        &format!(
+            "[[groups]]\nname = \"a\"\nservers = [\"{addr}\"]\n[[groups]]\nname = \"a\"\nservers = [\"{addr}\"]\n"
+        ),
+    );
+    let pool0 = file(
+        "pool0.toml",
+        &format!("pool_size = 0\n[[groups]]\nname = \"a\"\nservers = [\"{addr}\"]\n"),
+    );
+    let zone = file(
+        "zone.toml",
+        &format!(
+            "zone = \"nowhere\"\n[[groups]]\nname = \"a\"\nzone = \"z1\"\nservers = [\"{addr}\"]\n"
+        ),
+    );
+    let password = file("password", "secret\n");
+    let spaced = file("a b", "value");
+    let groups = format!("sg1={addr};sg2={addr}");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--groups", &groups, "--zone", "sg3", "get", "k"],
+            "\"sg3\"",
+        ),
+        (&["--config", &zone, "get", "k"], "\"nowhere\""),
+        (
+            &["--servers", &format!("sg1={addr}"), "get", "k"],
+            "--groups",
+        ),
+        (
+            &["--servers", &addr, "--password-file", &password, "get", "k"],
+            "--username",
+        ),
+        (
+            &["--servers", &addr, "--timeout-ms", "0", "get", "k"],
+            "--timeout-ms",
+        ),
+        (
+            &["--servers", &addr, "--max-in-flight", "0", "get", "k"],
+            "--max-in-flight",
+        ),
+        (
+            &["--servers", &addr, "--pool-size", "0", "get", "k"],
+            "--pool-size",
+        ),
+        (
+            &["--servers", &addr, "append", "k", "v", "--exptime", "5"],
+            "--exptime",
+        ),
+        (&["--servers", &addr, "route", "a b"], "invalid key \"a b\""),
+        (&["--servers", &addr, "cp", &spaced], &spaced),
+        (&["--config", &duplicate, "get", "k"], "\"a\""),
+        (&["--config", &pool0, "get", "k"], "pool_size"),
+    ];
+    for (args, names) in cases {
+        let out = tool(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(names),
+            "{args:?} should name {names}: {stderr}"
+        );
+        // clap adds a usage hint after a blank line; our own errors are one line.
+        let first = stderr.split("\n\n").next().unwrap();
+        assert_eq!(first.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+    // The same checks in the library's builder.
+    let error = Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .zone("sg3")
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("\"sg3\""), "{error}");
+    assert!(
+        error.to_string().contains("sg1, sg2"),
+        "the zones listed: {error}"
+    );
+    let error = Client::builder()
+        .servers(&addr)
+        .unwrap()
+        .pool_size(0)
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("pool_size 0"), "{error}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_error_names_its_key() {
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .build()
+        .unwrap();
+    client.set_as("visits", "many", 0).await.unwrap();
+    let error = client.get_as::<i64>("visits").await.unwrap_err();
+    assert_eq!(error.kind(), memgroup::client::ErrorKind::Type);
+    assert!(error.to_string().contains("key \"visits\""), "{error}");
+    assert!(error.to_string().contains("not"), "and why: {error}");
+}

@@ -51,6 +51,12 @@ pub enum TopologyError {
         /// The segment (or the empty name).
         token: String,
     },
+    /// A server list holds `name=servers`: EVCache group syntax, given
+    /// where one group's servers were expected.
+    GroupsAsServers {
+        /// The `name=…` entry.
+        token: String,
+    },
     /// A group has no servers.
     EmptyGroup {
         /// The group's name.
@@ -65,6 +71,16 @@ pub enum TopologyError {
     UnknownGroup {
         /// The unknown name.
         name: String,
+    },
+    /// The local zone names no group's zone: reads would silently treat
+    /// every group as remote. (A [`Topology`](crate::Topology) allows it —
+    /// a client in a zone without a copy —; the client's builder and the
+    /// tool refuse it as the likely typo it is.)
+    UnknownZone {
+        /// The zone asked for.
+        zone: String,
+        /// The zones the groups have.
+        zones: Vec<String>,
     },
     /// A cluster needs at least one group.
     NoGroups,
@@ -152,6 +168,16 @@ impl fmt::Display for TopologyError {
                 write!(f, "server group {name:?} is defined twice")
             }
             TopologyError::UnknownGroup { name } => write!(f, "unknown server group {name:?}"),
+            TopologyError::GroupsAsServers { token } => write!(
+                f,
+                "{token:?} is a server group (EVCache form name=host:port,…;…), not a server: \
+                 give groups as groups (--groups, MEMGROUP_GROUPS, ClusterSpec::parse_evcache)"
+            ),
+            TopologyError::UnknownZone { zone, zones } => write!(
+                f,
+                "zone {zone:?} is no group's zone (the groups' zones: {})",
+                zones.join(", ")
+            ),
             TopologyError::NoGroups => f.write_str("a cluster needs at least one server group"),
             TopologyError::NoReadableGroup => {
                 f.write_str("every server group is write-only; nothing could serve a read")

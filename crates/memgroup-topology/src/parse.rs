@@ -221,6 +221,13 @@ impl ClusterSpec {
         if list.is_empty() {
             return Err(TopologyError::EmptyServerList);
         }
+        // `sg1=h:p;sg2=…` is a list of groups, not of servers: say so rather
+        // than try to resolve "sg1=h" as a host.
+        if let Some(token) = list.split([',', ';']).find(|t| t.contains('=')) {
+            return Err(TopologyError::GroupsAsServers {
+                token: token.trim().to_string(),
+            });
+        }
         let servers = server_list(list, Some(MEMCACHED_PORT))?;
         Ok(ClusterSpec::new([GroupSpec::new(DEFAULT_GROUP, servers)]))
     }

@@ -118,6 +118,11 @@ impl Cluster {
         if let Some(ms) = flags.backoff_ms {
             spec.settings.backoff_initial = Duration::from_millis(ms);
         }
+        if flags.password_file.is_some() && flags.username.is_none() && file.username.is_none() {
+            return Err(usage(
+                "--password-file needs --username (or username in the file)",
+            ));
+        }
         let login = |user: String, file: Option<&PathBuf>| -> Result<Credentials, Failure> {
             Credentials::new(user, password(file)?).map_err(|e| usage(e.chain()))
         };

@@ -83,14 +83,14 @@ pub(crate) struct ClusterFlags {
     /// The caller's zone (a group name or zone): reads prefer it.
     #[arg(long, global = true)]
     pub(crate) zone: Option<String>,
-    /// Connections per server.
-    #[arg(long, global = true)]
+    /// Connections per server (default 1).
+    #[arg(long, global = true, value_parser = at_least_one)]
     pub(crate) pool_size: Option<usize>,
-    /// Per-operation timeout in milliseconds.
-    #[arg(long, global = true)]
+    /// Per-operation timeout in milliseconds (default 500).
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) timeout_ms: Option<u64>,
-    /// Connect timeout in milliseconds.
-    #[arg(long, global = true)]
+    /// Connect timeout in milliseconds (default 1000).
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) connect_timeout_ms: Option<u64>,
     /// Turn Whalin-style failover within a group off (default: on for one
     /// group, off for several).
@@ -110,7 +110,7 @@ pub(crate) struct ClusterFlags {
     #[arg(long, global = true)]
     pub(crate) max_reply_size: Option<usize>,
     /// Requests in flight per connection before callers wait (default 1024).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = at_least_one)]
     pub(crate) max_in_flight: Option<usize>,
     /// Do not merge concurrent single-key gets into multi-key commands.
     #[arg(long, global = true)]
@@ -158,4 +158,13 @@ pub(crate) struct ClusterFlags {
     /// spymemcached, evcache, whalin, python-memcached.
     #[arg(long, global = true)]
     pub(crate) value_format: Option<ValueFormat>,
+}
+
+/// A count that must be at least 1 (0 would let nothing through).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }

@@ -388,6 +388,19 @@ impl ClientBuilder {
             None => None,
         };
         let topology = Topology::new(self.spec())?;
+        check_zone(&topology)?;
+        if self.op_timeout.is_zero() || self.conn.connect_timeout.is_zero() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "a timeout of 0 would fail every request: give one above zero",
+            ));
+        }
+        if self.conn.max_in_flight == 0 {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "max_in_flight 0 would let no request through: give at least 1",
+            ));
+        }
         #[allow(unused_mut)]
         let mut conn = self.conn;
         #[cfg(feature = "tls")]
@@ -443,4 +456,26 @@ impl Client {
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
     }
+}
+
+/// The local zone must be some group's zone: a typo would otherwise make
+/// every read remote, silently. (The topology itself allows a zone without a
+/// copy; building a client refuses it.)
+fn check_zone(topology: &Topology) -> Result<(), Error> {
+    let Some(zone) = topology.settings().local_zone.as_deref() else {
+        return Ok(());
+    };
+    let zones: Vec<String> = topology
+        .groups()
+        .iter()
+        .filter_map(|g| g.zone().map(str::to_string))
+        .collect();
+    if zones.iter().any(|z| z == zone) {
+        return Ok(());
+    }
+    Err(memgroup_topology::TopologyError::UnknownZone {
+        zone: zone.to_string(),
+        zones,
+    }
+    .into())
 }

@@ -72,8 +72,13 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn get_as<T: FromValue>(&self, key: impl AsRef<[u8]>) -> Result<Option<T>, Error> {
+        let key = key.as_ref();
         match self.get_value(key).await? {
-            Some(value) => T::from_value(value).map(Some),
+            // A type error names the key it was read from.
+            Some(value) => T::from_value(value).map(Some).map_err(|e| {
+                let shown = String::from_utf8_lossy(key).escape_debug().to_string();
+                Error::new(e.kind(), format!("key \"{shown}\"")).with_source(e)
+            }),
             None => Ok(None),
         }
     }

@@ -56,7 +56,14 @@ pub(crate) async fn cp(
             .ok_or_else(|| Failure::Usage(format!("{}: no usable file name", file.display())))?;
         let data = std::fs::read(file)
             .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?;
-        let outcome = client.set(key, &data, exptime).await?;
+        // A file name that is no valid key is named as the file.
+        let outcome = client.set(key, &data, exptime).await.map_err(|e| {
+            if e.is_invalid_key() {
+                Failure::Usage(format!("{}: {e}", file.display()))
+            } else {
+                Failure::from(e)
+            }
+        })?;
         done = done.max(output::write_outcome(key, &outcome, json));
     }
     Ok(done.code())

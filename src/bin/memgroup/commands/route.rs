@@ -92,6 +92,18 @@ fn route(
             .unwrap_or_default();
         vec![(name, t)]
     };
+    // A key `set` would refuse has no route: say so, as `set` would.
+    for key in keys {
+        for (_, topology) in &variants {
+            let wire = topology.wire_key(GroupId(0), key.as_bytes());
+            memgroup::proto::Key::new(&wire).map_err(|e| {
+                Failure::Usage(format!(
+                    "invalid key {:?}: {e}",
+                    output::show(key.as_bytes())
+                ))
+            })?;
+        }
+    }
     let mut report = Report::new(&["KEY", "STRATEGY", "GROUP", "SERVER"]);
     for key in keys {
         for (strategy, topology) in &variants {
