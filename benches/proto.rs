@@ -42,7 +42,11 @@ fn bench(c: &mut Criterion) {
             |mut buf| {
                 let mut decoder = Decoder::default();
                 for _ in 0..N {
-                    black_box(decoder.decode(&mut buf, Expect::Values).unwrap());
+                    black_box(
+                        decoder
+                            .decode(&mut buf, Expect::values(usize::MAX))
+                            .unwrap(),
+                    );
                 }
             },
             BatchSize::LargeInput,
@@ -94,7 +98,11 @@ fn bench(c: &mut Criterion) {
             |mut buf| {
                 let mut decoder = Decoder::default();
                 for _ in 0..64 {
-                    black_box(decoder.decode(&mut buf, Expect::Values).unwrap());
+                    black_box(
+                        decoder
+                            .decode(&mut buf, Expect::values(usize::MAX))
+                            .unwrap(),
+                    );
                 }
             },
             BatchSize::LargeInput,

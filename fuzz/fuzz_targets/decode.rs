@@ -10,13 +10,14 @@ fuzz_target!(|data: &[u8]| {
     let Some((&control, input)) = data.split_first() else {
         return;
     };
-    let expect = match control % 3 {
-        0 => Expect::Values,
+    // A retrieval of 1 to 8 keys, stats, or a single reply.
+    let expect = match control % 4 {
+        0 => Expect::values(usize::from(control >> 5) + 1),
         1 => Expect::Stats,
         _ => Expect::Single,
     };
-    let chunk = usize::from(control / 3).max(1);
-    let limits = Limits { max_line: 256, max_value: 4096, max_reply: 1 << 16 };
+    let chunk = usize::from(control / 4).max(1);
+    let limits = Limits { max_line: 256, max_value: 4096, max_reply: 1 << 16, max_stats: 1 << 14 };
     let mut decoder = Decoder::new(limits);
     let mut buf = BytesMut::new();
     for piece in input.chunks(chunk) {

@@ -793,9 +793,9 @@ async fn batching_and_merging_work_on_a_current_thread_runtime() {
 }
 
 /// A hostile peer (a fault injector, not a memcached stand-in) that answers a
-/// `get` with values for ever and never `END`: the client refuses the reply
-/// at its size limit with a protocol error, instead of growing memory until
-/// the timeout.
+/// `get` of many keys with values for ever and never `END`: the client
+/// refuses the reply at its size limit with a protocol error, instead of
+/// growing memory until the timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_reply_is_refused_at_the_reply_limit() {
     bounded(async {
@@ -819,9 +819,13 @@ async fn an_endless_reply_is_refused_at_the_reply_limit() {
             .timeout(Duration::from_secs(30))
             .build()
             .unwrap();
-        let err = client.get("k").await.unwrap_err();
-        assert!(err.is_protocol(), "{}", err.chain());
-        assert!(err.chain().contains("without an END"), "{}", err.chain());
+        // Enough keys that the item bound (one per key) is not what stops it.
+        let keys: Vec<String> = (0..20_000).map(|i| format!("k{i}")).collect();
+        let found = client.get_multi(&keys).await.unwrap();
+        let (_, err) = found.errors().next().expect("the keys got no answer");
+        assert_eq!(found.errors().count(), keys.len());
+        assert!(err.is_protocol(), "{err}");
+        assert!(err.to_string().contains("without an END"), "{err}");
     })
     .await;
 }

@@ -71,6 +71,14 @@ fn client_of(addr: &str) -> Client {
         .unwrap()
 }
 
+/// `VALUE k 0 60000` and its data, without the END.
+fn near_limit_value() -> &'static [u8] {
+    let mut bytes = b"VALUE k 0 60000\r\n".to_vec();
+    bytes.resize(bytes.len() + 60_000, b'v');
+    bytes.extend_from_slice(b"\r\n");
+    Box::leak(bytes.into_boxed_slice())
+}
+
 /// A script: what it is, what the peer does, the error the client must report.
 type Case = (&'static str, Vec<Act>, fn(&Error) -> bool);
 
@@ -118,6 +126,11 @@ fn cases() -> Vec<Case> {
             Error::is_protocol,
         ),
         ("silence", vec![], Error::is_timeout),
+        (
+            "one value near the value limit, then nothing",
+            vec![Act::Send(near_limit_value())],
+            Error::is_timeout,
+        ),
     ]
 }
 
@@ -174,13 +187,45 @@ async fn every_misbehaviour_stays_within_the_memory_limits() {
     for (what, bytes) in &report {
         assert!(*bytes <= bound, "{what}: {bytes} bytes held, bound {bound}");
     }
-    // And the counting sees the client at all: an endless reply is held up
-    // to near its limit before it is refused.
-    for (what, bytes) in report {
-        if what.contains("for ever") {
-            assert!(bytes >= MAX_REPLY / 2, "{what}: only {bytes} bytes seen");
+    // A get of one key takes one item: endless values are refused at the
+    // second, far below the reply limit (they were held up to it before).
+    for (what, bytes) in &report {
+        match *what {
+            "values for ever, no END" | "values for keys nobody asked for, for ever" => {
+                assert!(*bytes <= MAX_VALUE + 128 * 1024, "{what}: {bytes} bytes");
+            }
+            // And the counting sees the client at all.
+            "one value near the value limit, then nothing" => {
+                assert!(*bytes >= 60_000, "{what}: only {bytes} bytes seen");
+            }
+            _ => {}
         }
     }
+}
+
+/// A `stats` reply that never ends stops at the stats limit (4 MiB), not
+/// at the reply limit for values (256 MiB by default: it reached 263 MB).
+#[tokio::test(flavor = "current_thread")]
+async fn an_endless_stats_reply_stops_at_the_stats_limit() {
+    let addr = peer(vec![Act::Repeat(b"STAT pid 12345678901234567890\r\n")]);
+    let client = Client::builder()
+        .servers(&addr)
+        .unwrap()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let peak = memgroup_testkit::alloc::Peak::start();
+    let stats = client.stats(None).await.unwrap();
+    let error = stats[0].stats.as_ref().unwrap_err();
+    assert!(error.is_protocol(), "{error}");
+    assert!(error.to_string().contains("4194304"), "{error}");
+    let limit = memgroup::proto::Limits::default().max_stats;
+    assert!(peak.bytes() <= 2 * limit, "{} bytes held", peak.bytes());
+    assert!(
+        peak.bytes() >= limit / 2,
+        "the counting sees it: {}",
+        peak.bytes()
+    );
 }
 
 /// Values for keys nobody asked for are never handed to a caller as its own.
@@ -307,20 +352,22 @@ fn the_tool_reports_each_misbehaviour_on_one_clean_line() {
     }
 }
 
-/// An endless reply under the default (large) reply limit: the caller still
-/// gets its timeout on time, because reading yields now and then instead of
-/// spinning on a socket that never stops being readable.
+/// An endless reply under the default (large) reply limit: a retrieval of
+/// one key takes one item, so the second ends it at once with a protocol
+/// error (before, the reader spun on it until the timeout, 400 ms).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_endless_reply_does_not_starve_the_timeout() {
+async fn an_endless_reply_is_refused_at_its_second_item() {
     let addr = peer(vec![Act::Repeat(b"VALUE k 0 5\r\nhello\r\n")]);
     let client = Client::builder()
         .servers(&addr)
         .unwrap()
-        .timeout(Duration::from_millis(400))
+        .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
     let got = tokio::time::timeout(Duration::from_secs(5), client.get("k"))
         .await
-        .expect("the 400 ms timeout did not fire");
-    assert!(got.unwrap_err().is_timeout());
+        .expect("refused long before the timeout");
+    let error = got.unwrap_err();
+    assert!(error.is_protocol(), "{error}");
+    assert!(error.to_string().contains("more items"), "{error}");
 }

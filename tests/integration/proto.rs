@@ -421,7 +421,7 @@ fn pipelined_values_and_limits() {
     }
     let key_list: Vec<Key<'_>> = keys.iter().map(|k| key(k)).collect();
     c.send(&[Request::Get { keys: &key_list }]);
-    let Response::Values(got) = c.recv(Expect::Values) else {
+    let Response::Values(got) = c.recv(Expect::values(usize::MAX)) else {
         panic!()
     };
     assert_eq!(got.len(), 1000);

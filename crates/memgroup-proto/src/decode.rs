@@ -50,6 +50,11 @@ pub struct Limits {
     /// Each item counts its wire bytes plus its entry ([`ITEM_OVERHEAD`]), so
     /// that a flood of tiny items is bounded like a few large ones.
     pub max_reply: usize,
+    /// The most bytes a `stats` reply may hold (default 4 MiB: `stats conns`
+    /// of a server with ten thousand connections is about 2 MiB), counted
+    /// like [`max_reply`](Limits::max_reply) and far below it: a server
+    /// that keeps sending `STAT` lines is stopped early.
+    pub max_stats: usize,
 }
 
 /// What one item of a multi-item reply counts toward [`Limits::max_reply`]
@@ -68,6 +73,7 @@ impl Default for Limits {
             max_line: 8 * 1024,
             max_value: 1024 * 1024,
             max_reply: 256 * 1024 * 1024,
+            max_stats: 4 * 1024 * 1024,
         }
     }
 }
@@ -75,8 +81,13 @@ impl Default for Limits {
 /// What kind of reply the oldest outstanding request gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Expect {
-    /// `VALUE` items up to `END` (`get`, `gets`, `gat`, `gats`).
-    Values,
+    /// `VALUE` items up to `END` (`get`, `gets`, `gat`, `gats`): at most
+    /// `max_items`, one per key asked for (repeats included: memcached
+    /// answers `get a a` twice). A further item is a protocol error at once.
+    Values {
+        /// The keys asked for.
+        max_items: usize,
+    },
     /// `STAT` lines up to `END` (`stats`).
     Stats,
     /// One reply line, or a meta reply with its value (everything else).
@@ -115,11 +126,24 @@ pub enum ProtoError {
     },
     /// A data block was not followed by `\r\n`: its announced length lied.
     BadDataTerminator,
-    /// A multi-item reply went past [`Limits::max_reply`] without ending.
+    /// A multi-item reply went past [`Limits::max_reply`] (or, for `stats`,
+    /// [`Limits::max_stats`]) without ending.
     ReplyTooLarge {
         /// The limit.
         limit: usize,
     },
+    /// A retrieval's reply held more items than keys were asked for.
+    TooManyItems {
+        /// The keys asked for.
+        asked: usize,
+    },
+}
+
+impl Expect {
+    /// A retrieval of `keys` keys: at most that many items.
+    pub fn values(keys: usize) -> Expect {
+        Expect::Values { max_items: keys }
+    }
 }
 
 impl fmt::Display for ProtoError {
@@ -149,6 +173,9 @@ impl fmt::Display for ProtoError {
                     "multi-item reply larger than {limit} bytes without an END"
                 )
             }
+            ProtoError::TooManyItems { asked } => {
+                write!(f, "more items in the reply than the {asked} keys asked for")
+            }
         }
     }
 }
@@ -176,9 +203,9 @@ pub(crate) fn malformed(reason: &'static str, line: &[u8]) -> ProtoError {
 /// let mut dec = Decoder::default();
 /// let mut buf = BytesMut::from(&b"VALUE k 5 2\r\nhi\r\nEN"[..]);
 /// // The reply is not complete yet.
-/// assert_eq!(dec.decode(&mut buf, Expect::Values).unwrap(), None);
+/// assert_eq!(dec.decode(&mut buf, Expect::values(usize::MAX)).unwrap(), None);
 /// buf.extend_from_slice(b"D\r\nSTORED\r\n");
-/// let Some(Response::Values(values)) = dec.decode(&mut buf, Expect::Values).unwrap() else {
+/// let Some(Response::Values(values)) = dec.decode(&mut buf, Expect::values(usize::MAX)).unwrap() else {
 ///     panic!("expected values")
 /// };
 /// assert_eq!((&values[0].key[..], values[0].flags, &values[0].data[..]), (&b"k"[..], 5, &b"hi"[..]));
@@ -305,7 +332,7 @@ impl Decoder {
                 data.truncate(p.data_len);
                 match p.head {
                     Head::Value { flags, cas, .. } => {
-                        self.count_reply(total + ITEM_OVERHEAD)?;
+                        self.count_reply(total + ITEM_OVERHEAD, self.limits.max_reply)?;
                         self.values.push(Value {
                             key: head,
                             flags,
@@ -324,7 +351,7 @@ impl Decoder {
                 }
             }
 
-            if expect == Expect::Values && buf.starts_with(b"END\r\n") {
+            if matches!(expect, Expect::Values { .. }) && buf.starts_with(b"END\r\n") {
                 // The common end of a retrieval, recognised without a search.
                 buf.advance(5);
                 self.scanned = 0;
@@ -347,8 +374,13 @@ impl Decoder {
                         len,
                         cas,
                     },
-                    Expect::Values,
+                    Expect::Values { max_items },
                 ) => {
+                    // One item per key asked: another is a lie, refused
+                    // before its data is read.
+                    if self.values.len() >= max_items {
+                        return Err(ProtoError::TooManyItems { asked: max_items });
+                    }
                     let data_len = self.check_len(len)?;
                     let head = Head::Value { key, flags, cas };
                     self.pending = Some(Pending {
@@ -365,7 +397,7 @@ impl Decoder {
                         head: Head::Meta { flags },
                     });
                 }
-                (Line::End, Expect::Values) => {
+                (Line::End, Expect::Values { .. }) => {
                     buf.advance(line_len + 2);
                     self.reply_bytes = 0;
                     return Ok(Some(Response::Values(std::mem::take(&mut self.values))));
@@ -380,7 +412,7 @@ impl Decoder {
                     return Ok(Some(Response::Ok));
                 }
                 (Line::Stat { name, value }, Expect::Stats) => {
-                    self.count_reply(line_len + 2 + ITEM_OVERHEAD)?;
+                    self.count_reply(line_len + 2 + ITEM_OVERHEAD, self.limits.max_stats)?;
                     let line = split_line(buf, line_len);
                     self.stats.push(Stat {
                         name: line.slice(name),
@@ -424,13 +456,12 @@ impl Decoder {
         response
     }
 
-    /// Counts `bytes` more of the multi-item reply in progress.
-    fn count_reply(&mut self, bytes: usize) -> Result<(), ProtoError> {
+    /// Counts `bytes` more of the multi-item reply in progress, which may
+    /// hold at most `limit`.
+    fn count_reply(&mut self, bytes: usize, limit: usize) -> Result<(), ProtoError> {
         self.reply_bytes = self.reply_bytes.saturating_add(bytes);
-        if self.reply_bytes > self.limits.max_reply {
-            return Err(ProtoError::ReplyTooLarge {
-                limit: self.limits.max_reply,
-            });
+        if self.reply_bytes > limit {
+            return Err(ProtoError::ReplyTooLarge { limit });
         }
         Ok(())
     }

@@ -512,10 +512,10 @@ impl Request<'_> {
     /// `MN` marks the end of the quiet batch.
     pub fn expect(&self) -> Option<Expect> {
         match *self {
-            Request::Get { .. }
-            | Request::Gets { .. }
-            | Request::Gat { .. }
-            | Request::Gats { .. } => Some(Expect::Values),
+            Request::Get { keys }
+            | Request::Gets { keys }
+            | Request::Gat { keys, .. }
+            | Request::Gats { keys, .. } => Some(Expect::values(keys.len())),
             Request::Stats { .. } => Some(Expect::Stats),
             Request::Quit => None,
             Request::Store { noreply, .. }

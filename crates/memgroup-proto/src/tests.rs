@@ -5,6 +5,11 @@ use proptest::prelude::*;
 
 use crate::*;
 
+/// A retrieval of any number of keys.
+const ANY_VALUES: Expect = Expect::Values {
+    max_items: usize::MAX,
+};
+
 fn b(s: &'static [u8]) -> Bytes {
     Bytes::from_static(s)
 }
@@ -89,24 +94,24 @@ fn fixtures_from_memcached_1_6() {
     );
     check(
         b"VALUE foo 5 3\r\nbar\r\nEND\r\n",
-        Values,
+        ANY_VALUES,
         values(vec![value(b"foo", 5, None, b"bar")]),
     );
     check(
         b"VALUE foo 5 3 1\r\nbar\r\nEND\r\n",
-        Values,
+        ANY_VALUES,
         values(vec![value(b"foo", 5, Some(1), b"bar")]),
     );
     // decr keeps the item's length, so the value has a trailing space.
     check(
         b"VALUE n 0 2 4\r\n0 \r\nEND\r\n",
-        Values,
+        ANY_VALUES,
         values(vec![value(b"n", 0, Some(4), b"0 ")]),
     );
-    check(b"END\r\n", Values, values(vec![]));
+    check(b"END\r\n", ANY_VALUES, values(vec![]));
     check(
         b"VALUE a 0 1\r\n1\r\nVALUE b 4294967295 0\r\n\r\nEND\r\n",
-        Values,
+        ANY_VALUES,
         values(vec![
             value(b"a", 0, None, b"1"),
             value(b"b", u32::MAX, None, b""),
@@ -164,7 +169,7 @@ fn fixtures_from_memcached_1_6() {
     // An error ends a retrieval or a stats reply.
     check(
         b"SERVER_ERROR out of memory\r\n",
-        Values,
+        ANY_VALUES,
         Response::ServerError(b(b"out of memory")),
     );
     check(b"ERROR\r\n", Stats, Response::Error);
@@ -188,7 +193,7 @@ fn an_absurd_value_length_is_refused_whatever_the_limit() {
         let expect = if header.starts_with(b"VA") {
             Expect::Single
         } else {
-            Expect::Values
+            Expect::values(usize::MAX)
         };
         // Too large, or (past u64) not a number: an error either way, and
         // nothing reserved for it.
@@ -208,7 +213,7 @@ fn an_absurd_value_length_is_refused_whatever_the_limit() {
 
 #[test]
 fn reset_is_only_a_stats_reply() {
-    for expect in [Expect::Single, Expect::Values] {
+    for expect in [Expect::Single, Expect::values(usize::MAX)] {
         let mut buf = BytesMut::from(&b"RESET\r\n"[..]);
         assert!(
             Decoder::new(Limits::default())
@@ -490,30 +495,33 @@ fn malformed_replies_are_errors() {
         (b"STORED\n", Single),
         // A bare \n whose line would be valid without its last byte.
         (b"STORED!\n", Single),
-        (b"END \n", Values),
+        (b"END \n", ANY_VALUES),
         (b"\n", Single),
         (b"WHAT\r\n", Single),
-        (b"VALUE k x 1\r\na\r\nEND\r\n", Values),
-        (b"VALUE k 0 1\r\nabc\r\nEND\r\n", Values),
-        (b"VALUE k 0 99999999999999999999\r\n", Values),
-        (b"VALUE k 0 2000000\r\n", Values),
+        (b"VALUE k x 1\r\na\r\nEND\r\n", ANY_VALUES),
+        (b"VALUE k 0 1\r\nabc\r\nEND\r\n", ANY_VALUES),
+        (b"VALUE k 0 99999999999999999999\r\n", ANY_VALUES),
+        (b"VALUE k 0 2000000\r\n", ANY_VALUES),
         (b"VA x\r\n", Single),
         (b"12ab\r\n", Single),
         (b"99999999999999999999\r\n", Single),
-        (b"STORED\r\n", Values),
+        (b"STORED\r\n", ANY_VALUES),
         (b"VALUE k 0 1\r\na\r\nEND\r\n", Single),
         (b"END\r\n", Single),
-        (b"STAT a b\r\n", Values),
-        (b"5\r\n", Values),
+        (b"STAT a b\r\n", ANY_VALUES),
+        (b"5\r\n", ANY_VALUES),
         (b"VERSION 1\r\n", Stats),
-        (b"HD\r\n", Values),
+        (b"HD\r\n", ANY_VALUES),
         (b"XY\r\n", Single),
         // Short lines, and empty or zero-padded numbers.
         (b"X\r\n", Single),
         (b"\r\n", Single),
-        (b"VALUE k  1\r\na\r\nEND\r\n", Values),
-        (b"VALUE k 0 \r\n\r\nEND\r\n", Values),
-        (b"VALUE k 0 0000000000000000000001\r\na\r\nEND\r\n", Values),
+        (b"VALUE k  1\r\na\r\nEND\r\n", ANY_VALUES),
+        (b"VALUE k 0 \r\n\r\nEND\r\n", ANY_VALUES),
+        (
+            b"VALUE k 0 0000000000000000000001\r\na\r\nEND\r\n",
+            ANY_VALUES,
+        ),
     ];
     for &(wire, expect) in bad {
         let mut buf = BytesMut::from(wire);
@@ -535,7 +543,7 @@ fn bare_error_lines_carry_no_text() {
     );
     check(
         b"CLIENT_ERROR\r\n",
-        Expect::Values,
+        Expect::values(usize::MAX),
         Response::ClientError(b(b"")),
     );
 }
@@ -555,6 +563,44 @@ fn a_line_of_exactly_max_line_bytes_is_read_one_more_is_not() {
 }
 
 #[test]
+fn a_retrieval_takes_one_item_per_key_asked_and_no_more() {
+    // `get a a` is answered twice; a third item is refused at its header,
+    // before its data is read or held.
+    let two = b"VALUE a 0 1\r\n1\r\nVALUE a 0 1\r\n1\r\nEND\r\n";
+    let got = Decoder::default().decode(&mut BytesMut::from(&two[..]), Expect::values(2));
+    assert!(matches!(got, Ok(Some(Response::Values(v))) if v.len() == 2));
+    let mut endless = BytesMut::from(&b"VALUE k 0 1\r\n1\r\nVALUE x 0 1000000\r\n"[..]);
+    let got = Decoder::default().decode(&mut endless, Expect::values(1));
+    assert_eq!(got, Err(ProtoError::TooManyItems { asked: 1 }));
+    assert!(
+        ProtoError::TooManyItems { asked: 1 }
+            .to_string()
+            .contains("1 keys")
+    );
+}
+
+#[test]
+fn a_stats_reply_has_a_limit_of_its_own() {
+    let limits = Limits {
+        max_stats: 3 * (12 + ITEM_OVERHEAD),
+        ..Limits::default()
+    };
+    // "STAT pid 10\r\n" is 13 bytes: two fit, a third does not.
+    let mut buf = BytesMut::from(&b"STAT pid 10\r\nSTAT pid 11\r\n"[..]);
+    let mut dec = Decoder::new(limits);
+    assert_eq!(dec.decode(&mut buf, Expect::Stats), Ok(None));
+    buf.put_slice(b"STAT pid 12\r\nSTAT pid 13\r\n");
+    assert_eq!(
+        dec.decode(&mut buf, Expect::Stats),
+        Err(ProtoError::ReplyTooLarge {
+            limit: limits.max_stats
+        })
+    );
+    // Values keep the larger limit.
+    assert!(Limits::default().max_stats < Limits::default().max_reply);
+}
+
+#[test]
 fn reset_then_the_next_reply_decodes() {
     let out = decode_all(b"RESET\r\nSTORED\r\n", &[Expect::Stats, Expect::Single]).unwrap();
     assert_eq!(out, vec![Response::Ok, Response::Stored]);
@@ -566,20 +612,25 @@ fn mid_reply_state_and_limits_are_reported() {
         max_line: 100,
         max_value: 10,
         max_reply: 1000,
+        max_stats: 500,
     };
     let mut dec = Decoder::new(limits);
     assert_eq!(dec.limits(), limits);
     assert!(!dec.is_mid_reply());
     // A header waiting for its data.
     let mut buf = BytesMut::from(&b"VALUE k 0 3\r\nab"[..]);
-    assert_eq!(dec.decode(&mut buf, Expect::Values), Ok(None));
+    assert_eq!(dec.decode(&mut buf, Expect::values(usize::MAX)), Ok(None));
     assert!(dec.is_mid_reply());
     // A finished item, no END yet.
     buf.put_slice(b"c\r\n");
-    assert_eq!(dec.decode(&mut buf, Expect::Values), Ok(None));
+    assert_eq!(dec.decode(&mut buf, Expect::values(usize::MAX)), Ok(None));
     assert!(dec.is_mid_reply());
     buf.put_slice(b"END\r\n");
-    assert!(dec.decode(&mut buf, Expect::Values).unwrap().is_some());
+    assert!(
+        dec.decode(&mut buf, Expect::values(usize::MAX))
+            .unwrap()
+            .is_some()
+    );
     assert!(!dec.is_mid_reply());
     // STAT lines without END.
     let mut buf = BytesMut::from(&b"STAT pid 1\r\n"[..]);
@@ -601,7 +652,7 @@ fn a_reply_of_exactly_max_reply_bytes_is_accepted_one_more_is_not() {
         buf.put_slice(item);
         buf.put_slice(item);
         buf.put_slice(b"END\r\n");
-        let got = dec.decode(&mut buf, Expect::Values);
+        let got = dec.decode(&mut buf, Expect::values(usize::MAX));
         match got {
             Ok(Some(Response::Values(v))) => assert!(ok && v.len() == 2, "limit {limit}"),
             Err(ProtoError::ReplyTooLarge { .. }) => assert!(!ok, "limit {limit}"),
@@ -612,7 +663,7 @@ fn a_reply_of_exactly_max_reply_bytes_is_accepted_one_more_is_not() {
     let two = 2 * (12 + ITEM_OVERHEAD);
     for (limit, ok) in [(two, true), (two - 1, false)] {
         let mut dec = Decoder::new(Limits {
-            max_reply: limit,
+            max_stats: limit,
             ..Limits::default()
         });
         let mut buf = BytesMut::from(&b"STAT pid 1\r\nSTAT pid 1\r\nEND\r\n"[..]);
@@ -639,7 +690,7 @@ fn a_flood_of_empty_values_is_held_within_the_limit() {
     // Bounded: a limit never enforced fails here instead of hanging.
     while items < limit {
         buf.put_slice(b"VALUE k 0 0\r\n\r\n");
-        match dec.decode(&mut buf, Expect::Values) {
+        match dec.decode(&mut buf, Expect::values(usize::MAX)) {
             Ok(None) => items += 1,
             Err(ProtoError::ReplyTooLarge { .. }) => break,
             other => panic!("{other:?}"),
@@ -662,7 +713,7 @@ fn a_waiting_value_reserves_its_frame_once_not_more() {
     wire.extend(std::iter::repeat_n(b'x', len / 4));
     let mut buf = BytesMut::from(&wire[..]);
     let mut dec = Decoder::default();
-    assert_eq!(dec.decode(&mut buf, Expect::Values), Ok(None));
+    assert_eq!(dec.decode(&mut buf, Expect::values(usize::MAX)), Ok(None));
     assert!(buf.capacity() >= total, "{} < {total}", buf.capacity());
     assert!(
         buf.capacity() < total + len / 8,
@@ -692,7 +743,9 @@ fn errors_read_as_sentences() {
 /// including the one random data almost never hits.)
 #[test]
 fn a_data_block_longer_than_announced_is_an_error() {
-    let decode = |wire: &[u8]| Decoder::default().decode(&mut BytesMut::from(wire), Expect::Values);
+    let decode = |wire: &[u8]| {
+        Decoder::default().decode(&mut BytesMut::from(wire), Expect::values(usize::MAX))
+    };
     assert_eq!(
         decode(b"VALUE k 0 3\r\nabcd\r\nEND\r\n"),
         Err(ProtoError::BadDataTerminator)
@@ -702,7 +755,7 @@ fn a_data_block_longer_than_announced_is_an_error() {
     assert_eq!(
         decode(b"VALUE k 0 2\r\nab\r\nOK\r\nEND\r\n"),
         Err(ProtoError::Unexpected {
-            expected: Expect::Values,
+            expected: Expect::values(usize::MAX),
             line: "OK".into()
         })
     );
@@ -724,7 +777,7 @@ fn limits_are_enforced_without_allocating() {
     });
     let mut buf = BytesMut::from(&b"VALUE k 0 9\r\n"[..]);
     assert_eq!(
-        dec.decode(&mut buf, Expect::Values),
+        dec.decode(&mut buf, Expect::values(usize::MAX)),
         Err(ProtoError::ValueTooLarge { len: 9, limit: 8 })
     );
     let mut dec = Decoder::new(Limits {
@@ -746,7 +799,9 @@ fn values_are_zero_copy() {
     let mut buf = BytesMut::with_capacity(64);
     buf.put_slice(b"VALUE key 0 5\r\nhello\r\nEND\r\n");
     let base = buf.as_ptr() as usize;
-    let Some(Response::Values(v)) = Decoder::default().decode(&mut buf, Expect::Values).unwrap()
+    let Some(Response::Values(v)) = Decoder::default()
+        .decode(&mut buf, Expect::values(usize::MAX))
+        .unwrap()
     else {
         panic!()
     };
@@ -815,7 +870,7 @@ fn server_encode(response: &Response, out: &mut Vec<u8>) {
 
 fn expect_of(r: &Response) -> Expect {
     match r {
-        Response::Values(_) => Expect::Values,
+        Response::Values(_) => Expect::values(usize::MAX),
         Response::Stats(_) => Expect::Stats,
         _ => Expect::Single,
     }
@@ -953,7 +1008,7 @@ proptest! {
     #[test]
     fn garbage_never_panics(
         bytes in proptest::collection::vec(any::<u8>(), 0..300),
-        expect in prop_oneof![Just(Expect::Values), Just(Expect::Stats), Just(Expect::Single)],
+        expect in prop_oneof![Just(Expect::values(usize::MAX)), Just(Expect::Stats), Just(Expect::Single)],
     ) {
         let mut dec = Decoder::new(Limits { max_line: 64, max_value: 128, ..Limits::default() });
         let mut buf = BytesMut::from(&bytes[..]);
@@ -990,7 +1045,7 @@ proptest! {
                 let announced_end = wire.len() + v.data.len() - lie;
                 wire.extend_from_slice(&v.data);
                 wire.extend_from_slice(b"\r\nEND\r\n");
-                let got = Decoder::default().decode(&mut BytesMut::from(&wire[..]), Expect::Values);
+                let got = Decoder::default().decode(&mut BytesMut::from(&wire[..]), Expect::values(usize::MAX));
                 if &wire[announced_end..announced_end + 2] == b"\r\n" {
                     // The data happens to hold `\r\n` there: a shorter value,
                     // then its last `lie - 2` bytes read as a reply line, which
@@ -1011,10 +1066,14 @@ proptest! {
 fn an_endless_multi_item_reply_is_refused_at_the_reply_limit() {
     let limits = Limits {
         max_reply: 10_000,
+        max_stats: 10_000,
         ..Limits::default()
     };
     for (expect, item) in [
-        (Expect::Values, &b"VALUE k 0 10\r\n0123456789\r\n"[..]),
+        (
+            Expect::values(usize::MAX),
+            &b"VALUE k 0 10\r\n0123456789\r\n"[..],
+        ),
         (Expect::Stats, &b"STAT pid 12345678901234\r\n"[..]),
     ] {
         let mut dec = Decoder::new(limits);

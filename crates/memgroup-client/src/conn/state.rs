@@ -373,6 +373,8 @@ impl State {
         merged.add(bytes, tx, permit);
         waiter.reply = Some(Reply::Merged(merged));
         waiter.end = self.out.len();
+        // The reply may hold one item per key now on the line.
+        waiter.expect = Expect::values(open.keys());
         None
     }
 
@@ -561,7 +563,10 @@ impl State {
         if let Some(open) = &self.open {
             assert!(self.out.ends_with(b"\r\n"), "invariant 4");
             assert!(!open.first_key(&self.out).is_empty(), "invariant 4");
-            assert_eq!(self.waiters.back().map(|w| w.expect), Some(Expect::Values));
+            assert_eq!(
+                self.waiters.back().map(|w| w.expect),
+                Some(Expect::values(open.keys()))
+            );
         }
     }
 }
