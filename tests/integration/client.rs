@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use memgroup::client::{Client, ClientBuilder, Error, IfPresent, WriteOptions};
+use memgroup::client::{Client, ClientBuilder, Error, IfPresent, ServerState, WriteOptions};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
@@ -273,8 +273,13 @@ async fn killed_server_reads_fall_back_and_writes_report_the_group() {
 }
 
 /// Runs under paused time: the timeouts pass when the test moves the clock.
+/// A SIGSTOPped server: its first requests wait out the timeout, then (three
+/// timeouts in a row) it is marked down and the next requests fail at once
+/// instead of each waiting; the other servers answer throughout. Once it
+/// resumes and its backoff has passed, a probe gets a reply and it serves
+/// again. Runs under paused time.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn stalled_server_times_out_while_the_others_serve() {
+async fn stalled_server_is_marked_down_after_three_timeouts_and_probed_back() {
     let _clock = HeldClock::hold();
     {
         let group = spawn_groups(1, 3).remove(0);
@@ -284,6 +289,7 @@ async fn stalled_server_times_out_while_the_others_serve() {
             .unwrap()
             .failover(false)
             .timeout(budget)
+            .backoff(Duration::from_secs(1), Duration::from_secs(8))
             .build()
             .unwrap();
         let keys: Vec<String> = (0..60).map(|i| format!("stall:{i}")).collect();
@@ -291,10 +297,16 @@ async fn stalled_server_times_out_while_the_others_serve() {
             client.set(k, k, 0).await.unwrap();
         }
         let loc = locator(&group, LocatorConfig::new(HashStrategy::Ketama));
+        let stalled: Vec<&String> = keys
+            .iter()
+            .filter(|k| loc.locate(k.as_bytes()) == 1)
+            .collect();
+        assert!(stalled.len() > 5);
         group[1].stop();
+        let mut timeouts = 0;
         for k in &keys {
             let started = tokio::time::Instant::now();
-            let result = if loc.locate(k.as_bytes()) == 1 {
+            let result = if loc.locate(k.as_bytes()) == 1 && timeouts < 3 {
                 // The request goes out, then the budget passes.
                 let (result, ()) = tokio::join!(client.get(k), tokio::time::advance(budget));
                 result
@@ -303,18 +315,43 @@ async fn stalled_server_times_out_while_the_others_serve() {
             };
             if loc.locate(k.as_bytes()) == 1 {
                 let err = result.unwrap_err();
-                assert!(err.is_timeout(), "{err}");
-                // Within the budget (plus scheduling slack), not a hang.
-                assert!(started.elapsed() < budget + Duration::from_secs(1));
+                if timeouts < 3 {
+                    assert!(err.is_timeout(), "{err}");
+                    timeouts += 1;
+                } else {
+                    // Marked down: refused at once, no time passes.
+                    assert!(err.is_server_dead(), "{err}");
+                    assert_eq!(started.elapsed(), Duration::ZERO);
+                }
             } else {
-                // The same budget applies: the others answered in time.
                 assert_eq!(result.unwrap().unwrap().value, k.as_bytes());
             }
         }
+        let status = client.status();
+        let down = status
+            .servers
+            .iter()
+            .find(|s| s.server == group[1].addr_string())
+            .unwrap();
+        assert!(
+            matches!(down.state, ServerState::Dead { .. }),
+            "{:?}",
+            down.state
+        );
+        // Back from the backoff while still stopped: the connect succeeds
+        // (the kernel's backlog) but the probe gets no answer, so it stays down.
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        let (probed, ()) = tokio::join!(client.get(stalled[0]), tokio::time::advance(budget));
+        let err = probed.unwrap_err();
+        assert!(err.is_timeout(), "{err}");
+        // One timeout is enough for a server on probation.
+        let started = tokio::time::Instant::now();
+        assert!(client.get(stalled[1]).await.unwrap_err().is_server_dead());
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        // Resumed: after the (doubled) backoff the probe answers and it serves.
         group[1].resume();
-        // The replies of the timed-out gets are read and discarded; the
-        // connection is in sync again.
-        for k in &keys {
+        tokio::time::advance(Duration::from_millis(2100)).await;
+        for k in &stalled {
             assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
         }
     }
@@ -533,8 +570,16 @@ async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
                 );
             }
         }
-        // Timeout: a stalled server, short timeouts, then it resumes.
-        let quick = client.with_timeout(Duration::from_millis(100));
+        // Timeout: a stalled server, short timeouts, then it resumes. (Not
+        // marked down after a few, so that all twenty replies come late.)
+        let quick = one_server(&server)
+            .timeouts_until_down(0)
+            .timeout(Duration::from_millis(100))
+            .build()
+            .unwrap();
+        for k in &keys {
+            assert_eq!(quick.get(k).await.unwrap().unwrap().value, k.as_bytes());
+        }
         server.stop();
         for k in &keys[..20] {
             let (got, ()) = tokio::join!(
@@ -545,7 +590,7 @@ async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
         }
         server.resume();
         for k in &keys {
-            assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
+            assert_eq!(quick.get(k).await.unwrap().unwrap().value, k.as_bytes());
         }
     }
 }

@@ -10,7 +10,7 @@
 //! by kind, bytes in and out (plaintext, before TLS) and a latency histogram
 //! of the requests (from queueing to the reply, connecting included).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::error::ErrorKind;
@@ -130,6 +130,10 @@ fn shard_index() -> usize {
 #[derive(Debug, Default)]
 pub(crate) struct ServerCounters {
     shards: [Padded; SHARDS],
+    /// Requests that timed out since the server last answered one: not
+    /// sharded, as "in a row" is across threads; only a timeout writes it
+    /// (an answer reads it and writes only to clear it).
+    timeouts_in_a_row: AtomicU32,
 }
 
 impl ServerCounters {
@@ -162,6 +166,18 @@ impl ServerCounters {
         }
         if fallbacks > 0 {
             shard.fallbacks.fetch_add(fallbacks, Relaxed);
+        }
+    }
+
+    /// A request timed out: how many have in a row now.
+    pub(crate) fn timed_out(&self) -> u32 {
+        self.timeouts_in_a_row.fetch_add(1, Relaxed) + 1
+    }
+
+    /// The server answered a request: the run of timeouts ends.
+    pub(crate) fn answered(&self) {
+        if self.timeouts_in_a_row.load(Relaxed) != 0 {
+            self.timeouts_in_a_row.store(0, Relaxed);
         }
     }
 

@@ -324,7 +324,19 @@ impl Pool {
             );
         }
         let counters = snap.counters(server).clone();
-        match Connection::connect(name, snap.settings(server), counters).await {
+        let was_down = self.dead.lock().failures(server) > 0;
+        let opened = Connection::connect(name, snap.settings(server), counters).await;
+        // A server coming back from its backoff must answer before it takes
+        // requests: a stopped process still accepts connections (the
+        // kernel's backlog), so a connect proves nothing.
+        let opened = match opened {
+            Ok(conn) if was_down => probe(&conn, snap.settings(server).connect_timeout)
+                .await
+                .map(|()| conn)
+                .map_err(|e| e.at(name)),
+            other => other,
+        };
+        match opened {
             Ok(conn) => {
                 #[cfg(feature = "tracing")]
                 tracing::debug!(server = %name, slot, "connection opened");
@@ -369,6 +381,34 @@ impl Pool {
             .find_map(|slot| slot.refused.lock().clone())
     }
 
+    /// A request to `server` timed out. The timeouts in a row reaching the
+    /// setting mark it down like a broken connection (the same backoff), and
+    /// every request waiting on its connections ends at once, so reads fail
+    /// over and writes report the group instead of each waiting out its
+    /// timeout while the server is stalled.
+    pub(crate) fn timed_out(&self, snap: &Snapshot, server: ServerId) {
+        let limit = self.settings.timeouts_until_down;
+        let in_a_row = snap.counters(server).timed_out();
+        // A server just back from its backoff that times out again (its
+        // probe, or its first requests) goes straight back down.
+        let recovering = self.dead.lock().failures(server) > 0;
+        if limit == 0 || (in_a_row < limit && !recovering) {
+            return;
+        }
+        snap.counters(server).answered();
+        let error = Error::new(
+            ErrorKind::ServerDead,
+            format!("marked down after {in_a_row} timeouts in a row"),
+        )
+        .at(snap.name(server));
+        self.failed(snap, server, &error);
+        for slot in &snap.slots[server.0] {
+            if let Some(conn) = slot.conn.lock().take() {
+                conn.abort(&error);
+            }
+        }
+    }
+
     /// Records that `server`'s connection in `slot` broke: the server enters
     /// its backoff and the slot lets go of the connection.
     pub(crate) fn connection_failed(
@@ -405,5 +445,24 @@ impl Pool {
             .into_iter()
             .find_map(Result::err)
             .unwrap_or_else(|| Error::new(ErrorKind::Config, "no servers")))
+    }
+}
+
+/// Asks a reopened connection for the server's version within `timeout`:
+/// `Ok` once it answers.
+async fn probe(conn: &Connection, timeout: std::time::Duration) -> Result<(), Error> {
+    match tokio::time::timeout(timeout, conn.call(&memgroup_proto::Request::Version)).await {
+        Ok(Ok(Some(memgroup_proto::Response::Version(_)))) => Ok(()),
+        Ok(Ok(other)) => Err(Error::new(
+            ErrorKind::Protocol,
+            format!("unexpected reply to the probe: {other:?}"),
+        )),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "the server accepted a connection but did not answer a probe within {timeout:?}"
+            ),
+        )),
     }
 }

@@ -178,7 +178,21 @@ impl ClientBuilder {
         self
     }
 
-    /// Connect timeout (default 1 s).
+    /// How many timeouts in a row mark a server down (default 3; 0: never),
+    /// as mcrouter's `timeouts-until-tko`: it is then backed off like a
+    /// server that refused a connection, the requests waiting on it end at
+    /// once (reads fail over to the next server or group, writes report the
+    /// group), and after the backoff it takes requests again only once a
+    /// probe (`version`) gets a reply. A stalled server (a long GC or VM
+    /// pause, an overloaded host, a path dropping packets) then costs a few
+    /// timeouts, not one per request for as long as it lasts.
+    pub fn timeouts_until_down(mut self, n: u32) -> Self {
+        self.conn.timeouts_until_down = n;
+        self
+    }
+
+    /// How long to wait for a connection (TCP, TLS handshake, login), and
+    /// for a server back from its backoff to answer a probe (default 1 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.conn.connect_timeout = timeout;
         self
@@ -192,7 +206,7 @@ impl ClientBuilder {
 
     /// Requests in flight per connection before callers wait (default 1024).
     pub fn max_in_flight(mut self, n: usize) -> Self {
-        self.conn.max_in_flight = n.max(1);
+        self.conn.max_in_flight = n;
         self
     }
 

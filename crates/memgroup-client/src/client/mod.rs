@@ -212,15 +212,23 @@ impl Client {
         };
         let timed = async {
             match tokio::time::timeout(self.timeout, call).await {
-                Ok(result) => result.and_then(|r| {
-                    r.map(|r| check_reply(r, snap.name(target.server)))
-                        .transpose()
-                }),
-                Err(_) => Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("operation timed out after {:?}", self.timeout),
-                )
-                .at(snap.name(target.server))),
+                Ok(result) => {
+                    if matches!(result, Ok(Some(_))) {
+                        snap.counters(target.server).answered();
+                    }
+                    result.and_then(|r| {
+                        r.map(|r| check_reply(r, snap.name(target.server)))
+                            .transpose()
+                    })
+                }
+                Err(_) => {
+                    pool.timed_out(snap, target.server);
+                    Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!("operation timed out after {:?}", self.timeout),
+                    )
+                    .at(snap.name(target.server)))
+                }
             }
         };
         let span = trace::request_span(

@@ -372,6 +372,12 @@ impl Connection {
         })
     }
 
+    /// Closes the connection now: every request on it fails with `error`
+    /// (the server stopped answering: its callers move on at once).
+    pub(crate) fn abort(&self, error: &Error) {
+        self.inner.shared.fail(error);
+    }
+
     /// The peer's address as configured.
     pub(crate) fn server(&self) -> &str {
         &self.inner.shared.server

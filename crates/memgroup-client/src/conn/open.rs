@@ -16,6 +16,8 @@ use crate::error::{Error, ErrorKind};
 #[derive(Debug, Clone)]
 pub(crate) struct ConnSettings {
     pub(crate) connect_timeout: Duration,
+    /// Timeouts in a row that mark the server down (0: never).
+    pub(crate) timeouts_until_down: u32,
     pub(crate) nodelay: bool,
     pub(crate) max_in_flight: usize,
     /// Written batches allowed without their last reply before requests wait.
@@ -34,6 +36,7 @@ impl Default for ConnSettings {
     fn default() -> Self {
         ConnSettings {
             connect_timeout: Duration::from_secs(1),
+            timeouts_until_down: 3,
             nodelay: true,
             max_in_flight: 1024,
             max_batches: 4,
