@@ -150,6 +150,49 @@ impl TlsFiles {
     }
 }
 
+/// The client's limits, each `None` for the client's default (see
+/// [`ClientBuilder`](memgroup_client::ClientBuilder)'s methods of the same
+/// names).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest value read or written, in bytes.
+    pub max_value_size: Option<usize>,
+    /// The most bytes one multi-item reply may hold.
+    pub max_reply_size: Option<usize>,
+    /// Requests in flight per connection before callers wait (at least 1).
+    pub max_in_flight: Option<usize>,
+}
+
+impl Limits {
+    /// Each limit of `self`, else of `other` (flags over a file, say).
+    #[must_use]
+    pub fn or(self, other: Limits) -> Limits {
+        Limits {
+            max_value_size: self.max_value_size.or(other.max_value_size),
+            max_reply_size: self.max_reply_size.or(other.max_reply_size),
+            max_in_flight: self.max_in_flight.or(other.max_in_flight),
+        }
+    }
+
+    /// Sets the limits given on `builder`.
+    #[must_use]
+    pub fn apply(
+        self,
+        mut builder: memgroup_client::ClientBuilder,
+    ) -> memgroup_client::ClientBuilder {
+        if let Some(bytes) = self.max_value_size {
+            builder = builder.max_value_size(bytes);
+        }
+        if let Some(bytes) = self.max_reply_size {
+            builder = builder.max_reply_size(bytes);
+        }
+        if let Some(n) = self.max_in_flight {
+            builder = builder.max_in_flight(n);
+        }
+        builder
+    }
+}
+
 /// One `[[groups]]` entry: a server group and its own settings, which win
 /// over the file-wide ones.
 #[derive(Debug, Clone)]
@@ -198,13 +241,9 @@ pub struct ClusterFile {
     pub value_format: Option<ValueFormat>,
     /// Failover within a group.
     pub failover: Option<bool>,
-    /// The largest value read or written, in bytes (`max_value_size`).
-    pub max_value_size: Option<usize>,
-    /// The most bytes one multi-item reply may hold (`max_reply_size`).
-    pub max_reply_size: Option<usize>,
-    /// Requests in flight per connection before callers wait
-    /// (`max_in_flight`, at least 1).
-    pub max_in_flight: Option<usize>,
+    /// The client's limits (`max_value_size`, `max_reply_size`,
+    /// `max_in_flight`).
+    pub limits: Limits,
     /// The login of every connection (memcached `-Y`).
     pub username: Option<String>,
     /// Where the password of the login is.
@@ -353,9 +392,11 @@ impl ClusterFile {
             write_policy: named("write_policy", raw.write_policy)?,
             value_format: named("value_format", raw.value_format)?,
             failover: raw.failover,
-            max_value_size: raw.max_value_size,
-            max_reply_size: raw.max_reply_size,
-            max_in_flight: raw.max_in_flight,
+            limits: Limits {
+                max_value_size: raw.max_value_size,
+                max_reply_size: raw.max_reply_size,
+                max_in_flight: raw.max_in_flight,
+            },
             username: raw.username,
             password_file: raw.password_file,
             tls: checked_tls(raw.tls)?,

@@ -52,15 +52,7 @@ impl ClusterFile {
         if let Some(format) = self.value_format {
             builder = builder.value_format(format);
         }
-        if let Some(bytes) = self.max_value_size {
-            builder = builder.max_value_size(bytes);
-        }
-        if let Some(bytes) = self.max_reply_size {
-            builder = builder.max_reply_size(bytes);
-        }
-        if let Some(n) = self.max_in_flight {
-            builder = builder.max_in_flight(n);
-        }
+        builder = self.limits.apply(builder);
         if let Some(user) = &self.username {
             builder = builder.credentials(login(user, self.password_file.as_deref())?);
         }
@@ -445,7 +437,7 @@ mod tests {
         assert!(error.message().starts_with("max_in_flight: 0"), "{error}");
         let file = ClusterFile::parse("max_in_flight = 8\nmax_reply_size = 4096").unwrap();
         assert_eq!(
-            (file.max_in_flight, file.max_reply_size),
+            (file.limits.max_in_flight, file.limits.max_reply_size),
             (Some(8), Some(4096))
         );
     }

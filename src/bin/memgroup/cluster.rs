@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use memgroup::client::value::ValueFormat;
 use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig, Watcher};
-use memgroup::config::{self, ClusterFile, TlsFiles};
+use memgroup::config::{self, ClusterFile, Limits, TlsFiles};
 use memgroup::hash::HashStrategy;
 use memgroup::topology::{ClusterSpec, SpecOverrides};
 
@@ -46,12 +46,9 @@ pub(crate) struct ClientSettings {
     groups: Vec<GroupSecurity>,
     /// Migration mode: the old layout.
     migrate_from: Option<ClusterSpec>,
-    /// The largest value read or written (`None`: the client's default).
-    max_value_size: Option<usize>,
-    /// The largest multi-item reply (`None`: the client's default).
-    max_reply_size: Option<usize>,
-    /// Requests in flight per connection (`None`: the client's default).
-    max_in_flight: Option<usize>,
+    /// The largest value and multi-item reply, requests in flight per
+    /// connection.
+    limits: Limits,
     /// Whether concurrent single-key gets are merged into multi-key commands.
     merge_gets: bool,
 }
@@ -193,9 +190,12 @@ impl Cluster {
                 Some(old) => Some(old_layout(old, flags.old_hash)?),
                 None => None,
             },
-            max_value_size: flags.max_value_size.or(file.max_value_size),
-            max_reply_size: flags.max_reply_size.or(file.max_reply_size),
-            max_in_flight: flags.max_in_flight.or(file.max_in_flight),
+            limits: Limits {
+                max_value_size: flags.max_value_size,
+                max_reply_size: flags.max_reply_size,
+                max_in_flight: flags.max_in_flight,
+            }
+            .or(file.limits),
             merge_gets: !flags.no_merge_gets,
         };
         Ok(Cluster {
@@ -263,16 +263,7 @@ impl ClientSettings {
                 builder = builder.group_tls(&own.group, tls);
             }
         }
-        if let Some(bytes) = self.max_value_size {
-            builder = builder.max_value_size(bytes);
-        }
-        if let Some(bytes) = self.max_reply_size {
-            builder = builder.max_reply_size(bytes);
-        }
-        if let Some(n) = self.max_in_flight {
-            builder = builder.max_in_flight(n);
-        }
-        builder = builder.merge_gets(self.merge_gets);
+        builder = self.limits.apply(builder).merge_gets(self.merge_gets);
         builder.build().map_err(|e| usage(format!("{e}")))
     }
 }
