@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use memgroup::client::{Client, Error};
 use memgroup::config::ClusterFile;
+use memgroup::topology::Group;
 
 /// The file: the first argument, else `MEMGROUP_CONFIG` (as for the tool),
 /// else `cluster.toml` in the working directory.
@@ -51,7 +52,7 @@ async fn run() -> Result<(), Error> {
     let client = ClusterFile::read(&path)?.builder()?.build()?;
     let visits = visit(&client).await?;
     let topology = client.topology();
-    let groups: Vec<&str> = topology.groups().iter().map(|g| g.name()).collect();
+    let groups: Vec<&str> = topology.groups().iter().map(Group::name).collect();
     println!(
         "visit {visits}: stored as {} values in groups {} of {}",
         client.value_format().name(),

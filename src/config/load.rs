@@ -280,7 +280,7 @@ mod tests {
     fn a_configuration_error_converts_into_the_clients_error() {
         fn client(text: &str) -> Result<memgroup_client::Client, Error> {
             let file = ClusterFile::parse(text)?;
-            Ok(file.builder()?.build()?)
+            file.builder()?.build()
         }
         let error = client("zone = \"a\"\nbogus = 1").unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Config);

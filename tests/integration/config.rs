@@ -26,7 +26,7 @@ async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
 fn client_from_file(dir: &tempdir::Dir, text: &str) -> Result<Client, Error> {
     let path = dir.path().join("cluster.toml");
     std::fs::write(&path, text).unwrap();
-    Ok(ClusterFile::read(&path)?.builder()?.build()?)
+    ClusterFile::read(&path)?.builder()?.build()
 }
 
 /// Runs under paused time: the timeout passes when the test moves the clock.
