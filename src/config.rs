@@ -8,7 +8,8 @@
 //! clear message before anything connects. Numeric ranges that depend on the
 //! whole cluster (pool sizes, weights) are checked when the topology is built
 //! from [`ClusterFile::spec`]. Files the configuration names (passwords, TLS
-//! certificates) are not read here: they are paths for the caller to load.
+//! certificates, an old layout) are read when [`ClusterFile::builder`] makes
+//! the file into a client builder with every setting applied.
 //!
 //! ```toml
 //! # cluster.toml
@@ -16,11 +17,14 @@
 //! zone = "us-east-1a"          # the caller's zone: reads prefer it
 //! pool_size = 2
 //! timeout_ms = 500
+//! connect_timeout_ms = 1000
 //! read_fallback = "one-more"   # never | one-more | all-copies
 //! write_policy = "quorum"      # none | one | quorum | all-minus-one | all
 //! value_format = "evcache"     # raw | spymemcached | evcache | whalin | python-memcached
 //! username = "app"             # memcached -Y login; the password is read from
 //! password_file = "/run/secrets/memcached"   # (or MEMGROUP_PASSWORD)
+//! max_value_size = 1048576     # bytes; also max_reply_size, max_in_flight
+//! migrate_from = "old.toml"    # migration mode: the old layout (file, URL or list)
 //!
 //! [tls]                        # connect over TLS (memcached -Z)
 //! ca = "/etc/memcached/ca.pem" # trusted CAs; without it, the platform's roots
@@ -59,6 +63,19 @@
 //! assert_eq!(spec.groups[0].servers[1].weight, 5);
 //! # Ok::<(), memgroup::config::ConfigError>(())
 //! ```
+//!
+//! A service builds its client from the file in one call; a configuration
+//! error converts into the client's [`Error`](memgroup_client::Error), so
+//! `?` works in a function returning it:
+//!
+//! ```no_run
+//! use memgroup::config::ClusterFile;
+//!
+//! # async fn demo() -> Result<(), memgroup::client::Error> {
+//! let client = ClusterFile::read("cluster.toml")?.builder()?.build()?;
+//! client.set_as("visits", &41i64, 0).await?;
+//! # Ok(()) }
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -69,6 +86,10 @@ use memgroup_topology::{
     ClusterSpec, GroupSpec, ReadFallback, ServerSpec, SpecOverrides, WritePolicy,
 };
 use serde::Deserialize;
+
+mod load;
+
+pub use load::{PASSWORD_ENV, login, old_layout, password};
 
 /// A `cluster.toml` that is not valid: the message names the setting (and
 /// the group) and what is wrong with it.
@@ -129,6 +150,49 @@ impl TlsFiles {
     }
 }
 
+/// The client's limits, each `None` for the client's default (see
+/// [`ClientBuilder`](memgroup_client::ClientBuilder)'s methods of the same
+/// names).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest value read or written, in bytes.
+    pub max_value_size: Option<usize>,
+    /// The most bytes one multi-item reply may hold.
+    pub max_reply_size: Option<usize>,
+    /// Requests in flight per connection before callers wait (at least 1).
+    pub max_in_flight: Option<usize>,
+}
+
+impl Limits {
+    /// Each limit of `self`, else of `other` (flags over a file, say).
+    #[must_use]
+    pub fn or(self, other: Limits) -> Limits {
+        Limits {
+            max_value_size: self.max_value_size.or(other.max_value_size),
+            max_reply_size: self.max_reply_size.or(other.max_reply_size),
+            max_in_flight: self.max_in_flight.or(other.max_in_flight),
+        }
+    }
+
+    /// Sets the limits given on `builder`.
+    #[must_use]
+    pub fn apply(
+        self,
+        mut builder: memgroup_client::ClientBuilder,
+    ) -> memgroup_client::ClientBuilder {
+        if let Some(bytes) = self.max_value_size {
+            builder = builder.max_value_size(bytes);
+        }
+        if let Some(bytes) = self.max_reply_size {
+            builder = builder.max_reply_size(bytes);
+        }
+        if let Some(n) = self.max_in_flight {
+            builder = builder.max_in_flight(n);
+        }
+        builder
+    }
+}
+
 /// One `[[groups]]` entry: a server group and its own settings, which win
 /// over the file-wide ones.
 #[derive(Debug, Clone)]
@@ -177,6 +241,9 @@ pub struct ClusterFile {
     pub value_format: Option<ValueFormat>,
     /// Failover within a group.
     pub failover: Option<bool>,
+    /// The client's limits (`max_value_size`, `max_reply_size`,
+    /// `max_in_flight`).
+    pub limits: Limits,
     /// The login of every connection (memcached `-Y`).
     pub username: Option<String>,
     /// Where the password of the login is.
@@ -206,6 +273,9 @@ struct RawFile {
     username: Option<String>,
     password_file: Option<PathBuf>,
     failover: Option<bool>,
+    max_value_size: Option<usize>,
+    max_reply_size: Option<usize>,
+    max_in_flight: Option<usize>,
     tls: Option<TlsFiles>,
     migrate_from: Option<String>,
     #[serde(default)]
@@ -303,6 +373,11 @@ impl ClusterFile {
     /// Parses and checks the text of a `cluster.toml`.
     pub fn parse(text: &str) -> Result<ClusterFile, ConfigError> {
         let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        if raw.max_in_flight == Some(0) {
+            return Err(ConfigError::new(
+                "max_in_flight: 0 would let no request through: give at least 1",
+            ));
+        }
         Ok(ClusterFile {
             overrides: SpecOverrides {
                 hash: named("hash", raw.hash)?,
@@ -317,6 +392,11 @@ impl ClusterFile {
             write_policy: named("write_policy", raw.write_policy)?,
             value_format: named("value_format", raw.value_format)?,
             failover: raw.failover,
+            limits: Limits {
+                max_value_size: raw.max_value_size,
+                max_reply_size: raw.max_reply_size,
+                max_in_flight: raw.max_in_flight,
+            },
             username: raw.username,
             password_file: raw.password_file,
             tls: checked_tls(raw.tls)?,

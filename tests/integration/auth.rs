@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use memgroup::client::{Client, Credentials, IfPresent};
 
-use crate::support::{HeldClock, Memcached, metadump_lists, raw};
+use crate::support::{HeldClock, Memcached, metadump_lists, raw, tempdir};
 
 /// A server requiring `alice`/`s3cret-wörd` (non-ASCII is fine in a
 /// password), and the authfile's directory kept alive with it.
@@ -18,35 +18,6 @@ fn auth_server() -> (Memcached, tempdir::Dir) {
     std::fs::write(&file, "alice:s3cret-wörd\nbob:other\n").unwrap();
     let server = Memcached::spawn_with(&["-Y", file.to_str().unwrap()]);
     (server, dir)
-}
-
-/// Minimal temp directories (no extra crate): removed on drop.
-mod tempdir {
-    use std::path::{Path, PathBuf};
-
-    pub struct Dir(PathBuf);
-
-    impl Dir {
-        pub fn new(tag: &str) -> Dir {
-            let path = std::env::temp_dir().join(format!(
-                "memgroup-{tag}-{}-{:?}",
-                std::process::id(),
-                std::thread::current().id()
-            ));
-            std::fs::create_dir_all(&path).unwrap();
-            Dir(path)
-        }
-
-        pub fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 }
 
 fn client(server: &Memcached, user: &str, password: &str) -> Client {

@@ -791,6 +791,29 @@ fn client_settings_by_flag_and_flush_json() {
         "{}",
         stderr(&o)
     );
+    // The same limit from cluster.toml; the flag wins over the file.
+    let dir = crate::support::tempdir::Dir::new("limits");
+    let config = dir.path().join("cluster.toml");
+    let text = format!("max_value_size = 10\n[[groups]]\nname = \"g\"\nservers = [\"{addr}\"]\n");
+    std::fs::write(&config, text).unwrap();
+    let config = config.to_str().unwrap();
+    let o = memgroup(&["--config", config, "set", "k", "0123456789ABCDEF"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("exceeds the 10-byte limit"),
+        "{}",
+        stderr(&o)
+    );
+    let o = memgroup(&[
+        "--config",
+        config,
+        "--max-value-size",
+        "100",
+        "set",
+        "k",
+        "0123456789ABCDEF",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
     let o = memgroup(&[
         "--servers",
         &addr,

@@ -7,6 +7,7 @@
 mod auth;
 mod cli;
 mod client;
+mod config;
 mod hostile;
 mod interop;
 mod longkeys;

@@ -116,6 +116,26 @@ impl Error {
         }
     }
 
+    /// A configuration error found outside this crate (a cluster file a
+    /// service reads, a setting of its own): of kind [`ErrorKind::Config`],
+    /// shown as `message: cause`, `cause` its
+    /// [`source`](std::error::Error::source).
+    ///
+    /// ```
+    /// use memgroup_client::{Error, ErrorKind};
+    ///
+    /// let cause = std::io::Error::other("no such setting");
+    /// let error = Error::config("invalid service configuration", cause);
+    /// assert_eq!(error.kind(), ErrorKind::Config);
+    /// assert_eq!(error.to_string(), "invalid service configuration: no such setting");
+    /// ```
+    pub fn config(
+        message: impl Into<String>,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::new(ErrorKind::Config, message).with_source(cause)
+    }
+
     pub(crate) fn with_source(
         mut self,
         source: impl std::error::Error + Send + Sync + 'static,

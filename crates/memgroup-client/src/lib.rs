@@ -41,9 +41,7 @@
 //! Two zones, each a full copy, reading locally:
 //!
 //! ```no_run
-//! use memgroup_client::Client;
-//! use memgroup_hash::HashStrategy;
-//! use memgroup_topology::WritePolicy;
+//! use memgroup_client::{Client, HashStrategy, WritePolicy};
 //!
 //! # async fn demo() -> Result<(), memgroup_client::Error> {
 //! let client = Client::builder()
@@ -59,6 +57,38 @@
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! # One dependency
+//!
+//! Everything [`ClientBuilder`] takes is re-exported at this crate's root
+//! from the crates that define it, so `memgroup-client` alone is a
+//! service's dependency: [`HashStrategy`], [`NodeNaming`] and
+//! [`LocatorConfig`] are `memgroup_hash`'s; [`ClusterSpec`], [`GroupSpec`],
+//! [`ServerSpec`], [`ServerAddr`], [`Settings`], [`ReadFallback`],
+//! [`WritePolicy`] and [`TopologyError`] (what the cluster parsers return,
+//! which converts into [`Error`]) are `memgroup_topology`'s. They are the
+//! same types under a second path, not copies: a value made through one
+//! path is accepted wherever the other is named.
+//!
+//! ```no_run
+//! use memgroup_client::{Client, GroupSpec, HashStrategy, ServerAddr, ServerSpec};
+//!
+//! # fn demo() -> Result<(), memgroup_client::Error> {
+//! let servers = vec![ServerSpec::new(ServerAddr::new("10.0.0.1", 11211)).with_weight(2)];
+//! let client = Client::builder()
+//!     .group(GroupSpec::new("sg1", servers).with_zone("us-east-1a"))
+//!     .hash(HashStrategy::NewCompat)
+//!     .build()?;
+//! # let _ = client;
+//! # Ok(()) }
+//! ```
+//!
+//! A `memcache://` URL carries a cluster and the client's own settings
+//! ([`ClientUrl`]): [`ClientBuilder::url`] applies them all. The
+//! `cluster.toml` file of the `memgroup` tool is read by the `memgroup`
+//! crate's `config` module (feature `config`), whose
+//! `ClusterFile::builder` gives a [`ClientBuilder`] with every setting of
+//! the file applied.
 //!
 //! # Layout
 //!
@@ -123,6 +153,13 @@ pub use events::Event;
 pub use item::{GroupOutcome, Item, MultiGet, ServerStats, WriteOutcome};
 pub use longkey::{DigestFn, KeyDigest, LongKeys};
 pub use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus};
+// What the builder takes, from the crates that define it (see "One
+// dependency" above): the same types under a second path.
+pub use memgroup_hash::{HashStrategy, LocatorConfig, NodeNaming};
+pub use memgroup_topology::{
+    ClusterSpec, GroupSpec, ReadFallback, ServerAddr, ServerSpec, Settings, TopologyError,
+    WritePolicy,
+};
 pub use options::{Expiry, IfPresent, MAX_RELATIVE_EXPTIME, WriteOptions};
 
 /// `Client` is shared across tasks: checked at compile time.

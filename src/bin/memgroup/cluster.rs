@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use memgroup::client::value::ValueFormat;
 use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig, Watcher};
-use memgroup::config::{ClusterFile, TlsFiles};
+use memgroup::config::{self, ClusterFile, Limits, TlsFiles};
 use memgroup::hash::HashStrategy;
 use memgroup::topology::{ClusterSpec, SpecOverrides};
 
@@ -46,12 +46,9 @@ pub(crate) struct ClientSettings {
     groups: Vec<GroupSecurity>,
     /// Migration mode: the old layout.
     migrate_from: Option<ClusterSpec>,
-    /// The largest value read or written (`None`: the client's default).
-    max_value_size: Option<usize>,
-    /// The largest multi-item reply (`None`: the client's default).
-    max_reply_size: Option<usize>,
-    /// Requests in flight per connection (`None`: the client's default).
-    max_in_flight: Option<usize>,
+    /// The largest value and multi-item reply, requests in flight per
+    /// connection.
+    limits: Limits,
     /// Whether concurrent single-key gets are merged into multi-key commands.
     merge_gets: bool,
 }
@@ -124,7 +121,7 @@ impl Cluster {
             ));
         }
         let login = |user: String, file: Option<&PathBuf>| -> Result<Credentials, Failure> {
-            Credentials::new(user, password(file)?).map_err(|e| usage(e.chain()))
+            config::login(&user, file.map(PathBuf::as_path)).map_err(|e| usage(e.message()))
         };
         let credentials = match flags.username.clone().or(file.username.clone()) {
             None => url.as_mut().and_then(|u| u.credentials.take()),
@@ -160,12 +157,8 @@ impl Cluster {
             &[]
         };
         for g in file_groups {
-            let credentials = g
-                .username
-                .as_ref()
-                .map(|user| login(user.clone(), g.password_file.as_ref()))
-                .transpose()?;
-            let tls = g.tls.as_ref().map(tls_config).transpose()?;
+            let credentials = g.credentials().map_err(|e| usage(e.message()))?;
+            let tls = g.tls_config().map_err(|e| usage(e.message()))?;
             if credentials.is_some() || tls.is_some() {
                 groups.push(GroupSecurity {
                     group: g.name.clone(),
@@ -197,9 +190,12 @@ impl Cluster {
                 Some(old) => Some(old_layout(old, flags.old_hash)?),
                 None => None,
             },
-            max_value_size: flags.max_value_size,
-            max_reply_size: flags.max_reply_size,
-            max_in_flight: flags.max_in_flight,
+            limits: Limits {
+                max_value_size: flags.max_value_size,
+                max_reply_size: flags.max_reply_size,
+                max_in_flight: flags.max_in_flight,
+            }
+            .or(file.limits),
             merge_gets: !flags.no_merge_gets,
         };
         Ok(Cluster {
@@ -267,16 +263,7 @@ impl ClientSettings {
                 builder = builder.group_tls(&own.group, tls);
             }
         }
-        if let Some(bytes) = self.max_value_size {
-            builder = builder.max_value_size(bytes);
-        }
-        if let Some(bytes) = self.max_reply_size {
-            builder = builder.max_reply_size(bytes);
-        }
-        if let Some(n) = self.max_in_flight {
-            builder = builder.max_in_flight(n);
-        }
-        builder = builder.merge_gets(self.merge_gets);
+        builder = self.limits.apply(builder).merge_gets(self.merge_gets);
         builder.build().map_err(|e| usage(format!("{e}")))
     }
 }
@@ -284,60 +271,15 @@ impl ClientSettings {
 /// The TLS configuration from its parts (checked by the file's parser or,
 /// for flags, by the caller): files read now.
 fn tls_config(tls: &TlsFiles) -> Result<TlsConfig, Failure> {
-    let bad = |e: memgroup::client::Error| usage(e.chain());
-    let mut config = match &tls.ca {
-        Some(ca) => TlsConfig::ca_file(ca).map_err(bad)?,
-        None => TlsConfig::platform_roots().map_err(bad)?,
-    };
-    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
-        config = config.client_cert_files(cert, key).map_err(bad)?;
-    }
-    if let Some(name) = &tls.server_name {
-        config = config.server_name(name);
-    }
-    Ok(config)
-}
-
-/// A password: from `file` (one trailing newline ignored), else from
-/// MEMGROUP_PASSWORD.
-fn password(file: Option<&PathBuf>) -> Result<String, Failure> {
-    match file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                usage(format!(
-                    "cannot read the password file {}: {e}",
-                    path.display()
-                ))
-            })?;
-            let text = text.strip_suffix('\n').unwrap_or(&text);
-            Ok(text.strip_suffix('\r').unwrap_or(text).to_string())
-        }
-        None => std::env::var("MEMGROUP_PASSWORD")
-            .map_err(|_| usage("--username needs --password-file or MEMGROUP_PASSWORD")),
-    }
+    tls.load().map_err(|e| usage(e.message()))
 }
 
 /// An old layout (for migration and `route --compare`): a cluster.toml
 /// path, a `memcache://` URL, EVCache groups (`sg1=h:p,…;sg2=…`) or a server
 /// list; `hash` overrides its hashing.
 fn old_layout(text: &str, hash: Option<HashStrategy>) -> Result<ClusterSpec, Failure> {
-    let in_old = |m: String| usage(format!("the old layout {text:?}: {m}"));
-    let spec = if std::path::Path::new(text).is_file() {
-        let file = ClusterFile::read(text).map_err(|e| in_old(e.to_string()))?;
-        if file.migrate_from.is_some() {
-            return Err(in_old(
-                "an old layout that is itself migrating: chains are not supported".into(),
-            ));
-        }
-        file.spec()
-            .ok_or_else(|| in_old("the file lists no [[groups]]".into()))?
-    } else if text.starts_with("memcache://") {
-        ClientUrl::parse(text).map_err(|e| in_old(e.chain()))?.spec
-    } else if text.contains('=') {
-        ClusterSpec::parse_evcache(text).map_err(|e| in_old(e.to_string()))?
-    } else {
-        ClusterSpec::parse_server_list(text).map_err(|e| in_old(e.to_string()))?
-    };
+    let spec =
+        config::old_layout(text).map_err(|e| usage(format!("the old layout {text:?}: {e}")))?;
     Ok(match hash {
         Some(h) => spec.with_hash(h),
         None => spec,

@@ -14,6 +14,35 @@ pub fn server_list(servers: &[Memcached]) -> String {
         .join(",")
 }
 
+/// Minimal temp directories (no extra crate): removed on drop.
+pub mod tempdir {
+    use std::path::{Path, PathBuf};
+
+    pub struct Dir(PathBuf);
+
+    impl Dir {
+        pub fn new(tag: &str) -> Dir {
+            let path = std::env::temp_dir().join(format!(
+                "memgroup-{tag}-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            std::fs::create_dir_all(&path).unwrap();
+            Dir(path)
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
 /// Blocking one-shot access to a server, bypassing the client: used to check
 /// where keys really are and what the server's counters say.
 pub mod raw {

@@ -24,8 +24,7 @@ use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
 /// ```no_run
 /// # async fn demo() -> Result<(), memgroup_client::Error> {
 /// use std::time::Duration;
-/// use memgroup_client::Client;
-/// use memgroup_hash::HashStrategy;
+/// use memgroup_client::{Client, HashStrategy};
 ///
 /// let client = Client::builder()
 ///     .evcache_groups("us-east-1a=10.0.0.1:11211,10.0.0.2:11211;us-east-1b=10.0.1.1:11211,10.0.1.2:11211")?

@@ -1,10 +1,11 @@
 //! `memcache://` URLs: [`ClientUrl`] takes one apart into the cluster and
-//! the client's own settings it carries, and [`Client::connect`] connects to
-//! one (or to a plain server list).
+//! the client's own settings it carries, [`ClientBuilder::url`] applies
+//! them all, and [`Client::connect`] connects to one (or to a plain server
+//! list).
 
 use memgroup_topology::ClusterSpec;
 
-use super::Client;
+use super::{Client, ClientBuilder};
 use crate::conn::Credentials;
 use crate::error::{Error, ErrorKind};
 use crate::value::ValueFormat;
@@ -17,25 +18,53 @@ impl Client {
     /// format and TLS (see [`ClientUrl`]) besides the cluster parameters of
     /// [`ClusterSpec::parse_url`]:
     /// `memcache://user:p%40ss@10.0.0.1:11211,10.0.0.2:11211?hash=ketama&value_format=evcache&tls_ca=/etc/ca.pem`.
+    /// For other settings (timeouts, limits), start from
+    /// [`ClientBuilder::url`] instead.
     pub async fn connect(url_or_servers: &str) -> Result<Client, Error> {
-        let mut builder = Client::builder();
-        let spec = if url_or_servers.starts_with("memcache://") {
-            let url = ClientUrl::parse(url_or_servers)?;
-            if let Some(credentials) = url.credentials {
-                builder = builder.credentials(credentials);
-            }
-            if let Some(format) = url.value_format {
-                builder = builder.value_format(format);
-            }
-            #[cfg(feature = "tls")]
-            if let Some(tls) = url.tls {
-                builder = builder.tls(tls);
-            }
-            url.spec
+        let builder = if url_or_servers.starts_with("memcache://") {
+            Client::builder().url(url_or_servers)?
         } else {
-            ClusterSpec::parse_server_list(url_or_servers)?
+            Client::builder().servers(url_or_servers)?
         };
-        builder.cluster(spec).connect().await
+        builder.connect().await
+    }
+}
+
+impl ClientBuilder {
+    /// Adds the cluster of a `memcache://` URL with every setting it
+    /// carries (see [`ClientUrl`]): its groups, hashing, pool size, zone,
+    /// policies and backoff, and the login, value format and TLS.
+    ///
+    /// Like [`ClientBuilder::cluster`], the URL's zone and policies replace
+    /// the builder's: call this first, then the builder's other methods
+    /// (timeouts, limits, …), which then win over the URL.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use memgroup_client::Client;
+    ///
+    /// # async fn demo() -> Result<(), memgroup_client::Error> {
+    /// let client = Client::builder()
+    ///     .url("memcache://app:p%40ss@10.0.0.1:11211,10.0.0.2:11211?hash=ketama&value_format=evcache")?
+    ///     .timeout(Duration::from_millis(200))
+    ///     .build()?;
+    /// client.set("user:42", "Ada", 300).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn url(self, url: &str) -> Result<ClientBuilder, Error> {
+        let url = ClientUrl::parse(url)?;
+        let mut builder = self.cluster(url.spec);
+        if let Some(credentials) = url.credentials {
+            builder = builder.credentials(credentials);
+        }
+        if let Some(format) = url.value_format {
+            builder = builder.value_format(format);
+        }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = url.tls {
+            builder = builder.tls(tls);
+        }
+        Ok(builder)
     }
 }
 
@@ -242,6 +271,27 @@ mod tests {
         assert!(url_client_params("h:1?tls=true&tls=false").is_err());
         let (params, _) = url_client_params("h:1?tls_ca=%2Fetc%2Fca.pem").unwrap();
         assert_eq!(params, vec![("tls_ca", "/etc/ca.pem".into())]);
+    }
+
+    #[test]
+    fn the_builder_takes_every_setting_of_a_url() {
+        let client = Client::builder()
+            .url("memcache://app:pw@a=h1:1,h2:2;b=h3:3?value_format=evcache&pool_size=3&zone=b&write_policy=all")
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(client.value_format().name(), "evcache");
+        let topology = client.topology();
+        assert_eq!(topology.groups().len(), 2);
+        assert!(topology.groups().iter().all(|g| g.pool_size() == 3));
+        let settings = topology.settings();
+        assert_eq!(settings.local_zone.as_deref(), Some("b"));
+        assert_eq!(settings.write_policy, memgroup_topology::WritePolicy::All);
+        let error = Client::builder().url("h1:1").unwrap_err();
+        assert!(
+            error.to_string().contains("not a memcache:// URL"),
+            "{error}"
+        );
     }
 
     #[test]
