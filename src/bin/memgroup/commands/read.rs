@@ -38,9 +38,8 @@ pub(crate) async fn get(
                 unanswered += 1;
                 if json {
                     records.push(json!({"key": key, "error": e.chain()}));
-                } else {
-                    eprintln!("memgroup: {key}: {}", output::clean(&e.chain()));
                 }
+                output::warn(Some(key), &e.chain());
                 continue;
             }
             _ => {
@@ -60,9 +59,8 @@ pub(crate) async fn get(
                 failed += 1;
                 if json {
                     records.push(json!({"key": key, "flags": item.flags, "error": e.chain()}));
-                } else {
-                    eprintln!("memgroup: {}", output::clean(&e.chain()));
                 }
+                output::warn(None, &e.chain());
                 continue;
             }
         };
@@ -148,21 +146,20 @@ pub(crate) async fn exist(
     Ok(finish(&records, json, all))
 }
 
-/// A key that is not there: with `json` a record with a null value, else a
-/// line on stderr.
+/// A key that is not there: a line on stderr ([`output::warn`]), and with
+/// `json` a record with a null value.
 fn not_found(key: &str, json: bool, records: &mut Vec<serde_json::Value>) {
     if json {
         records.push(json!({"key": key, "value": null}));
-    } else {
-        eprintln!("memgroup: {key}: not found");
     }
+    output::warn(Some(key), "not found");
 }
 
 /// The end of a read: with `json` the records as one JSON array (without,
 /// each key's line was printed as it came); exit 1 unless `ok`.
 fn finish(records: &[serde_json::Value], json: bool, ok: bool) -> ExitCode {
     if json {
-        output::json(&json!(records));
+        output::records(records);
     }
     exit::code(ok)
 }

@@ -315,7 +315,7 @@ pub(crate) async fn flush(
     }
     client.flush_all(Some(group)).await?;
     if json {
-        output::json(&json!({"group": group, "flushed": true}));
+        output::record(json!({"group": group, "flushed": true}));
     } else {
         output::info(&format!("flushed {group}"));
     }
