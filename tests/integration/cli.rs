@@ -1077,3 +1077,50 @@ fn json_errors_are_objects_on_stderr() {
         assert!(e["error"].as_str().unwrap().contains(&dead_addr), "{e}");
     }
 }
+
+/// `get --protocol` prints what memcached itself sends, `VALUE key flags
+/// bytes`, the bytes, then `END`: values with newlines and any byte survive.
+#[test]
+fn get_protocol_is_binary_safe() {
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    raw::set(s.addr(), b"nl", b"one\ntwo\xff\r\nthree");
+    let o = memgroup(&["--servers", &addr, "set", "plain", "text", "--flags", "7"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = memgroup(&[
+        "--servers",
+        &addr,
+        "get",
+        "--protocol",
+        "nl",
+        "gone",
+        "plain",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "a miss: {}", stderr(&o));
+    assert_eq!(
+        o.stdout,
+        b"VALUE nl 0 15\r\none\ntwo\xff\r\nthree\r\nVALUE plain 7 4\r\ntext\r\nEND\r\n",
+        "{:?}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("gone: not found"), "{}", stderr(&o));
+    // One key too, and `gets` adds the CAS unique as memcached does.
+    let o = memgroup(&["--servers", &addr, "get", "--protocol", "nl"]);
+    assert!(o.stdout.starts_with(b"VALUE nl 0 15\r\none\ntwo\xff"));
+    let o = memgroup(&["--servers", &addr, "gets", "--protocol", "plain"]);
+    let text = stdout(&o);
+    let header = text.lines().next().unwrap();
+    let fields: Vec<&str> = header.split(' ').collect();
+    assert_eq!(fields[..4], ["VALUE", "plain", "7", "4"], "{text:?}");
+    assert!(fields[4].trim_end().parse::<u64>().is_ok(), "{text:?}");
+    assert!(text.ends_with("\r\ntext\r\nEND\r\n"), "{text:?}");
+    // Two output forms at once are refused.
+    let o = memgroup(&["--json", "--servers", &addr, "get", "--protocol", "nl"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        json_errors(&o)[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("--protocol")
+    );
+}
