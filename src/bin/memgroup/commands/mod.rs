@@ -53,8 +53,9 @@ pub(crate) enum Command {
     Cas(write::CasArgs),
     /// Each server's version, with its group.
     Version,
-    /// Each server's state: reachable, round trip, version, up or dead, with
-    /// group totals; exit 1 if any server is unreachable.
+    /// Each server's state: reachable, round trip, version, up, down (its
+    /// probe failed) or dead, with group totals; exit 1 if any server is
+    /// unreachable.
     #[command(
         after_help = "Examples:\n  memgroup --config cluster.toml status\n  memgroup --config cluster.toml --json status\n  memgroup --config cluster.toml status --watch 5"
     )]

@@ -1,6 +1,7 @@
 //! `status`: every server probed (`version`, timed) and the client's view of
-//! it — up or dead, failures in a row, connections, requests, errors,
-//! latency — with totals per group. Exit 1 if any server is unreachable.
+//! it — up, down (its probe failed) or dead, failures in a row,
+//! connections, requests, errors, latency — with totals per group. Exit 1
+//! if any server is unreachable.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -62,25 +63,32 @@ async fn once(client: &Client, json: bool) -> ExitCode {
 }
 
 /// What `status` says of a server: the client's view (up, or dead until a
-/// retry).
+/// retry), except that a server whose probe just failed is never up — a
+/// stopped server keeps its socket, times out, and is not (yet) marked dead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shown {
     Up,
-    Dead { retry_in: Duration },
+    /// The probe failed while the client still has it up.
+    Down,
+    Dead {
+        retry_in: Duration,
+    },
 }
 
 impl Shown {
-    fn of(state: ServerState, _probe: Option<&Probe>) -> Shown {
+    fn of(state: ServerState, probe: Option<&Probe>) -> Shown {
         match state {
             ServerState::Dead { retry_in } => Shown::Dead { retry_in },
+            _ if probe.is_some_and(|p| p.version.is_err()) => Shown::Down,
             _ => Shown::Up,
         }
     }
 
-    /// `up` or `dead`.
+    /// `up`, `down` or `dead`.
     fn name(self) -> &'static str {
         match self {
             Shown::Up => "up",
+            Shown::Down => "down",
             Shown::Dead { .. } => "dead",
         }
     }
