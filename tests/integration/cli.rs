@@ -135,8 +135,8 @@ fn flush_needs_yes_and_stats_reports_every_server() {
 
     let o = run(&["stats", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let rows = rows.as_array().unwrap();
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let rows: Vec<_> = rows.iter().filter(|r| r["kind"] == "server").collect();
     assert_eq!(rows.len(), 3);
     let items: u64 = rows.iter().map(|r| r["curr_items"].as_u64().unwrap()).sum();
     assert_eq!(items, 2, "one copy per group");
@@ -1122,5 +1122,61 @@ fn get_protocol_is_binary_safe() {
             .as_str()
             .unwrap()
             .contains("--protocol")
+    );
+}
+
+/// `stats --json` carries the group totals of the table; `stats --server`
+/// is every statistic of one server (NAME VALUE, or one record each).
+#[test]
+fn stats_json_has_group_totals_and_one_server_has_every_stat() {
+    let a = [Memcached::spawn(), Memcached::spawn()];
+    let b = [Memcached::spawn()];
+    let groups = format!("sg1={};sg2={}", list(&a), list(&b));
+    let run = |extra: &[&str]| memgroup(&[&["--groups", groups.as_str()][..], extra].concat());
+    for i in 0..10 {
+        assert!(run(&["set", &format!("k{i}"), "v"]).status.success());
+    }
+    let o = run(&["--json", "stats"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let records = json_array(&o);
+    let totals: Vec<_> = records.iter().filter(|r| r["kind"] == "group").collect();
+    assert_eq!(totals.len(), 2, "{records:?}");
+    assert_eq!(totals[0]["group"], "sg1");
+    assert_eq!(totals[0]["servers"], 2);
+    for t in &totals {
+        assert_eq!(t["curr_items"], 10, "{t}");
+        assert!(t["cmd_set"].as_u64().unwrap() >= 10, "{t}");
+    }
+    let servers = records.iter().filter(|r| r["kind"] == "server").count();
+    assert_eq!(servers, 3, "{records:?}");
+
+    let one = b[0].addr_string();
+    let o = run(&["stats", "--server", &one]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("NAME"), "{text}");
+    let value = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(str::to_string)
+    };
+    assert_eq!(value("curr_items").as_deref(), Some("10"), "{text}");
+    assert_eq!(value("pid"), b[0].pid().map(|p| p.to_string()), "{text}");
+    assert!(text.lines().count() > 40, "every stat: {text}");
+    let o = run(&["--json", "stats", "--server", &one]);
+    let records = json_array(&o);
+    let record = records.iter().find(|r| r["name"] == "curr_items").unwrap();
+    assert_eq!(record["value"], "10");
+    assert_eq!(record["server"], one.as_str());
+    assert_eq!(records.len(), text.lines().count() - 1);
+    let o = run(&["--json", "stats", "slabs", "--server", &one]);
+    assert!(json_array(&o).iter().any(|r| r["name"] == "active_slabs"));
+    let o = run(&["stats", "--server", "127.0.0.1:1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "not in the cluster: {}",
+        stderr(&o)
     );
 }

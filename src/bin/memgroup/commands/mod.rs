@@ -86,9 +86,10 @@ pub(crate) enum Command {
     /// Invalidate every item of one group.
     Flush(server::FlushArgs),
     /// Per-server statistics, with totals per group; or one raw section
-    /// (`slabs`, `items`, `settings`, `sizes`, `conns`, …) of every server.
+    /// (`slabs`, `items`, `settings`, `sizes`, `conns`, …) of every server;
+    /// or (`--server`) every statistic of one server.
     #[command(
-        after_help = "Examples:\n  memgroup --config cluster.toml stats --group sg1\n  memgroup --config cluster.toml --json stats slabs"
+        after_help = "Examples:\n  memgroup --config cluster.toml stats --group sg1\n  memgroup --config cluster.toml --json stats slabs\n  memgroup --config cluster.toml stats --server 10.0.0.1:11211"
     )]
     Stats(server::StatsArgs),
     /// Write N generated keys through the replicated client (for demos and tests).
