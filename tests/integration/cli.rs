@@ -135,8 +135,8 @@ fn flush_needs_yes_and_stats_reports_every_server() {
 
     let o = run(&["stats", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let rows = rows.as_array().unwrap();
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let rows: Vec<_> = rows.iter().filter(|r| r["kind"] == "server").collect();
     assert_eq!(rows.len(), 3);
     let items: u64 = rows.iter().map(|r| r["curr_items"].as_u64().unwrap()).sum();
     assert_eq!(items, 2, "one copy per group");
@@ -268,6 +268,7 @@ fn bench_reports_percentiles() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let report = &report[0];
     assert_eq!(report["ops"], 2000);
     assert_eq!(report["errors"], 0);
     let get = &report["ops_detail"][0];
@@ -353,6 +354,7 @@ async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
     .unwrap();
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let report = &report[0];
     assert_eq!(report["keys"], N as u64, "{report}");
     assert_eq!(report["copied"], N as u64, "{report}");
     assert_eq!(report["errors"], 0);
@@ -542,6 +544,7 @@ fn warm_skips_an_unrequestable_key_and_copies_the_rest() {
         "--groups", &groups, "--json", "warm", "--from", "src", "--to", "dst",
     ]);
     let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let report = &report[0];
     assert_eq!(report["copied"], 20, "{report}");
     assert_eq!(report["errors"], 1, "{report}");
     assert_eq!(o.status.code(), Some(1));
@@ -840,7 +843,7 @@ fn client_settings_by_flag_and_flush_json() {
         "--yes",
     ]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["flushed"], true);
+    assert_eq!(v[0]["flushed"], true);
     assert_eq!(
         memgroup(&["--servers", &addr, "get", "k"]).status.code(),
         Some(1)
@@ -889,4 +892,314 @@ fn a_metadump_listing_far_more_keys_than_the_server_holds_is_refused() {
             stderr(&o)
         );
     }
+}
+
+/// The one JSON document of a run: stdout must be exactly one JSON array on
+/// one line (not one object per line, not a bare object).
+fn json_array(o: &Output) -> Vec<serde_json::Value> {
+    let out = stdout(o);
+    assert_eq!(out.trim_end().lines().count(), 1, "one line: {out}");
+    match serde_json::from_str(&out) {
+        Ok(serde_json::Value::Array(records)) => records,
+        other => panic!("not one JSON array ({other:?}): {out}"),
+    }
+}
+
+/// Every stderr line of a `--json` run, each a JSON object.
+fn json_errors(o: &Output) -> Vec<serde_json::Value> {
+    stderr(o)
+        .lines()
+        .map(|line| match serde_json::from_str(line) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            other => panic!("stderr line is no JSON object ({other:?}): {line}"),
+        })
+        .collect()
+}
+
+/// `--json` is one array of records for every command: reads, writes (one
+/// record per key), single-result commands (an array of one) and reports.
+#[test]
+fn json_is_one_array_of_records_for_every_command() {
+    let (a, b) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
+    let run_on = |cluster: &[&str], extra: &[&str]| {
+        let o = memgroup(&[cluster, &["--json"], extra].concat());
+        assert!(
+            o.status.success(),
+            "{extra:?}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        json_array(&o)
+    };
+    let run = |extra: &[&str]| run_on(&["--groups", groups.as_str()], extra);
+    let write_on = |cluster: &[&str], extra: &[&str], key: &str| {
+        let records = run_on(cluster, extra);
+        assert_eq!(records.len(), 1, "{extra:?}: {records:?}");
+        assert_eq!(records[0]["key"], key, "{extra:?}");
+        let groups = records[0]["groups"].as_array().unwrap();
+        assert!(groups.iter().all(|g| g["applied"] == true), "{extra:?}");
+    };
+    let write = |extra: &[&str], key: &str| write_on(&["--groups", groups.as_str()], extra, key);
+    write(&["set", "k", "v"], "k");
+    write(&["add", "k2", "v"], "k2");
+    write(&["replace", "k", "w"], "k");
+    write(&["append", "k", "x"], "k");
+    write(&["prepend", "k", "y"], "k");
+    write(&["touch", "k", "100"], "k");
+    // cas on one group: each group has a CAS unique of its own.
+    let a_addr = a.addr_string();
+    let one = ["--servers", a_addr.as_str()];
+    let cas = run_on(&one, &["gets", "k"])[0]["cas"].to_string();
+    write_on(&one, &["cas", "k", "z", "--cas", &cas], "k");
+    let deleted = run(&["delete", "k", "k2"]);
+    assert_eq!(deleted.len(), 2, "one record per key: {deleted:?}");
+    assert_eq!(deleted[1]["key"], "k2");
+    write(&["set", "n", "1"], "n");
+    assert_eq!(
+        run(&["incr", "n", "4"]),
+        [serde_json::json!({"key": "n", "value": 5})]
+    );
+    assert_eq!(
+        run(&["decr", "n"]),
+        [serde_json::json!({"key": "n", "value": 4})]
+    );
+    let dir = std::env::temp_dir().join(format!("memgroup-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("motd");
+    std::fs::write(&file, "hi").unwrap();
+    write(&["cp", file.to_str().unwrap()], "motd");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(run(&["get", "motd"])[0]["value"], "hi");
+    assert_eq!(run(&["exist", "motd"])[0]["exists"], true);
+    let loaded = run(&["load", "--count", "20"]);
+    assert_eq!(loaded[0]["keys"], 20, "{loaded:?}");
+    let flushed = run(&["flush", "--group", "sg2", "--yes"]);
+    assert_eq!(
+        flushed,
+        [serde_json::json!({"group": "sg2", "flushed": true})]
+    );
+    let warmed = run(&["warm", "--from", "sg1", "--to", "sg2"]);
+    assert_eq!(warmed.len(), 1, "{warmed:?}");
+    assert_eq!(warmed[0]["keys"], 22, "{warmed:?}");
+    let benched = run(&["bench", "--ops", "200", "--keys", "10"]);
+    assert_eq!(benched[0]["ops"], 200, "{benched:?}");
+    let compared = run(&["route", "--compare", &a.addr_string(), "k1", "k2"]);
+    assert_eq!(compared.len(), 2, "one record per group: {compared:?}");
+    assert_eq!(compared[0]["keys"], 2, "{compared:?}");
+    assert!(compared.iter().all(|g| g["share"].is_f64()), "{compared:?}");
+    for listing in [
+        &["route", "k"][..],
+        &["version"],
+        &["ping", "--count", "1"],
+        &["keys"],
+        &["stats"],
+        &["stats", "settings"],
+        &["status"],
+    ] {
+        assert!(!run(listing).is_empty(), "{listing:?}");
+    }
+    let status = run(&["status"]);
+    let servers = status.iter().filter(|r| r["kind"] == "server").count();
+    let groups = status.iter().filter(|r| r["kind"] == "group").count();
+    assert_eq!((servers, groups, status.len()), (2, 2, 4), "{status:?}");
+}
+
+/// With `--json` every error is a JSON object on stderr, one a line: the
+/// one that ends the run (`{"error": …, "exit": N}`, the exit code
+/// unchanged) and each key's failure (`{"key": …, "error": …}`).
+#[test]
+fn json_errors_are_objects_on_stderr() {
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    let ended = |args: &[&str], code: i32, token: &str| {
+        let o = memgroup(args);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
+        let errors = json_errors(&o);
+        assert_eq!(errors.len(), 1, "{args:?}: {errors:?}");
+        assert_eq!(errors[0]["exit"], code, "{args:?}: {errors:?}");
+        let message = errors[0]["error"].as_str().unwrap();
+        assert!(message.contains(token), "{args:?}: {message}");
+        assert!(!message.starts_with("memgroup:"), "{message}");
+    };
+    // Usage and configuration: exit 2, from clap and from the tool.
+    ended(
+        &["--json", "--servers", &addr, "set", "bad key", "v"],
+        2,
+        "invalid key",
+    );
+    ended(
+        &[
+            "--json",
+            "--servers",
+            &addr,
+            "--timeout-ms",
+            "0",
+            "get",
+            "k",
+        ],
+        2,
+        "timeout-ms",
+    );
+    ended(&["--json", "--servers", &addr, "get"], 2, "<KEYS>");
+    ended(
+        &["--servers", &addr, "--hash", "sha1", "--json", "get", "k"],
+        2,
+        "sha1",
+    );
+    ended(
+        &[
+            "--json",
+            "--servers",
+            &addr,
+            "flush",
+            "--group",
+            "nope",
+            "--yes",
+        ],
+        2,
+        "nope",
+    );
+    // A failed operation: exit 1.
+    ended(
+        &["--json", "--servers", "127.0.0.1:1", "keys"],
+        1,
+        "127.0.0.1:1",
+    );
+
+    // Per-key failures: a miss, and keys no server answered for.
+    let o = memgroup(&["--json", "--servers", &addr, "get", "gone"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_array(&o)[0]["value"], serde_json::Value::Null);
+    let errors = json_errors(&o);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["key"], "gone");
+    assert_eq!(errors[0]["error"], "not found");
+    let o = memgroup(&["--json", "--servers", &addr, "incr", "gone"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_errors(&o)[0]["key"], "gone");
+
+    let mut dead = Memcached::spawn();
+    let dead_addr = dead.addr_string();
+    dead.kill();
+    let servers = format!("{addr},{dead_addr}");
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    let mut args = vec!["--json", "--servers", &servers, "--no-failover", "get"];
+    args.extend(keys.iter().map(String::as_str));
+    let o = memgroup(&args);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let records = json_array(&o);
+    assert_eq!(records.len(), 20);
+    let unanswered: Vec<_> = json_errors(&o)
+        .into_iter()
+        .filter(|e| e["error"] != "not found")
+        .collect();
+    assert!(!unanswered.is_empty());
+    for e in &unanswered {
+        assert!(keys.iter().any(|k| e["key"] == k.as_str()), "{e}");
+        assert!(e["error"].as_str().unwrap().contains(&dead_addr), "{e}");
+    }
+}
+
+/// `get --protocol` prints what memcached itself sends, `VALUE key flags
+/// bytes`, the bytes, then `END`: values with newlines and any byte survive.
+#[test]
+fn get_protocol_is_binary_safe() {
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    raw::set(s.addr(), b"nl", b"one\ntwo\xff\r\nthree");
+    let o = memgroup(&["--servers", &addr, "set", "plain", "text", "--flags", "7"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = memgroup(&[
+        "--servers",
+        &addr,
+        "get",
+        "--protocol",
+        "nl",
+        "gone",
+        "plain",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "a miss: {}", stderr(&o));
+    assert_eq!(
+        o.stdout,
+        b"VALUE nl 0 15\r\none\ntwo\xff\r\nthree\r\nVALUE plain 7 4\r\ntext\r\nEND\r\n",
+        "{:?}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("gone: not found"), "{}", stderr(&o));
+    // One key too, and `gets` adds the CAS unique as memcached does.
+    let o = memgroup(&["--servers", &addr, "get", "--protocol", "nl"]);
+    assert!(o.stdout.starts_with(b"VALUE nl 0 15\r\none\ntwo\xff"));
+    let o = memgroup(&["--servers", &addr, "gets", "--protocol", "plain"]);
+    let text = stdout(&o);
+    let header = text.lines().next().unwrap();
+    let fields: Vec<&str> = header.split(' ').collect();
+    assert_eq!(fields[..4], ["VALUE", "plain", "7", "4"], "{text:?}");
+    assert!(fields[4].trim_end().parse::<u64>().is_ok(), "{text:?}");
+    assert!(text.ends_with("\r\ntext\r\nEND\r\n"), "{text:?}");
+    // Two output forms at once are refused.
+    let o = memgroup(&["--json", "--servers", &addr, "get", "--protocol", "nl"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        json_errors(&o)[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("--protocol")
+    );
+}
+
+/// `stats --json` carries the group totals of the table; `stats --server`
+/// is every statistic of one server (NAME VALUE, or one record each).
+#[test]
+fn stats_json_has_group_totals_and_one_server_has_every_stat() {
+    let a = [Memcached::spawn(), Memcached::spawn()];
+    let b = [Memcached::spawn()];
+    let groups = format!("sg1={};sg2={}", list(&a), list(&b));
+    let run = |extra: &[&str]| memgroup(&[&["--groups", groups.as_str()][..], extra].concat());
+    for i in 0..10 {
+        assert!(run(&["set", &format!("k{i}"), "v"]).status.success());
+    }
+    let o = run(&["--json", "stats"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let records = json_array(&o);
+    let totals: Vec<_> = records.iter().filter(|r| r["kind"] == "group").collect();
+    assert_eq!(totals.len(), 2, "{records:?}");
+    assert_eq!(totals[0]["group"], "sg1");
+    assert_eq!(totals[0]["servers"], 2);
+    for t in &totals {
+        assert_eq!(t["curr_items"], 10, "{t}");
+        assert!(t["cmd_set"].as_u64().unwrap() >= 10, "{t}");
+    }
+    let servers = records.iter().filter(|r| r["kind"] == "server").count();
+    assert_eq!(servers, 3, "{records:?}");
+
+    let one = b[0].addr_string();
+    let o = run(&["stats", "--server", &one]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("NAME"), "{text}");
+    let value = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(str::to_string)
+    };
+    assert_eq!(value("curr_items").as_deref(), Some("10"), "{text}");
+    assert_eq!(value("pid"), b[0].pid().map(|p| p.to_string()), "{text}");
+    assert!(text.lines().count() > 40, "every stat: {text}");
+    let o = run(&["--json", "stats", "--server", &one]);
+    let records = json_array(&o);
+    let record = records.iter().find(|r| r["name"] == "curr_items").unwrap();
+    assert_eq!(record["value"], "10");
+    assert_eq!(record["server"], one.as_str());
+    assert_eq!(records.len(), text.lines().count() - 1);
+    let o = run(&["--json", "stats", "slabs", "--server", &one]);
+    assert!(json_array(&o).iter().any(|r| r["name"] == "active_slabs"));
+    let o = run(&["stats", "--server", "127.0.0.1:1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "not in the cluster: {}",
+        stderr(&o)
+    );
 }

@@ -187,10 +187,10 @@ fn the_tool_plans_and_migrates() {
         ];
         args.extend_from_slice(&["--old-hash", hash]);
         args.extend_from_slice(extra);
-        let report: serde_json::Value = serde_json::from_str(&run(&args)).unwrap();
-        let group = &report["groups"][0];
+        let groups: serde_json::Value = serde_json::from_str(&run(&args)).unwrap();
+        let group = &groups[0];
         (
-            report["keys"].as_u64().unwrap(),
+            group["keys"].as_u64().unwrap(),
             group["share"].as_f64().unwrap(),
         )
     };

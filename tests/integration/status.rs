@@ -220,10 +220,13 @@ fn the_status_command_lists_an_unreachable_server_and_exits_1() {
 
     let o = run(&["--json", "status"]);
     assert_eq!(o.status.code(), Some(1));
-    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(report["ok"], false);
-    assert_eq!(report["unreachable"], 1);
-    for server in report["servers"].as_array().unwrap() {
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let sg1 = records
+        .iter()
+        .find(|r| r["kind"] == "group" && r["group"] == "sg1")
+        .unwrap();
+    assert_eq!(sg1["unreachable"], 1, "{sg1}");
+    for server in records.iter().filter(|r| r["kind"] == "server") {
         let is_dead = server["server"] == dead.as_str();
         assert_eq!(server["reachable"], !is_dead, "{server}");
         assert_eq!(server["round_trip_us"].is_u64(), !is_dead, "{server}");
@@ -285,4 +288,76 @@ async fn requests_waiting_on_a_stalled_server_are_counted_live() {
     }
     let done = client.status().servers.remove(0);
     assert_eq!((done.in_flight, done.queued), (0, 0), "{done:?}");
+}
+
+/// A server whose probe failed is never `up`: not one killed (refused), not
+/// one SIGSTOPped (it keeps its socket and times out), neither in the STATE
+/// column, nor in the group's `n/m up`, nor in `--json`; once it answers
+/// again it is up.
+#[test]
+fn status_never_shows_up_for_a_server_it_could_not_reach() {
+    let (live, stopped, mut killed) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
+    let (stopped_addr, killed_addr) = (stopped.addr_string(), killed.addr_string());
+    killed.kill();
+    stopped.stop();
+    let groups = format!(
+        "sg1={},{stopped_addr},{killed_addr};sg2={stopped_addr}",
+        live.addr_string()
+    );
+    let run = |args: &[&str]| {
+        let started = std::time::Instant::now();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            .args(["--groups", &groups, "--timeout-ms", "200"])
+            .args(["--connect-timeout-ms", "200"])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5), "quick");
+        o
+    };
+    let o = run(&["status"]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let rows = |server: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains(server))
+            .map(str::to_string)
+            .collect()
+    };
+    for down in [&stopped_addr, &killed_addr] {
+        for row in rows(down) {
+            assert!(row.contains("NO"), "{text}");
+            assert!(!row.split_whitespace().any(|w| w == "up"), "{text}");
+        }
+    }
+    assert!(
+        rows(&live.addr_string())[0]
+            .split_whitespace()
+            .any(|w| w == "up"),
+        "{text}"
+    );
+    assert!(text.contains("1/3 up") && text.contains("0/1 up"), "{text}");
+
+    let o = run(&["--json", "status"]);
+    assert_eq!(o.status.code(), Some(1));
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    for r in records.iter().filter(|r| r["kind"] == "server") {
+        let up = r["server"] == live.addr_string().as_str();
+        assert_eq!(r["reachable"], up, "{r}");
+        assert_eq!(r["state"] == "up", up, "{r}");
+    }
+    let group = |name: &str| {
+        records
+            .iter()
+            .find(|r| r["kind"] == "group" && r["group"] == name)
+            .unwrap()
+    };
+    assert_eq!(group("sg1")["servers_up"], 1);
+    assert_eq!(group("sg2")["servers_up"], 0);
+
+    stopped.resume();
+    let o = run(&["status"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("2/3 up") && text.contains("1/1 up"), "{text}");
 }

@@ -19,15 +19,15 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    /// Prints the message on stderr and gives the exit code: 2 for usage, 1
-    /// for a failed operation.
+    /// Prints the message on stderr ([`output::fail`]: a JSON object with
+    /// `--json`) and gives the exit code: 2 for usage, 1 for a failed
+    /// operation.
     pub(crate) fn report(self) -> ExitCode {
         let (message, code) = match self {
             Failure::Usage(message) => (message, 2),
             Failure::Op(message) => (message, 1),
         };
-        eprintln!("memgroup: {}", output::clean(&message));
-        ExitCode::from(code)
+        output::fail(&message, code)
     }
 }
 

@@ -40,7 +40,9 @@ pub(crate) struct Cli {
     /// Where the cluster is and how to talk to it.
     #[command(flatten)]
     pub(crate) cluster: ClusterFlags,
-    /// Machine-readable JSON output.
+    /// Machine-readable output: one JSON array of records on stdout per run
+    /// (per round with `--watch`, one a line), for every command; errors and
+    /// each key's problems as JSON objects on stderr, one a line.
     #[arg(long, global = true)]
     pub(crate) json: bool,
     /// No informational output (per-group write reports, confirmations);

@@ -26,37 +26,55 @@ use crate::flags::Cli;
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        // A bad flag value is a usage error like any other: one line naming
-        // the value, exit 2 (clap's own rendering adds a hint paragraph).
-        Err(e)
-            if matches!(
-                e.kind(),
-                clap::error::ErrorKind::InvalidValue | clap::error::ErrorKind::ValueValidation
-            ) =>
-        {
-            let text = e.to_string();
-            let line = text.lines().next().unwrap_or_default();
-            eprintln!("memgroup: {}", line.strip_prefix("error: ").unwrap_or(line));
-            return ExitCode::from(2);
-        }
-        Err(e) => e.exit(),
+        Err(e) => return usage_error(&e),
     };
     init_logging(cli.verbose);
     output::set_quiet(cli.quiet);
+    output::set_json(cli.json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("memgroup: cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return output::fail(&format!("cannot start the runtime: {e}"), 1),
     };
     match runtime.block_on(cli.command.run(&cli.cluster, cli.json)) {
         Ok(code) => code,
         Err(failure) => failure.report(),
     }
+}
+
+/// A command line clap refused. `--help` and `--version` print as clap
+/// prints them; a bad flag value is a usage error like any other: one line
+/// naming the value, exit 2 (clap's own rendering adds a hint paragraph).
+/// With `--json` anywhere on the line, every refusal is the JSON error
+/// object instead of clap's text.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let json = std::env::args_os()
+        .skip(1)
+        .take_while(|arg| arg != "--")
+        .any(|arg| arg == "--json");
+    let one_line = matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    );
+    if !e.use_stderr() || !(json || one_line) {
+        e.exit();
+    }
+    output::set_json(json);
+    let text = e.to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    // The message, without clap's tips and usage paragraphs.
+    let message: Vec<&str> = if one_line {
+        text.lines().take(1).collect()
+    } else {
+        text.lines()
+            .take_while(|line| !line.is_empty() && !line.starts_with("Usage:"))
+            .map(str::trim)
+            .collect()
+    };
+    output::fail(&message.join(" "), 2)
 }
 
 /// Sends the client's tracing output to stderr: RUST_LOG if set, else by

@@ -1,6 +1,6 @@
 //! Plain tables for humans; JSON (`--json`) for scripts.
 
-use crate::exit::Done;
+use crate::exit::{Done, Failure};
 use std::io::Write;
 
 use memgroup::client::WriteOutcome;
@@ -8,10 +8,50 @@ use memgroup::client::value::Value;
 use serde_json::json;
 
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `-q`: informational lines ([`info`]) are not printed.
 pub(crate) fn set_quiet(quiet: bool) {
     QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `--json`: problems on stderr ([`warn`], [`fail`]) are JSON objects too.
+pub(crate) fn set_json(json: bool) {
+    JSON.store(json, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn json_mode() -> bool {
+    JSON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A problem that does not stop the command (a key not found, a key no
+/// server answered for, a short listing), on one stderr line: `memgroup:
+/// KEY: MESSAGE`, or with `--json` `{"key": KEY, "error": MESSAGE}` (no
+/// `key` when the problem is not about one key).
+pub(crate) fn warn(key: Option<&str>, message: &str) {
+    if json_mode() {
+        let mut line = json!({"error": message});
+        if let Some(key) = key {
+            line["key"] = json!(key);
+        }
+        eprintln!("{line}");
+    } else {
+        match key {
+            Some(key) => eprintln!("memgroup: {}: {}", clean(key), clean(message)),
+            None => eprintln!("memgroup: {}", clean(message)),
+        }
+    }
+}
+
+/// The error that ends the run, on one stderr line: `memgroup: MESSAGE`, or
+/// with `--json` `{"error": MESSAGE, "exit": CODE}`; gives the exit code.
+pub(crate) fn fail(message: &str, code: u8) -> std::process::ExitCode {
+    if json_mode() {
+        eprintln!("{}", json!({"error": message, "exit": code}));
+    } else {
+        eprintln!("memgroup: {}", clean(message));
+    }
+    std::process::ExitCode::from(code)
 }
 
 /// Writes an informational line (a write report, a confirmation), unless `-q`.
@@ -28,7 +68,7 @@ pub(crate) fn write_line(line: &str) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
-        eprintln!("memgroup: writing output: {e}");
+        let _ = fail(&format!("writing output: {e}"), 1);
         std::process::exit(1);
     }
 }
@@ -137,7 +177,7 @@ impl Report {
     /// Prints the records as one JSON array with `json`, else the table.
     pub(crate) fn print(&self, json: bool) {
         if json {
-            self::json(&serde_json::Value::from(self.records.clone()));
+            records(&self.records);
         } else {
             self.print_table();
         }
@@ -145,9 +185,15 @@ impl Report {
 }
 
 /// Reports a write to every group: with `json` one record of the key and
-/// each group's result, else one informational line per group. True if the
-/// write was applied as its policy asks.
-pub(crate) fn write_outcome(key: &str, outcome: &WriteOutcome, json: bool) -> Done {
+/// each group's result added to `records` (printed by the caller, with the
+/// other keys', as one array), else one informational line per group. How
+/// far the write got by its policy.
+pub(crate) fn write_outcome(
+    key: &str,
+    outcome: &WriteOutcome,
+    json: bool,
+    records: &mut Vec<serde_json::Value>,
+) -> Done {
     if json {
         let groups: Vec<_> = outcome
             .groups
@@ -157,7 +203,7 @@ pub(crate) fn write_outcome(key: &str, outcome: &WriteOutcome, json: bool) -> Do
                 Err(e) => json!({"group": g.group, "server": g.server, "error": e.chain()}),
             })
             .collect();
-        self::json(&json!({"key": key, "groups": groups}));
+        records.push(json!({"key": key, "groups": groups}));
     } else {
         for g in &outcome.groups {
             let server = g.server.as_deref().unwrap_or("-");
@@ -171,9 +217,25 @@ pub(crate) fn write_outcome(key: &str, outcome: &WriteOutcome, json: bool) -> Do
     Done::of_write(outcome)
 }
 
-/// Prints a JSON value on one line.
-pub(crate) fn json(value: &serde_json::Value) {
-    write_line(&value.to_string());
+/// Prints the one JSON document of a run: its records as one array, on
+/// one line (a command with one result prints an array of one).
+pub(crate) fn records(records: &[serde_json::Value]) {
+    write_line(&serde_json::Value::from(records).to_string());
+}
+
+/// A failure that stops a command after some keys were done: with `json`
+/// their records are printed first (the run's one array, of the keys done
+/// before it), then the failure goes on to be reported.
+pub(crate) fn records_before(json: bool, done: &[serde_json::Value], failure: Failure) -> Failure {
+    if json && !done.is_empty() {
+        records(done);
+    }
+    failure
+}
+
+/// [`records`] of one record.
+pub(crate) fn record(record: serde_json::Value) {
+    records(&[record]);
 }
 
 /// Text for possibly-binary bytes.

@@ -267,8 +267,8 @@ pub(crate) async fn run(
             "p999_us": h.value_at_quantile(0.999), "max_us": h.max()}));
     }
     if json {
-        output::json(
-            &json!({"seconds": elapsed, "ops": ops, "ops_per_second": ops as f64 / elapsed,
+        output::record(
+            json!({"seconds": elapsed, "ops": ops, "ops_per_second": ops as f64 / elapsed,
             "hits": total.hits, "misses": total.misses, "errors": total.errors, "concurrency": args.concurrency,
             "ops_detail": report.records()}),
         );

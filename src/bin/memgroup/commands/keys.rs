@@ -63,7 +63,7 @@ pub(crate) async fn run(
                 // Listed again and still short: keys the server holds are
                 // not in this list.
                 short += 1;
-                eprintln!("memgroup: {}", dump::Checked::of(&listing).shortfall());
+                output::warn(None, &dump::Checked::of(&listing).shortfall());
             }
             for entry in listing.entries {
                 if prefix.is_some_and(|p| !entry.key.starts_with(p.as_bytes())) {

@@ -49,22 +49,32 @@ pub(crate) async fn cp(
     let client = Cluster::from_flags(flags)?.client()?;
     let exptime = args.expiry.expiry();
     let mut done = Done::Everywhere;
+    let mut records = Vec::new();
     for file in &args.files {
-        let key = file
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| Failure::Usage(format!("{}: no usable file name", file.display())))?;
-        let data = std::fs::read(file)
-            .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?;
-        // A file name that is no valid key is named as the file.
-        let outcome = client.set(key, &data, exptime).await.map_err(|e| {
-            if e.is_invalid_key() {
-                Failure::Usage(format!("{}: {e}", file.display()))
-            } else {
-                Failure::from(e)
-            }
-        })?;
-        done = done.max(output::write_outcome(key, &outcome, json));
+        let stored = async {
+            let key = file.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+                Failure::Usage(format!("{}: no usable file name", file.display()))
+            })?;
+            let data = std::fs::read(file)
+                .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?;
+            // A file name that is no valid key is named as the file.
+            let outcome = client.set(key, &data, exptime).await.map_err(|e| {
+                if e.is_invalid_key() {
+                    Failure::Usage(format!("{}: {e}", file.display()))
+                } else {
+                    Failure::from(e)
+                }
+            })?;
+            Ok::<_, Failure>((key, outcome))
+        };
+        let (key, outcome) = match stored.await {
+            Ok(stored) => stored,
+            Err(failure) => return Err(output::records_before(json, &records, failure)),
+        };
+        done = done.max(output::write_outcome(key, &outcome, json, &mut records));
+    }
+    if json {
+        output::records(&records);
     }
     Ok(done.code())
 }
@@ -113,8 +123,8 @@ pub(crate) async fn load(
     }
     let secs = started.elapsed().as_secs_f64();
     if json {
-        output::json(
-            &json!({"keys": count, "errors": errors, "seconds": secs, "keys_per_second": count as f64 / secs}),
+        output::record(
+            json!({"keys": count, "errors": errors, "seconds": secs, "keys_per_second": count as f64 / secs}),
         );
     } else {
         outln!(

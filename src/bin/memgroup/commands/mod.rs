@@ -29,16 +29,16 @@ pub(crate) enum Command {
     Route(route::Args),
     /// Read keys (local group first, falling back per the read policy).
     #[command(
-        after_help = "One key writes exactly the value's bytes; several print `key: value` lines.\nExit 1 if any key is missing.\n\nExamples:\n  memgroup --servers h1:11211 get user:42 > value.bin\n  memgroup --config cluster.toml --value-format evcache --json get user:42 user:43"
+        after_help = "One key writes exactly the value's bytes; several print `key: value` lines, which a value\nholding a newline breaks: for any values use --protocol (memcached's own `VALUE key flags\nbytes` blocks, then `END`) or --json (text, or base64 with \"encoding\": \"base64\").\nExit 1 if any key is missing.\n\nExamples:\n  memgroup --servers h1:11211 get user:42 > value.bin\n  memgroup --servers h1:11211 get --protocol user:42 user:43\n  memgroup --config cluster.toml --value-format evcache --json get user:42 user:43"
     )]
-    Get(read::Args),
+    Get(read::GetArgs),
     /// Store a value in every group (`-` reads it from stdin).
     #[command(
         after_help = "Examples:\n  memgroup --servers h1:11211 set user:42 Ada --exptime 300\n  cat blob | memgroup --servers h1:11211 set blob -\n  memgroup --config cluster.toml --value-format evcache set visits 41 --type long"
     )]
     Set(write::SetArgs),
     /// Read keys with their CAS unique (for `cas`).
-    Gets(read::Args),
+    Gets(read::GetArgs),
     /// Exit 0 only if every key exists (like memexist).
     Exist(read::Args),
     /// Store only where the key is absent.
@@ -53,8 +53,9 @@ pub(crate) enum Command {
     Cas(write::CasArgs),
     /// Each server's version, with its group.
     Version,
-    /// Each server's state: reachable, round trip, version, up or dead, with
-    /// group totals; exit 1 if any server is unreachable.
+    /// Each server's state: reachable, round trip, version, up, down (its
+    /// probe failed) or dead, with group totals; exit 1 if any server is
+    /// unreachable.
     #[command(
         after_help = "Examples:\n  memgroup --config cluster.toml status\n  memgroup --config cluster.toml --json status\n  memgroup --config cluster.toml status --watch 5"
     )]
@@ -85,9 +86,10 @@ pub(crate) enum Command {
     /// Invalidate every item of one group.
     Flush(server::FlushArgs),
     /// Per-server statistics, with totals per group; or one raw section
-    /// (`slabs`, `items`, `settings`, `sizes`, `conns`, …) of every server.
+    /// (`slabs`, `items`, `settings`, `sizes`, `conns`, …) of every server;
+    /// or (`--server`) every statistic of one server.
     #[command(
-        after_help = "Examples:\n  memgroup --config cluster.toml stats --group sg1\n  memgroup --config cluster.toml --json stats slabs"
+        after_help = "Examples:\n  memgroup --config cluster.toml stats --group sg1\n  memgroup --config cluster.toml --json stats slabs\n  memgroup --config cluster.toml stats --server 10.0.0.1:11211"
     )]
     Stats(server::StatsArgs),
     /// Write N generated keys through the replicated client (for demos and tests).

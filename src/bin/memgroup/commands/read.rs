@@ -18,15 +18,79 @@ pub(crate) struct Args {
     keys: Vec<String>,
 }
 
+/// The keys to read, and how to print their values.
+#[derive(Debug, clap::Args)]
+pub(crate) struct GetArgs {
+    #[command(flatten)]
+    read: Args,
+    /// Print each value found as memcached itself sends it: `VALUE <key>
+    /// <flags> <bytes>[ <cas>]`, CRLF, the value's bytes, CRLF; then `END`,
+    /// CRLF. Binary-safe (the length says where a value ends, whatever bytes
+    /// it holds), for one key or many; keys not found are left out (and
+    /// named on stderr).
+    #[arg(long)]
+    protocol: bool,
+}
+
+/// How `get`/`gets` print values without `--json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// One key: exactly its bytes.
+    Bytes,
+    /// Several: `key: value` lines (`gets`: with cas and flags).
+    Lines,
+    /// `--protocol`: memcached's own `VALUE` blocks.
+    Protocol,
+}
+
+impl Form {
+    fn of(args: &GetArgs, json: bool) -> Result<Form, Failure> {
+        if args.protocol && json {
+            return Err(Failure::Usage(
+                "--protocol and --json are two output forms: choose one".into(),
+            ));
+        }
+        Ok(if args.protocol {
+            Form::Protocol
+        } else if args.read.keys.len() == 1 {
+            Form::Bytes
+        } else {
+            Form::Lines
+        })
+    }
+}
+
+/// Writes `data` to stdout in `form`: one `VALUE` block for
+/// [`Form::Protocol`], else `prefix` (if any) then the bytes and, for
+/// [`Form::Lines`], a newline.
+fn write_value(form: Form, key: &str, flags: u32, cas: Option<u64>, prefix: &str, data: &[u8]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = match form {
+        Form::Protocol => {
+            let cas = cas.map(|c| format!(" {c}")).unwrap_or_default();
+            write!(out, "VALUE {key} {flags} {}{cas}\r\n", data.len())
+                .and_then(|()| out.write_all(data))
+                .and_then(|()| out.write_all(b"\r\n"))
+        }
+        Form::Bytes => out.write_all(data),
+        Form::Lines => write!(out, "{prefix}")
+            .and_then(|()| out.write_all(data))
+            .and_then(|()| writeln!(out)),
+    };
+}
+
 /// `get`: each key's value, decoded by the value format; one key's bytes
-/// exactly as stored, several as `key: value` lines.
+/// exactly as stored, several as `key: value` lines, or (`--protocol`)
+/// memcached's `VALUE` blocks.
 pub(crate) async fn get(
-    args: &Args,
+    args: &GetArgs,
     flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
+    let form = Form::of(args, json)?;
     let client = Cluster::from_flags(flags)?.client()?;
-    let keys = &args.keys[..];
+    let keys = &args.read.keys[..];
     let found = client.get_multi(keys).await?;
     let (mut failed, mut unanswered) = (0, 0);
     let mut records = Vec::new();
@@ -38,9 +102,8 @@ pub(crate) async fn get(
                 unanswered += 1;
                 if json {
                     records.push(json!({"key": key, "error": e.chain()}));
-                } else {
-                    eprintln!("memgroup: {key}: {}", output::clean(&e.chain()));
                 }
+                output::warn(Some(key), &e.chain());
                 continue;
             }
             _ => {
@@ -60,9 +123,8 @@ pub(crate) async fn get(
                 failed += 1;
                 if json {
                     records.push(json!({"key": key, "flags": item.flags, "error": e.chain()}));
-                } else {
-                    eprintln!("memgroup: {}", output::clean(&e.chain()));
                 }
+                output::warn(None, &e.chain());
                 continue;
             }
         };
@@ -71,34 +133,33 @@ pub(crate) async fn get(
             output::json_value(&mut record, &value);
             records.push(record);
         } else {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            if keys.len() == 1 {
-                // One key: exactly the value's bytes, as memcat writes them.
-                let _ = out.write_all(&output::value_bytes(&value));
-            } else {
-                let _ = write!(out, "{key}: ");
-                let _ = out.write_all(&output::value_bytes(&value));
-                let _ = writeln!(out);
-            }
+            // One key: exactly the value's bytes, as memcat writes them;
+            // several: `key: value` lines.
+            let data = output::value_bytes(&value);
+            write_value(form, key, item.flags, None, &format!("{key}: "), &data);
         }
     }
     if unanswered > 0 && unanswered < keys.len() {
         // Partly done: some keys got no answer while others did.
-        finish(&records, json, true);
+        finish(&records, json, form, true);
         return Ok(ExitCode::from(exit::PARTIAL));
     }
-    Ok(finish(&records, json, failed + unanswered == 0))
+    Ok(finish(&records, json, form, failed + unanswered == 0))
 }
 
 /// `gets`: each key's value with its CAS unique, for a later `cas`.
 pub(crate) async fn gets(
-    args: &Args,
+    args: &GetArgs,
     flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
+    // `gets` prints `key cas=… flags=…: value` lines, one key or several.
+    let form = match Form::of(args, json)? {
+        Form::Bytes => Form::Lines,
+        form => form,
+    };
     let client = Cluster::from_flags(flags)?.client()?;
-    let keys = &args.keys[..];
+    let keys = &args.read.keys[..];
     let mut missing = 0;
     let mut records = Vec::new();
     for key in keys {
@@ -110,11 +171,8 @@ pub(crate) async fn gets(
                     output::json_value(&mut record, &Value::Bytes(item.value.clone()));
                     records.push(record);
                 } else {
-                    use std::io::Write;
-                    let mut out = std::io::stdout().lock();
-                    let _ = write!(out, "{key} cas={cas} flags={}: ", item.flags);
-                    let _ = out.write_all(&item.value);
-                    let _ = writeln!(out);
+                    let prefix = format!("{key} cas={cas} flags={}: ", item.flags);
+                    write_value(form, key, item.flags, Some(cas), &prefix, &item.value);
                 }
             }
             None => {
@@ -123,7 +181,7 @@ pub(crate) async fn gets(
             }
         }
     }
-    Ok(finish(&records, json, missing == 0))
+    Ok(finish(&records, json, form, missing == 0))
 }
 
 /// `exist`: exit 0 only if every key exists (like libmemcached's memexist).
@@ -145,24 +203,27 @@ pub(crate) async fn exist(
         }
     }
     let all = keys.iter().all(|k| found.get(k.as_bytes()).is_some());
-    Ok(finish(&records, json, all))
+    Ok(finish(&records, json, Form::Lines, all))
 }
 
-/// A key that is not there: with `json` a record with a null value, else a
-/// line on stderr.
+/// A key that is not there: a line on stderr ([`output::warn`]), and with
+/// `json` a record with a null value.
 fn not_found(key: &str, json: bool, records: &mut Vec<serde_json::Value>) {
     if json {
         records.push(json!({"key": key, "value": null}));
-    } else {
-        eprintln!("memgroup: {key}: not found");
     }
+    output::warn(Some(key), "not found");
 }
 
 /// The end of a read: with `json` the records as one JSON array (without,
-/// each key's line was printed as it came); exit 1 unless `ok`.
-fn finish(records: &[serde_json::Value], json: bool, ok: bool) -> ExitCode {
+/// each key's line was printed as it came; `--protocol` ends with `END`);
+/// exit 1 unless `ok`.
+fn finish(records: &[serde_json::Value], json: bool, form: Form, ok: bool) -> ExitCode {
     if json {
-        output::json(&json!(records));
+        output::records(records);
+    } else if form == Form::Protocol {
+        use std::io::Write;
+        let _ = std::io::stdout().lock().write_all(b"END\r\n");
     }
     exit::code(ok)
 }

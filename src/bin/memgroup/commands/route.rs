@@ -170,10 +170,14 @@ async fn compare(
             .group_by_name(group.name())
             .or_else(|| (old_topology.groups().len() == 1).then_some(GroupId(0)));
         let Some(og) = old_group else {
-            outln!(
-                "group {}: new (no group of that name in the old layout)",
-                group.name()
-            );
+            if json {
+                records.push(json!({"group": group.name(), "keys": keys.len(), "new": true}));
+            } else {
+                outln!(
+                    "group {}: new (no group of that name in the old layout)",
+                    group.name()
+                );
+            }
             continue;
         };
         let home = |t: &Topology, g: GroupId, key: &[u8]| {
@@ -221,7 +225,8 @@ async fn compare(
         }
     }
     if json {
-        output::json(&json!({"keys": keys.len(), "groups": records}));
+        // One record per group, each with the number of keys compared.
+        output::records(&records);
     }
     Ok(ExitCode::SUCCESS)
 }

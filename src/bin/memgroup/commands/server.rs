@@ -9,19 +9,24 @@ use memgroup::client::Client;
 use memgroup::topology::{ClusterSpec, Topology};
 use serde_json::json;
 
-use crate::cluster::Cluster;
+use crate::cluster::{ClientSettings, Cluster};
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
 use crate::output::{self, Report, outln};
 
-/// `stats`: a section, and which group.
+/// `stats`: a section, and which group or server.
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatsArgs {
     /// A stats section.
     arg: Option<String>,
     /// Only this group.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "server")]
     group: Option<String>,
+    /// Every statistic of this one server of the cluster (HOST:PORT as the
+    /// cluster names it), or of its section: a NAME VALUE table, with
+    /// `--json` one record per statistic.
+    #[arg(long, value_name = "HOST:PORT")]
+    server: Option<String>,
 }
 
 /// `ping`: how many round trips.
@@ -73,7 +78,11 @@ pub(crate) async fn stats(
     flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let client = Cluster::from_flags(flags)?.client()?;
+    let cluster = Cluster::from_flags(flags)?;
+    if let Some(server) = &args.server {
+        return one_server(&cluster, server, args.arg.as_deref(), json).await;
+    }
+    let client = cluster.client()?;
     let group = args.group.as_deref();
     match &args.arg {
         None => summary(&client, group, json).await,
@@ -81,8 +90,49 @@ pub(crate) async fn stats(
     }
 }
 
+/// `stats [SECTION] --server S`: every statistic of one server, sorted by
+/// name; exit 2 if the cluster has no such server, 1 if it did not answer.
+async fn one_server(
+    cluster: &Cluster,
+    server: &str,
+    section: Option<&str>,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let topology = Topology::new(cluster.spec.clone())?;
+    let known: Vec<String> = topology.servers().iter().map(ToString::to_string).collect();
+    if !known.iter().any(|s| s == server) {
+        return Err(Failure::Usage(format!(
+            "--server {server:?} is not in the cluster (its servers: {})",
+            known.join(", ")
+        )));
+    }
+    let client = server_client(&cluster.settings, server)?;
+    let answer = client.stats(section).await?.into_iter().next();
+    let stats = match answer.map(|a| a.stats) {
+        Some(Ok(stats)) => stats,
+        Some(Err(e)) => return Err(Failure::Op(e.chain())),
+        None => return Err(Failure::Op(format!("{server}: no answer"))),
+    };
+    let mut names: Vec<&String> = stats.keys().collect();
+    names.sort();
+    let mut report = Report::new(&["NAME", "VALUE"]);
+    for name in names {
+        let value = &stats[name];
+        report.record(json!({"server": server, "name": name, "value": value}));
+        report.row(vec![name.clone(), value.clone()]);
+    }
+    report.print(json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A client of `server` alone, with the cluster's settings.
+fn server_client(settings: &ClientSettings, server: &str) -> Result<Client, Failure> {
+    settings.client(ClusterSpec::parse_server_list(server)?)
+}
+
 /// `stats`: the main figures of every server (of `group`), then totals per
-/// group; exit 1 if a server did not answer.
+/// group (in `--json`, records of `"kind": "group"` after the servers' of
+/// `"kind": "server"`); exit 1 if a server did not answer.
 async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<ExitCode, Failure> {
     if let Some(g) = group {
         if client.topology().group_by_name(g).is_none() {
@@ -137,7 +187,7 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
                     values[5].to_string(),
                     values[6].to_string(),
                 ]);
-                report.record(json!({"group": s.group, "server": s.server, "version": st.get("version"), "uptime": values[0],
+                report.record(json!({"kind": "server", "group": s.group, "server": s.server, "version": st.get("version"), "uptime": values[0],
                     "curr_items": values[1], "get_hit_ratio": ratio, "bytes": values[2], "curr_connections": values[3],
                     "evictions": values[4], "cmd_set": values[5], "get_hits": hits, "get_misses": misses}));
                 let entry = match totals.iter_mut().find(|t| t.0 == s.group) {
@@ -159,9 +209,17 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
                     s.server.clone(),
                     format!("error: {}", e.chain()),
                 ]);
-                report.record(json!({"group": s.group, "server": s.server, "error": e.chain()}));
+                report.record(
+                    json!({"kind": "server", "group": s.group, "server": s.server, "error": e.chain()}),
+                );
             }
         }
+    }
+    for (g, v, n) in &totals {
+        report.record(
+            json!({"kind": "group", "group": g, "servers": n, "curr_items": v[1],
+            "bytes": v[2], "evictions": v[4], "cmd_set": v[5], "get_hits": v[6]}),
+        );
     }
     report.print(json);
     if !json {
@@ -258,8 +316,7 @@ pub(crate) async fn ping(
     let mut down = 0;
     let mut report = Report::new(&["SERVER", "STATE", "ROUND TRIP"]);
     for addr in topology.servers() {
-        let one = ClusterSpec::parse_server_list(&addr.to_string())?;
-        let client = settings.client(one)?;
+        let client = server_client(&settings, &addr.to_string())?;
         let mut times = Vec::with_capacity(count);
         let mut failure = None;
         for _ in 0..count.max(1) {
@@ -315,7 +372,7 @@ pub(crate) async fn flush(
     }
     client.flush_all(Some(group)).await?;
     if json {
-        output::json(&json!({"group": group, "flushed": true}));
+        output::record(json!({"group": group, "flushed": true}));
     } else {
         output::info(&format!("flushed {group}"));
     }

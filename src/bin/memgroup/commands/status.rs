@@ -1,6 +1,7 @@
 //! `status`: every server probed (`version`, timed) and the client's view of
-//! it — up or dead, failures in a row, connections, requests, errors,
-//! latency — with totals per group. Exit 1 if any server is unreachable.
+//! it — up, down (its probe failed) or dead, failures in a row,
+//! connections, requests, errors, latency — with totals per group. Exit 1
+//! if any server is unreachable.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -54,11 +55,87 @@ async fn once(client: &Client, json: bool) -> ExitCode {
     let status = client.status();
     let unreachable = probes.iter().filter(|p| p.version.is_err()).count();
     if json {
-        output::json(&report(&probes, &status, unreachable));
+        output::records(&records(&probes, &status));
     } else {
         table(&probes, &status);
     }
     exit::code(unreachable == 0)
+}
+
+/// What `status` says of a server: the client's view (up, or dead until a
+/// retry), except that a server whose probe just failed is never up — a
+/// stopped server keeps its socket, times out, and is not (yet) marked dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Up,
+    /// The probe failed while the client still has it up.
+    Down,
+    Dead {
+        retry_in: Duration,
+    },
+}
+
+impl Shown {
+    fn of(state: ServerState, probe: Option<&Probe>) -> Shown {
+        match state {
+            ServerState::Dead { retry_in } => Shown::Dead { retry_in },
+            _ if probe.is_some_and(|p| p.version.is_err()) => Shown::Down,
+            _ => Shown::Up,
+        }
+    }
+
+    /// `up`, `down` or `dead`.
+    fn name(self) -> &'static str {
+        match self {
+            Shown::Up => "up",
+            Shown::Down => "down",
+            Shown::Dead { .. } => "dead",
+        }
+    }
+
+    /// The STATE column: the name, and for a dead server when it is retried.
+    fn text(self) -> String {
+        match self {
+            Shown::Dead { retry_in } => {
+                format!("dead (retry in {:.1} s)", retry_in.as_secs_f64())
+            }
+            other => other.name().to_string(),
+        }
+    }
+
+    /// How long until a dead server is retried, in milliseconds.
+    fn retry_in_ms(self) -> Option<u64> {
+        match self {
+            Shown::Dead { retry_in } => {
+                Some(u64::try_from(retry_in.as_millis()).unwrap_or(u64::MAX))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The probe of `server`, if it was probed.
+fn probe_of<'a>(probes: &'a [Probe], server: &str) -> Option<&'a Probe> {
+    probes.iter().find(|p| p.server == server)
+}
+
+/// A group's servers shown up, and those whose probe failed.
+fn group_counts(probes: &[Probe], status: &Status, group: &str) -> (usize, usize) {
+    let members = status
+        .servers
+        .iter()
+        .filter(|s| s.groups.iter().any(|g| g == group));
+    let (mut up, mut unreachable) = (0, 0);
+    for s in members {
+        let probe = probe_of(probes, &s.server);
+        if Shown::of(s.state, probe) == Shown::Up {
+            up += 1;
+        }
+        if probe.is_some_and(|p| p.version.is_err()) {
+            unreachable += 1;
+        }
+    }
+    (up, unreachable)
 }
 
 fn micros(d: Option<Duration>) -> Option<u64> {
@@ -67,16 +144,6 @@ fn micros(d: Option<Duration>) -> Option<u64> {
 
 fn ms(d: Option<Duration>) -> String {
     d.map_or("-".into(), |d| format!("{:.2} ms", d.as_secs_f64() * 1e3))
-}
-
-fn state(state: ServerState) -> (String, Option<u64>) {
-    match state {
-        ServerState::Dead { retry_in } => (
-            format!("dead (retry in {:.1} s)", retry_in.as_secs_f64()),
-            Some(u64::try_from(retry_in.as_millis()).unwrap_or(u64::MAX)),
-        ),
-        _ => ("up".into(), None),
-    }
 }
 
 fn counters_json(c: &Counters) -> Value {
@@ -93,41 +160,35 @@ fn counters_json(c: &Counters) -> Value {
     })
 }
 
-fn report(probes: &[Probe], status: &Status, unreachable: usize) -> Value {
-    let servers: Vec<Value> = status
-        .servers
-        .iter()
-        .map(|s| {
-            let probe = probes.iter().find(|p| p.server == s.server);
-            let (state_text, retry_in_ms) = state(s.state);
-            let mut record = json!({
-                "server": s.server, "groups": s.groups,
-                "reachable": probe.is_some_and(|p| p.version.is_ok()),
-                "round_trip_us": probe.and_then(|p| p.version.is_ok().then(|| micros(Some(p.round_trip)))),
-                "version": probe.and_then(|p| p.version.as_ref().ok()).map(|v| output::clean(v)),
-                "state": if retry_in_ms.is_some() { "dead" } else { "up" },
-                "state_text": state_text, "retry_in_ms": retry_in_ms,
-                "failures": s.failures, "connections": s.connections,
-                "in_flight": s.in_flight, "queued": s.queued,
-                "counters": counters_json(&s.counters),
-            });
-            if let Some(Err(e)) = probe.map(|p| &p.version) {
-                record["error"] = json!(e.chain());
-            }
-            record
+/// The `--json` records: one per server (`"kind": "server"`), then one per
+/// group (`"kind": "group"`) with its totals.
+fn records(probes: &[Probe], status: &Status) -> Vec<Value> {
+    let servers = status.servers.iter().map(|s| {
+        let probe = probe_of(probes, &s.server);
+        let shown = Shown::of(s.state, probe);
+        let mut record = json!({
+            "kind": "server", "server": s.server, "groups": s.groups,
+            "reachable": probe.is_some_and(|p| p.version.is_ok()),
+            "round_trip_us": probe.and_then(|p| p.version.is_ok().then(|| micros(Some(p.round_trip)))),
+            "version": probe.and_then(|p| p.version.as_ref().ok()).map(|v| output::clean(v)),
+            "state": shown.name(), "state_text": shown.text(), "retry_in_ms": shown.retry_in_ms(),
+            "failures": s.failures, "connections": s.connections,
+            "in_flight": s.in_flight, "queued": s.queued,
+            "counters": counters_json(&s.counters),
+        });
+        if let Some(Err(e)) = probe.map(|p| &p.version) {
+            record["error"] = json!(e.chain());
+        }
+        record
+    });
+    let groups = status.groups.iter().map(|g| {
+        let (up, unreachable) = group_counts(probes, status, &g.group);
+        json!({
+            "kind": "group", "group": g.group, "servers": g.servers, "servers_up": up,
+            "unreachable": unreachable, "counters": counters_json(&g.counters),
         })
-        .collect();
-    let groups: Vec<Value> = status
-        .groups
-        .iter()
-        .map(|g| {
-            json!({
-                "group": g.group, "servers": g.servers, "servers_up": g.servers_up,
-                "counters": counters_json(&g.counters),
-            })
-        })
-        .collect();
-    json!({"ok": unreachable == 0, "unreachable": unreachable, "servers": servers, "groups": groups})
+    });
+    servers.chain(groups).collect()
 }
 
 fn table(probes: &[Probe], status: &Status) {
@@ -138,7 +199,7 @@ fn table(probes: &[Probe], status: &Status) {
             .iter()
             .filter(|s| s.groups.contains(&group.group))
         {
-            let probe = probes.iter().find(|p| p.server == s.server);
+            let probe = probe_of(probes, &s.server);
             let (reach, round_trip, version, error) = match probe.map(|p| &p.version) {
                 Some(Ok(v)) => (
                     "yes".to_string(),
@@ -155,7 +216,7 @@ fn table(probes: &[Probe], status: &Status) {
                 reach,
                 round_trip,
                 version,
-                state(s.state).0,
+                Shown::of(s.state, probe).text(),
                 s.failures.to_string(),
                 s.connections.to_string(),
                 s.counters.requests.to_string(),
@@ -166,13 +227,14 @@ fn table(probes: &[Probe], status: &Status) {
             ]);
         }
         let c = &group.counters;
+        let (up, _) = group_counts(probes, status, &group.group);
         rows.push(vec![
             group.group.clone(),
             "(group total)".into(),
             String::new(),
             String::new(),
             String::new(),
-            format!("{}/{} up", group.servers_up, group.servers),
+            format!("{up}/{} up", group.servers),
             String::new(),
             String::new(),
             c.requests.to_string(),

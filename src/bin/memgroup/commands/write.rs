@@ -109,7 +109,7 @@ pub(crate) async fn set(
             client.set_value(key, &value, args.expiry.expiry()).await?
         }
     };
-    Ok(output::write_outcome(key, &outcome, json).code())
+    Ok(write_report(key, &outcome, json))
 }
 
 /// A value argument: the text itself, or stdin for `-`.
@@ -187,7 +187,7 @@ async fn store_with_flags(
             client.cas(key, &data, cas, options).await?
         }
     };
-    Ok(output::write_outcome(key, &outcome, json).code())
+    Ok(write_report(key, &outcome, json))
 }
 
 /// The type `set --type` stores a value as, encoded by the value format.
@@ -239,11 +239,29 @@ pub(crate) async fn delete(
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
     let mut done = Done::Everywhere;
+    let mut records = Vec::new();
     for key in &args.keys {
-        let outcome = client.delete(key).await?;
-        done = done.max(output::write_outcome(key, &outcome, json));
+        let outcome = match client.delete(key).await {
+            Ok(outcome) => outcome,
+            Err(e) => return Err(output::records_before(json, &records, e.into())),
+        };
+        done = done.max(output::write_outcome(key, &outcome, json, &mut records));
+    }
+    if json {
+        output::records(&records);
     }
     Ok(done.code())
+}
+
+/// One key's write reported ([`output::write_outcome`]; with `json` as an
+/// array of one record), and its exit code.
+fn write_report(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool) -> ExitCode {
+    let mut records = Vec::new();
+    let done = output::write_outcome(key, outcome, json, &mut records);
+    if json {
+        output::records(&records);
+    }
+    done.code()
 }
 
 /// `touch`: a new expiration time in every group.
@@ -254,7 +272,7 @@ pub(crate) async fn touch(
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
     let outcome = client.touch(&args.key, args.exptime).await?;
-    Ok(output::write_outcome(&args.key, &outcome, json).code())
+    Ok(write_report(&args.key, &outcome, json))
 }
 
 /// `incr` (`incr` true) or `decr`: the counter's new value.
@@ -272,13 +290,13 @@ pub(crate) async fn counter(
         client.decr(key, delta).await?
     };
     match value {
-        Some(v) if json => output::json(&json!({"key": key, "value": v})),
+        Some(v) if json => output::record(json!({"key": key, "value": v})),
         Some(v) => outln!("{v}"),
         None => {
             if json {
-                output::json(&json!({"key": key, "value": null}));
+                output::record(json!({"key": key, "value": null}));
             }
-            eprintln!("memgroup: {key}: not found");
+            output::warn(Some(key), "not found");
             return Ok(ExitCode::from(1));
         }
     }

@@ -106,9 +106,9 @@ async fn copy_batch(
         .iter()
         .partition(|j| memgroup::proto::Key::new(&j.key.key).is_ok());
     for job in &bad {
-        eprintln!(
-            "memgroup: skipping {}: not a valid memcached key",
-            output::clean(&output::show(&job.key.key))
+        output::warn(
+            Some(&output::show(&job.key.key)),
+            "skipped: not a valid memcached key",
         );
     }
     counters
@@ -118,10 +118,13 @@ async fn copy_batch(
     let found = match retry(retries, || reader.get_multi(&keys)).await {
         Ok(found) => found,
         Err(e) => {
-            eprintln!(
-                "memgroup: reading a batch of {} keys failed: {}",
-                keys.len(),
-                output::clean(&e.chain())
+            output::warn(
+                None,
+                &format!(
+                    "reading a batch of {} keys failed: {}",
+                    keys.len(),
+                    e.chain()
+                ),
             );
             counters
                 .errors
@@ -134,10 +137,9 @@ async fn copy_batch(
         let item = match found.outcome(&job.key.key) {
             Some(Ok(Some(item))) => item,
             Some(Err(e)) => {
-                eprintln!(
-                    "memgroup: reading {} failed: {}",
-                    output::clean(&String::from_utf8_lossy(&job.key.key)),
-                    output::clean(&e.chain())
+                output::warn(
+                    Some(&output::show(&job.key.key)),
+                    &format!("reading failed: {}", e.chain()),
                 );
                 counters.errors.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -193,10 +195,9 @@ async fn copy_batch(
                 copied_keys.lock().insert(job.key.key.clone(), copied);
             }
             Err(e) => {
-                eprintln!(
-                    "memgroup: copying {}: {}",
-                    output::clean(&output::show(&job.key.key)),
-                    output::clean(&e.chain())
+                output::warn(
+                    Some(&output::show(&job.key.key)),
+                    &format!("copying failed: {}", e.chain()),
                 );
                 counters.errors.fetch_add(1, Ordering::Relaxed);
             }

@@ -234,7 +234,7 @@ pub(crate) async fn run(
     last.reverse();
     let short_servers: Vec<&Checked> = last.iter().copied().filter(|l| !l.complete).collect();
     for listing in &short_servers {
-        eprintln!("memgroup: {}", listing.shortfall());
+        output::warn(None, &listing.shortfall());
     }
     let method = last.first().map_or("hash", |l| l.method);
     let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -247,7 +247,7 @@ pub(crate) async fn run(
         c(&counters.errors),
     );
     if json {
-        output::json(&json!({
+        output::record(json!({
             "from": args.from, "to": args.to, "keys": dumped, "copied": copied, "already_present": present,
             "expired_skipped": expired, "vanished_skipped": vanished, "errors": errors, "seconds": elapsed,
             "keys_per_second": dumped as f64 / elapsed,
