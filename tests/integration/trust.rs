@@ -442,3 +442,115 @@ async fn a_type_error_names_its_key() {
     assert!(error.to_string().contains("key \"visits\""), "{error}");
     assert!(error.to_string().contains("not"), "and why: {error}");
 }
+
+/// One rule for every setting: flag > environment > file > default, with a
+/// file named by --config ranking as a flag for the server list.
+#[test]
+fn configuration_sources_rank_by_one_rule() {
+    let in_file = Memcached::spawn();
+    let in_env = Memcached::spawn();
+    let dir = std::env::temp_dir().join(format!("memgroup-rank-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "hash = \"native\"\ntimeout_ms = 300\n[[groups]]\nname = \"a\"\nservers = [\"{}\"]\n",
+            in_file.addr_string()
+        ),
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"));
+        command
+            .args(args)
+            .env_remove("MEMCACHED_SERVERS")
+            .env_remove("MEMGROUP_GROUPS")
+            .env_remove("MEMGROUP_CONFIG")
+            .stdin(std::process::Stdio::null());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    // An exported MEMCACHED_SERVERS does not replace --config's servers: the
+    // write lands on the file's server, and one warning names the variable.
+    let exported = [("MEMCACHED_SERVERS", in_env.addr_string())];
+    let exported: Vec<(&str, &str)> = exported.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let out = run(&["--config", &file, "set", "rank:k", "v"], &exported);
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("warning").count(), 1, "{stderr}");
+    assert!(stderr.contains("MEMCACHED_SERVERS is ignored"), "{stderr}");
+    assert!(crate::support::raw::get(in_file.addr(), b"rank:k").is_some());
+    assert!(crate::support::raw::get(in_env.addr(), b"rank:k").is_none());
+    // MEMGROUP_CONFIG ranks as the environment: a --servers flag beats it.
+    let out = run(
+        &["--servers", &in_env.addr_string(), "set", "rank:j", "v"],
+        &[("MEMGROUP_CONFIG", &file)],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(crate::support::raw::get(in_env.addr(), b"rank:j").is_some());
+    // A URL on the command line beats the file for what it says itself.
+    let url = format!("memcache://{}?hash=ketama", in_env.addr_string());
+    let out = run(
+        &[
+            "--config",
+            &dir.join("none.toml").to_string_lossy(),
+            "config",
+        ],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing file is a usage error"
+    );
+    let settings_only = dir.join("settings.toml");
+    std::fs::write(&settings_only, "hash = \"native\"\ntimeout_ms = 300\n").unwrap();
+    let settings_only = settings_only.to_string_lossy().into_owned();
+    let out = run(
+        &["--config", &settings_only, "--servers", &url, "config"],
+        &[],
+    );
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let line = |name: &str| {
+        shown
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in {shown}"))
+            .to_string()
+    };
+    assert!(
+        line("hash").contains("ketama") && line("hash").contains("URL"),
+        "{shown}"
+    );
+    assert!(
+        line("timeout").contains("300 ms") && line("timeout").contains("file"),
+        "{shown}"
+    );
+    assert!(line("servers").contains("flag --servers"), "{shown}");
+    assert!(line("value_format").contains("default"), "{shown}");
+    // Two server sources at the same rank: exit 2 naming both.
+    let out = run(
+        &["get", "k"],
+        &[
+            ("MEMGROUP_GROUPS", "a=127.0.0.1:1"),
+            ("MEMCACHED_SERVERS", "127.0.0.1:2"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("MEMGROUP_GROUPS") && stderr.contains("MEMCACHED_SERVERS"),
+        "{stderr}"
+    );
+    let out = run(
+        &["--config", &file, "--servers", "127.0.0.1:2", "get", "k"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}

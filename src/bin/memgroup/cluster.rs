@@ -1,8 +1,9 @@
 //! The cluster the flags describe, resolved: its servers, groups and routing
-//! (a [`ClusterSpec`]) and the client's own settings, from flags,
-//! `MEMCACHED_SERVERS`, a `memcache://` URL or a TOML file (`cluster.toml`,
-//! parsed and checked by [`memgroup::config`], whose docs show every
-//! setting). A flag wins over the file.
+//! (a [`ClusterSpec`]) and the client's own settings, from flags, the
+//! environment (`MEMCACHED_SERVERS`, `MEMGROUP_GROUPS`, `MEMGROUP_CONFIG`), a
+//! `memcache://` URL or a TOML file (`cluster.toml`, parsed and checked by
+//! [`memgroup::config`], whose docs show every setting), by the one rule of
+//! [`crate::sources`]: flag > environment > file > default.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use memgroup::topology::{ClusterSpec, SpecOverrides};
 
 use crate::exit::Failure;
 use crate::flags::ClusterFlags;
+use crate::sources::{self, ConfigFile, Servers};
 
 /// The cluster a command works on: the flags resolved, their files read.
 #[derive(Debug, Clone)]
@@ -26,6 +28,10 @@ pub(crate) struct Cluster {
     /// The flags it was resolved from: a watched file is resolved again with
     /// them, and an old layout is read with their `--old-hash`.
     flags: ClusterFlags,
+    /// The cluster file read, if any.
+    config: Option<ConfigFile>,
+    /// Where each setting came from, for `memgroup config`.
+    pub(crate) origins: Vec<(&'static str, String)>,
 }
 
 /// The client's own settings: timeouts, the value format, logins, TLS,
@@ -66,36 +72,62 @@ impl Cluster {
     /// name. A flag wins over the file; in the file, a group's own setting
     /// wins over the file-wide one.
     pub(crate) fn from_flags(flags: &ClusterFlags) -> Result<Cluster, Failure> {
-        let file = match &flags.config {
-            Some(path) => ClusterFile::read(path).map_err(|e| usage(e.to_string()))?,
+        let mut warnings = Vec::new();
+        let cluster = Cluster::resolve(flags, &sources::process_env, &mut warnings)?;
+        for warning in warnings {
+            eprintln!("memgroup: warning: {}", crate::output::clean(&warning));
+        }
+        Ok(cluster)
+    }
+
+    /// [`from_flags`](Cluster::from_flags) with the environment given and
+    /// its warnings collected, not printed.
+    pub(crate) fn resolve(
+        flags: &ClusterFlags,
+        env: &impl Fn(&str) -> Option<String>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Cluster, Failure> {
+        let config = sources::config_file(flags, env, warnings);
+        let file = match &config {
+            Some(c) => ClusterFile::read(&c.path).map_err(|e| usage(e.to_string()))?,
             None => ClusterFile::default(),
         };
+        let source = sources::servers(
+            flags,
+            env,
+            config.as_ref(),
+            !file.groups.is_empty(),
+            warnings,
+        )?
+        .ok_or_else(|| {
+            usage(format!(
+                "no servers: give --servers, --groups or --config (or {}, {} or {})",
+                sources::SERVERS_ENV,
+                sources::GROUPS_ENV,
+                sources::CONFIG_ENV
+            ))
+        })?;
         let mut url = None;
-        let spec = if let Some(groups) = &flags.groups {
-            file.apply_file_wide(
+        let mut url_given = Vec::new();
+        let spec = match &source.servers {
+            Servers::Groups(groups) => file.apply_file_wide(
                 ClusterSpec::parse_evcache(groups).map_err(|e| usage(e.to_string()))?,
-            )
-        } else if let Some(text) = flags
-            .servers
-            .as_deref()
-            .filter(|s| s.starts_with("memcache://"))
-        {
-            let parsed = ClientUrl::parse(text).map_err(|e| usage(e.chain()))?;
-            // The URL's settings (zone, policies) stand unless the file or
-            // flags override them.
-            let spec = file.apply_file_wide(parsed.spec.clone());
-            url = Some(parsed);
-            spec
-        } else if let Some(servers) = &flags.servers {
-            file.apply_file_wide(
+            ),
+            Servers::List(text) if text.starts_with("memcache://") => {
+                let parsed = ClientUrl::parse(text).map_err(|e| usage(e.chain()))?;
+                // The URL's own parameters rank as where the URL came from
+                // (a flag or the environment): above the file.
+                url_given = sources::url_params(text);
+                let spec = sources::without(&file, &url_given).apply_file_wide(parsed.spec.clone());
+                url = Some(parsed);
+                spec
+            }
+            Servers::List(servers) => file.apply_file_wide(
                 ClusterSpec::parse_server_list(servers).map_err(|e| usage(e.to_string()))?,
-            )
-        } else if let Some(spec) = file.spec() {
-            spec
-        } else {
-            return Err(usage(
-                "no servers: give --servers, --groups, --config or MEMCACHED_SERVERS",
-            ));
+            ),
+            Servers::File => file
+                .spec()
+                .expect("a server source only when it has groups"),
         };
         // The flags are one more layer of the file's shape, over it.
         let layer = ClusterFile {
@@ -123,12 +155,21 @@ impl Cluster {
         let login = |user: String, file: Option<&PathBuf>| -> Result<Credentials, Failure> {
             config::login(&user, file.map(PathBuf::as_path)).map_err(|e| usage(e.message()))
         };
-        let credentials = match flags.username.clone().or(file.username.clone()) {
-            None => url.as_mut().and_then(|u| u.credentials.take()),
-            Some(user) => Some(login(
+        // A login: the flag's, else the URL's, else the file's.
+        let url_login = url.as_mut().and_then(|u| u.credentials.take());
+        let credentials = match (flags.username.clone(), url_login) {
+            (Some(user), _) => Some(login(
                 user,
                 flags.password_file.as_ref().or(file.password_file.as_ref()),
             )?),
+            (None, Some(from_url)) => Some(from_url),
+            (None, None) => match file.username.clone() {
+                Some(user) => Some(login(
+                    user,
+                    flags.password_file.as_ref().or(file.password_file.as_ref()),
+                )?),
+                None => None,
+            },
         };
         // TLS: a flag wins over the URL, the URL over the file.
         let flags_tls = flags.tls
@@ -150,8 +191,8 @@ impl Cluster {
             file.tls.as_ref().map(tls_config).transpose()?
         };
         let mut groups = Vec::new();
-        // The file's groups describe the cluster only without --groups/--servers.
-        let file_groups = if flags.groups.is_none() && flags.servers.is_none() {
+        // The file's groups' own logins and TLS, when they are the servers.
+        let file_groups = if source.servers == Servers::File {
             &file.groups[..]
         } else {
             &[]
@@ -180,8 +221,8 @@ impl Cluster {
                 .unwrap_or(Duration::from_millis(1000)),
             values: flags
                 .value_format
+                .or(url.as_ref().and_then(|u| u.value_format))
                 .or(file.value_format)
-                .or(url.and_then(|u| u.value_format))
                 .unwrap_or_default(),
             credentials,
             tls,
@@ -198,11 +239,78 @@ impl Cluster {
             .or(file.limits),
             merge_gets: !flags.no_merge_gets,
         };
+        let origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
         Ok(Cluster {
             spec,
             settings,
             flags: flags.clone(),
+            config,
+            origins,
         })
+    }
+
+    /// Every setting in effect, its value and where it came from (`memgroup
+    /// config`): per group where groups differ.
+    pub(crate) fn effective(&self) -> Vec<(&'static str, String, String)> {
+        let groups = &self.spec.groups;
+        // One value, or each group's where they differ.
+        let per_group = |f: &dyn Fn(&memgroup::topology::GroupSpec) -> String| {
+            let values: Vec<String> = groups.iter().map(f).collect();
+            if values.windows(2).all(|w| w[0] == w[1]) {
+                values.first().cloned().unwrap_or_default()
+            } else {
+                groups
+                    .iter()
+                    .zip(&values)
+                    .map(|(g, v)| format!("{}={v}", g.name))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }
+        };
+        let settings = &self.spec.settings;
+        let s = &self.settings;
+        let value = |name: &str| -> String {
+            match name {
+                "servers" => groups
+                    .iter()
+                    .map(|g| {
+                        let servers: Vec<String> =
+                            g.servers.iter().map(|s| s.addr.to_string()).collect();
+                        format!("{}={}", g.name, servers.join(","))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                "hash" => per_group(&|g| g.locator.strategy.to_string()),
+                "node_naming" => per_group(&|g| g.locator.node_naming.to_string()),
+                "sanitize" => per_group(&|g| g.locator.sanitize_keys.to_string()),
+                "pool_size" => per_group(&|g| g.pool_size.to_string()),
+                "zone" => settings.local_zone.clone().unwrap_or_else(|| "-".into()),
+                "read_fallback" => settings.read_fallback.to_string(),
+                "write_policy" => settings.write_policy.to_string(),
+                "failover" => settings
+                    .failover
+                    .map_or("auto (on for one group)".into(), |f| f.to_string()),
+                "timeout" => format!("{} ms", s.timeout.as_millis()),
+                "connect_timeout" => format!("{} ms", s.connect_timeout.as_millis()),
+                "value_format" => s.values.name().to_string(),
+                "login" => s
+                    .credentials
+                    .as_ref()
+                    .map_or("-".into(), |c| c.username().to_string()),
+                "tls" => if s.tls.is_some() { "on" } else { "off" }.to_string(),
+                "migrate_from" => if s.migrate_from.is_some() {
+                    "on"
+                } else {
+                    "off"
+                }
+                .to_string(),
+                _ => String::new(),
+            }
+        };
+        self.origins
+            .iter()
+            .map(|(name, origin)| (*name, value(name), origin.clone()))
+            .collect()
     }
 
     /// A client for the cluster (connections open lazily).
@@ -225,12 +333,12 @@ impl Cluster {
         client: &Client,
         adjust: impl Fn(ClusterSpec) -> ClusterSpec + Send + 'static,
     ) -> Option<Watcher> {
-        let path = self.flags.config.clone()?;
+        let path = self.config.as_ref()?.path.clone();
         let flags = self.flags.clone();
         Some(client.watch_file(
             path,
             Duration::from_secs(1),
-            move |_| match Cluster::from_flags(&flags) {
+            move |_| match Cluster::resolve(&flags, &sources::process_env, &mut Vec::new()) {
                 Ok(cluster) => Ok(adjust(cluster.spec)),
                 Err(Failure::Usage(m) | Failure::Op(m)) => Err(m),
             },

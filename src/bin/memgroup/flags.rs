@@ -65,13 +65,17 @@ pub(crate) struct Cli {
 pub(crate) struct ClusterFlags {
     /// One group of servers: `host:port[:weight],…` (libmemcached form), or
     /// a `memcache://[user:password@]host:port,…?param=…` URL.
-    #[arg(long, global = true, env = "MEMCACHED_SERVERS")]
+    /// (Or MEMCACHED_SERVERS; a flag beats the environment.)
+    #[arg(long, global = true)]
     pub(crate) servers: Option<String>,
     /// Server groups, EVCache form: `sg1=host:port,…;sg2=…`.
-    #[arg(long, global = true, env = "MEMGROUP_GROUPS")]
+    /// (Or MEMGROUP_GROUPS.)
+    #[arg(long, global = true)]
     pub(crate) groups: Option<String>,
     /// A TOML file describing groups, zones, weights, hashing and timeouts.
-    #[arg(long, global = true, env = "MEMGROUP_CONFIG")]
+    /// (Or MEMGROUP_CONFIG.) For the server list it ranks as a flag: with
+    /// --servers or --groups too, that is two server sources (an error).
+    #[arg(long, global = true)]
     pub(crate) config: Option<PathBuf>,
     /// Hashing strategy: native, old-compat, new-compat, consistent, ketama, …
     #[arg(long, global = true)]

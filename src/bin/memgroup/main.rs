@@ -16,6 +16,7 @@ mod exit;
 mod expiry;
 mod flags;
 mod output;
+mod sources;
 
 use std::process::ExitCode;
 

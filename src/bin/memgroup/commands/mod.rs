@@ -8,6 +8,7 @@ mod load;
 mod read;
 mod route;
 mod server;
+mod settings;
 mod status;
 mod warm;
 mod write;
@@ -68,6 +69,9 @@ pub(crate) enum Command {
         after_help = "Examples:\n  memgroup --config cluster.toml keys --group sg1 --prefix user: --limit 100\n  memgroup --servers h1:11211 --json keys"
     )]
     Keys(keys::Args),
+    /// Print the settings in effect and where each came from (flag,
+    /// environment, URL, file or default), like `git config --show-origin`.
+    Config,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(generate::CompletionsArgs),
     /// Write the man pages (memgroup.1 and one per subcommand) into DIR.
@@ -127,6 +131,7 @@ impl Command {
             Command::Status(args) => status::run(&args, flags, json).await,
             Command::Ping(args) => server::ping(&args, flags, json).await,
             Command::Keys(args) => keys::run(&args, flags, json).await,
+            Command::Config => settings::run(flags, json),
             Command::Completions(args) => Ok(generate::completions(&args)),
             Command::Man(args) => generate::man(&args),
             Command::Cp(args) => load::cp(&args, flags, json).await,
