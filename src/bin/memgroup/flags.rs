@@ -78,9 +78,11 @@ pub(crate) struct ClusterFlags {
     #[arg(long, global = true)]
     pub(crate) config: Option<PathBuf>,
     /// Hashing strategy: native, old-compat, new-compat, consistent, ketama, …
+    /// (default ketama).
     #[arg(long, global = true)]
     pub(crate) hash: Option<HashStrategy>,
-    /// Ketama node naming: spymemcached, libmemcached, evcache.
+    /// Ketama node naming: spymemcached, libmemcached, evcache (default
+    /// spymemcached).
     #[arg(long, global = true)]
     pub(crate) node_naming: Option<NodeNaming>,
     /// URL-encode keys like the Whalin Java client (routing and wire).
@@ -154,14 +156,15 @@ pub(crate) struct ClusterFlags {
     /// --migrate-from and `route --compare`).
     #[arg(long, global = true, value_name = "STRATEGY")]
     pub(crate) old_hash: Option<HashStrategy>,
-    /// Read fallback: never, one-more, all-copies.
+    /// Read fallback: never, one-more, all-copies (default one-more).
     #[arg(long, global = true)]
     pub(crate) read_fallback: Option<ReadFallback>,
-    /// Write policy: none, one, quorum, all-minus-one, all.
+    /// Write policy: none, one, quorum, all-minus-one, all (default
+    /// all-minus-one).
     #[arg(long, global = true)]
     pub(crate) write_policy: Option<WritePolicy>,
     /// How values are decoded and encoded: raw (bytes as stored),
-    /// spymemcached, evcache, whalin, python-memcached.
+    /// spymemcached, evcache, whalin, python-memcached (default raw).
     #[arg(long, global = true)]
     pub(crate) value_format: Option<ValueFormat>,
 }

@@ -41,7 +41,8 @@ pub struct TlsConfig {
     /// Where the trusted roots came from, for `Debug`.
     roots_from: &'static str,
     client: Option<(Vec<CertificateDer<'static>>, Arc<PrivateKeyDer<'static>>)>,
-    server_name: Option<ServerName<'static>>,
+    /// As given: checked when the client is built ([`TlsConfig::connector`]).
+    server_name: Option<String>,
 }
 
 impl fmt::Debug for TlsConfig {
@@ -144,9 +145,11 @@ impl TlsConfig {
     /// Verifies the servers' certificates for this name instead of each
     /// server's host (useful when servers are listed by address but their
     /// certificates name a service). An IP address is checked against the
-    /// certificate's IP SANs. Panics on an empty name.
+    /// certificate's IP SANs. A name that is neither a DNS name nor an IP
+    /// address is refused when the client is built
+    /// ([`ErrorKind::Config`](crate::ErrorKind::Config), naming it).
     pub fn server_name(mut self, name: &str) -> TlsConfig {
-        self.server_name = Some(parse_name(name).expect("a server name"));
+        self.server_name = Some(name.to_string());
         self
     }
 
@@ -166,9 +169,17 @@ impl TlsConfig {
 
     /// The connector the client's connections use.
     pub(crate) fn connector(&self) -> Result<TlsConnector, Error> {
+        let server_name = match &self.server_name {
+            None => None,
+            Some(name) => Some(parse_name(name).ok_or_else(|| {
+                config_error(format!(
+                    "invalid TLS server name {name:?} (a DNS name or an IP address)"
+                ))
+            })?),
+        };
         Ok(TlsConnector {
             inner: tokio_rustls::TlsConnector::from(Arc::new(self.client_config()?)),
-            server_name: self.server_name.clone(),
+            server_name,
         })
     }
 }
