@@ -310,7 +310,21 @@ impl Pool {
         if let Some(conn) = entry.live() {
             return Ok(conn);
         }
-        let _connecting = entry.connecting.lock().await;
+        // A server back from its backoff is being probed by one caller: the
+        // others do not queue behind the probe (a stalled server would hold
+        // each of them for its timeout) but pass it over as still down.
+        let on_probation = self.dead.lock().failures(server) > 0;
+        let _connecting = match entry.connecting.try_lock() {
+            Ok(guard) => guard,
+            Err(_) if on_probation => {
+                return Err(Error::new(
+                    ErrorKind::ServerDead,
+                    "server is being probed after its backoff",
+                )
+                .at(snap.name(server)));
+            }
+            Err(_) => entry.connecting.lock().await,
+        };
         if let Some(conn) = entry.live() {
             return Ok(conn);
         }
