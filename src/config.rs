@@ -15,6 +15,7 @@
 //! # cluster.toml
 //! hash = "ketama"              # default strategy of every group
 //! zone = "us-east-1a"          # the caller's zone: reads prefer it
+//! arbiter = "us-east-1a"       # the group deciding add/cas/incr/…: default the first by name
 //! pool_size = 2
 //! timeout_ms = 500
 //! connect_timeout_ms = 1000
@@ -229,6 +230,12 @@ pub struct ClusterFile {
     pub overrides: SpecOverrides,
     /// The caller's zone: reads prefer it.
     pub zone: Option<String>,
+    /// The group that decides conditional writes (`arbiter`; default the
+    /// first read-write group by name) and whether they may move to the next
+    /// while it is unreachable (`arbiter_failover`, default false).
+    pub arbiter: Option<String>,
+    /// See [`ClusterFile::arbiter`].
+    pub arbiter_failover: Option<bool>,
     /// Per-operation timeout (`timeout_ms`).
     pub timeout: Option<Duration>,
     /// Connect timeout (`connect_timeout_ms`).
@@ -264,6 +271,8 @@ struct RawFile {
     node_naming: Option<String>,
     sanitize: Option<bool>,
     zone: Option<String>,
+    arbiter: Option<String>,
+    arbiter_failover: Option<bool>,
     pool_size: Option<usize>,
     timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
@@ -386,6 +395,8 @@ impl ClusterFile {
                 pool_size: raw.pool_size,
             },
             zone: raw.zone,
+            arbiter: raw.arbiter,
+            arbiter_failover: raw.arbiter_failover,
             timeout: raw.timeout_ms.map(Duration::from_millis),
             connect_timeout: raw.connect_timeout_ms.map(Duration::from_millis),
             read_fallback: named("read_fallback", raw.read_fallback)?,
@@ -436,6 +447,12 @@ impl ClusterFile {
         }
         if let Some(f) = self.failover {
             settings.failover = Some(f);
+        }
+        if let Some(arbiter) = &self.arbiter {
+            settings.arbiter = Some(arbiter.clone());
+        }
+        if let Some(on) = self.arbiter_failover {
+            settings.arbiter_failover = on;
         }
         spec
     }

@@ -14,6 +14,7 @@ mod longkeys;
 mod membership;
 mod migrate;
 mod proto;
+mod replicas;
 mod soak;
 mod spans;
 mod status;

@@ -109,7 +109,8 @@
 //!   topology snapshot and the dead-host record.
 //! - **`client/`** — the [`Client`] handle (`client/mod.rs`: `exec`, one
 //!   request to one target) and every file that adds methods to it:
-//!   `builder`, `url`, `read/` (the read engine), `write` (replication),
+//!   `builder/`, `url`, `read/` (the read engine), `write/` (replication, and
+//!   conditional writes through the arbiter),
 //!   `admin`, `typed`, `watch`, `crawler`, `status`, `trace`, `migrate`.
 //!   Only files under `client/` name `Client`.
 //!

@@ -82,6 +82,11 @@ pub enum TopologyError {
         /// The zones the groups have.
         zones: Vec<String>,
     },
+    /// The arbiter names no read-write group.
+    BadArbiter {
+        /// The name given.
+        name: String,
+    },
     /// A cluster needs at least one group.
     NoGroups,
     /// Every group is write-only, so nothing could ever serve a read.
@@ -177,6 +182,10 @@ impl fmt::Display for TopologyError {
                 f,
                 "zone {zone:?} is no group's zone (the groups' zones: {})",
                 zones.join(", ")
+            ),
+            TopologyError::BadArbiter { name } => write!(
+                f,
+                "arbiter {name:?} is not a read-write server group of the cluster"
             ),
             TopologyError::NoGroups => f.write_str("a cluster needs at least one server group"),
             TopologyError::NoReadableGroup => {

@@ -748,6 +748,7 @@ mod tests {
                 failover: Some(true),
                 backoff_initial: Duration::from_millis(250),
                 backoff_max: Duration::from_secs(60),
+                ..Settings::default()
             }
         );
         let auto = ClusterSpec::parse_url("memcache://h:1?failover=auto&").unwrap();

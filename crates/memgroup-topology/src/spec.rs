@@ -478,6 +478,17 @@ pub struct Settings {
     pub backoff_initial: Duration,
     /// Cap of the doubling backoff.
     pub backoff_max: Duration,
+    /// The group that decides conditional writes (`add`, `replace`, `cas`,
+    /// `append`, `prepend`, `incr`, `decr`) for every client of the cluster.
+    /// `None`: the first read-write group by name — by name, not by the
+    /// order a file lists them, so that clients that list their own zone
+    /// first still agree.
+    pub arbiter: Option<String>,
+    /// Whether conditional writes move to the next read-write group (by
+    /// name) while the arbiter's server is unreachable. Off by default:
+    /// clients see an outage at different moments, so for that window two
+    /// arbiters could each grant the same `add`.
+    pub arbiter_failover: bool,
 }
 
 impl Default for Settings {
@@ -489,6 +500,8 @@ impl Default for Settings {
             failover: None,
             backoff_initial: DEFAULT_BACKOFF_INITIAL,
             backoff_max: DEFAULT_BACKOFF_MAX,
+            arbiter: None,
+            arbiter_failover: false,
         }
     }
 }
@@ -519,6 +532,13 @@ impl Settings {
     #[must_use]
     pub fn with_failover(mut self, failover: bool) -> Settings {
         self.failover = Some(failover);
+        self
+    }
+
+    /// Sets [`Settings::arbiter`].
+    #[must_use]
+    pub fn with_arbiter(mut self, group: impl Into<String>) -> Settings {
+        self.arbiter = Some(group.into());
         self
     }
 

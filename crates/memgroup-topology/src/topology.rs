@@ -147,6 +147,9 @@ pub struct Topology {
     read_write: usize,
     pub(crate) failover: bool,
     sanitize_keys: bool,
+    /// The read-write groups by name: the arbiter first, then the groups
+    /// it fails over to.
+    arbiters: Box<[GroupId]>,
 }
 
 // The client shares one topology between tasks.
@@ -261,6 +264,16 @@ impl Topology {
         if read_order.is_empty() {
             return Err(TopologyError::NoReadableGroup);
         }
+        let mut arbiters: Vec<GroupId> = readable().map(Group::id).collect();
+        arbiters.sort_by(|a, b| groups[a.0].name().cmp(groups[b.0].name()));
+        if let Some(name) = spec.settings.arbiter.as_deref() {
+            let Some(at) = arbiters.iter().position(|&g| groups[g.0].name() == name) else {
+                return Err(TopologyError::BadArbiter {
+                    name: name.to_string(),
+                });
+            };
+            arbiters[..=at].rotate_right(1);
+        }
         Ok(Topology {
             failover: spec.settings.failover.unwrap_or(groups.len() == 1),
             read_write: read_order.len(),
@@ -271,6 +284,7 @@ impl Topology {
             server_index,
             server_slots: server_slots.into(),
             sanitize_keys,
+            arbiters: arbiters.into(),
             spec,
         })
     }
@@ -339,7 +353,20 @@ impl Topology {
         self.server_slots[server.0]
     }
 
-    /// The settings.
+    /// The group that decides conditional writes ([`Settings::arbiter`]).
+    #[must_use]
+    pub fn arbiter(&self) -> GroupId {
+        self.arbiters[0]
+    }
+
+    /// The groups conditional writes go to, in order: the arbiter, then (for
+    /// [`Settings::arbiter_failover`]) the other read-write groups by name.
+    #[must_use]
+    pub fn arbiters(&self) -> &[GroupId] {
+        &self.arbiters
+    }
+
+    /// The cluster-wide settings.
     #[must_use]
     pub fn settings(&self) -> &Settings {
         &self.spec.settings

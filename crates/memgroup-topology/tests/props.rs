@@ -860,3 +860,39 @@ fn foreign_server_ids_never_panic() {
     assert_eq!(big.read_targets(b"k", &dead, now, 0).count(), 1);
     assert_eq!(big.write_targets(b"k", &dead, now, 0).count(), 1);
 }
+
+/// The arbiter is the first read-write group by name, whatever order the
+/// groups are listed in (services list their own zone first), or the one
+/// named; a name that is no read-write group is refused.
+#[test]
+fn the_arbiter_is_the_first_read_write_group_by_name_or_the_one_named() {
+    let group = |name: &str, h: usize, write_only: bool| {
+        let mut g = GroupSpec::new(name, [ServerSpec::new(host(h))]);
+        g.write_only = write_only;
+        g
+    };
+    let listed = || {
+        vec![
+            group("sg2", 1, false),
+            group("sg0", 2, true),
+            group("sg1", 3, false),
+        ]
+    };
+    let names = |t: &Topology| -> Vec<String> {
+        t.arbiters()
+            .iter()
+            .map(|&g| t.group(g).name().to_string())
+            .collect()
+    };
+    let t = Topology::new(ClusterSpec::new(listed())).unwrap();
+    assert_eq!(t.group(t.arbiter()).name(), "sg1", "sg0 is write-only");
+    assert_eq!(names(&t), ["sg1", "sg2"]);
+    let named = ClusterSpec::new(listed()).with_settings(Settings::default().with_arbiter("sg2"));
+    let t = Topology::new(named).unwrap();
+    assert_eq!(names(&t), ["sg2", "sg1"]);
+    for bad in ["sg0", "sg9"] {
+        let spec = ClusterSpec::new(listed()).with_settings(Settings::default().with_arbiter(bad));
+        let error = Topology::new(spec).unwrap_err();
+        assert!(error.to_string().contains(bad), "{error}");
+    }
+}

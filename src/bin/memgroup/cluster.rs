@@ -138,6 +138,7 @@ impl Cluster {
                 pool_size: flags.pool_size,
             },
             zone: flags.zone.clone(),
+            arbiter: flags.arbiter.clone(),
             read_fallback: flags.read_fallback,
             write_policy: flags.write_policy,
             failover: (flags.failover || flags.no_failover).then_some(flags.failover),
@@ -285,6 +286,9 @@ impl Cluster {
                 "sanitize" => per_group(&|g| g.locator.sanitize_keys.to_string()),
                 "pool_size" => per_group(&|g| g.pool_size.to_string()),
                 "zone" => settings.local_zone.clone().unwrap_or_else(|| "-".into()),
+                "arbiter" => memgroup::topology::Topology::new(self.spec.clone())
+                    .map(|t| t.group(t.arbiter()).name().to_string())
+                    .unwrap_or_default(),
                 "read_fallback" => settings.read_fallback.to_string(),
                 "write_policy" => settings.write_policy.to_string(),
                 "failover" => settings

@@ -91,6 +91,11 @@ pub(crate) struct ClusterFlags {
     /// The caller's zone (a group name or zone): reads prefer it.
     #[arg(long, global = true)]
     pub(crate) zone: Option<String>,
+    /// The group that decides conditional writes (add, replace, cas,
+    /// append, prepend, incr, decr) for every client (default: the first
+    /// read-write group by name).
+    #[arg(long, global = true)]
+    pub(crate) arbiter: Option<String>,
     /// Connections per server (default 1).
     #[arg(long, global = true, value_parser = at_least_one)]
     pub(crate) pool_size: Option<usize>,

@@ -288,6 +288,14 @@ pub(crate) fn origins(
             ),
         ),
         (
+            "arbiter",
+            pick(
+                flag(flags.arbiter.is_some(), "--arbiter"),
+                None,
+                from_file(file.arbiter.is_some()),
+            ),
+        ),
+        (
             "read_fallback",
             pick(
                 flag(flags.read_fallback.is_some(), "--read-fallback"),

@@ -22,7 +22,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use memgroup_proto::{MetaFlag, StoreCommand};
+use memgroup_proto::MetaFlag;
 
 use crate::client::Client;
 use crate::item::Item;
@@ -139,9 +139,7 @@ impl Migration {
             }
             Some(expiry) => {
                 let options = WriteOptions::new().expiry(expiry).flags(item.flags);
-                let added = new
-                    .store(StoreCommand::Add, key, &item.value, options)
-                    .await;
+                let added = new.backfill(key, &item.value, options).await;
                 let counter = match added {
                     Ok(outcome) if outcome.applied() => &self.counters.backfills,
                     Ok(_) => &self.counters.backfill_skipped,

@@ -155,18 +155,31 @@ impl Client {
         }
     }
 
-    /// Reads a key with its CAS unique, for a later [`Client::cas`]. In
-    /// migration mode a key found only in the old placement is backfilled
+    /// Reads a key with its CAS unique, for a later [`Client::cas`]: with
+    /// several groups from the arbiter's copy only (no fallback), so the
+    /// unique is the one `cas` is checked against, whatever the reader's
+    /// zone — a reader outside the arbiter's zone pays a cross-zone round
+    /// trip. In migration mode a key found only in the old placement is backfilled
     /// and read again, so the CAS unique is the new copy's.
     pub async fn gets(&self, key: impl AsRef<[u8]>) -> Result<Option<Item>, Error> {
         let key = key.as_ref();
-        let found = self.read_one(key, &Retrieve::Gets).await;
+        let found = self.gets_here(key).await;
         match (found, &self.inner.migration) {
             (Ok(None), Some(migration)) => match migration.fill(self, key).await {
-                Some(_) => self.read_one(key, &Retrieve::Gets).await,
+                Some(_) => self.gets_here(key).await,
                 None => Ok(None),
             },
             (found, _) => found,
+        }
+    }
+
+    /// With several groups the arbiter's copy alone (its CAS unique is the
+    /// one `cas` is checked against); with one, a read like `get`.
+    async fn gets_here(&self, key: &[u8]) -> Result<Option<Item>, Error> {
+        if self.snapshot().topology.groups().len() > 1 {
+            self.gets_from_arbiter(key).await
+        } else {
+            self.read_one(key, &Retrieve::Gets).await
         }
     }
 

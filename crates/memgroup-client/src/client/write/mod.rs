@@ -6,6 +6,7 @@
 //! [`GroupId`] and its reply, so the policy is evaluated on ids and `incr`
 //! reads its number from the reply itself.
 
+mod arbiter;
 mod replicate;
 
 use replicate::WriteOp;
@@ -18,7 +19,45 @@ use crate::item::WriteOutcome;
 use crate::options::{Expiry, IfPresent, WriteOptions};
 
 impl Client {
+    /// A write to every group, or for a conditional one through the arbiter.
     async fn write(&self, key: &[u8], op: WriteOp<'_>) -> Result<WriteOutcome, Error> {
+        let written = if op.is_conditional() {
+            self.conditional(key, op).await
+        } else {
+            self.replicate(key, None, op).await
+        };
+        let mut outcome = written.map(|(outcome, _)| outcome)?;
+        // A delete or touch finds no copy in a group that has none (after a
+        // conditional write only the arbiter holds the key): when some group
+        // held it, the others had nothing to do.
+        if matches!(op, WriteOp::Delete { .. } | WriteOp::Touch { .. })
+            && outcome.groups.iter().any(|g| matches!(g.result, Ok(true)))
+        {
+            for group in &mut outcome.groups {
+                if matches!(group.result, Ok(false)) {
+                    group.result = Ok(true);
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Migration's backfill: `add` into every group, each keeping a newer
+    /// copy it holds (a fill, not a conditional write for the arbiter).
+    pub(crate) async fn backfill(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: WriteOptions,
+    ) -> Result<WriteOutcome, Error> {
+        self.check_value(value)?;
+        let op = WriteOp::Store {
+            command: StoreCommand::Add,
+            data: value,
+            flags: options.flags,
+            exptime: options.expiry.exptime()?,
+            noreply: false,
+        };
         self.replicate(key, None, op)
             .await
             .map(|(outcome, _)| outcome)
@@ -72,6 +111,14 @@ impl Client {
     }
 
     /// Stores only where the key is absent (`add`); see [`WriteOutcome::applied`].
+    ///
+    /// Like every conditional write (`replace`, `cas`, `append`, `prepend`,
+    /// `incr`, `decr`), with several groups it is decided by one group every
+    /// memgroup client agrees on, the arbiter ([`ClientBuilder::arbiter`](crate::ClientBuilder::arbiter);
+    /// by default the first read-write group by name), and the other
+    /// groups' copies are then deleted: two clients racing `add` from two
+    /// zones cannot both win, and no replica keeps an older value (a reader
+    /// there falls back to the arbiter's copy).
     pub async fn add(
         &self,
         key: impl AsRef<[u8]>,
@@ -120,8 +167,9 @@ impl Client {
     }
 
     /// Stores only if the item still has the CAS unique `cas` from
-    /// [`Client::gets`]. CAS values are per server: with several groups,
-    /// only the group whose copy was read can match.
+    /// [`Client::gets`]. CAS uniques are per server: with several groups the
+    /// arbiter decides (`gets` reads its copy), and the other groups' copies
+    /// are deleted, so no group keeps an older value.
     pub async fn cas(
         &self,
         key: impl AsRef<[u8]>,
@@ -155,7 +203,8 @@ impl Client {
         self.write(key.as_ref(), op).await.map(drop)
     }
 
-    /// Deletes a key from every group. In migration mode also from the old
+    /// Deletes a key from every group (applied when some group held it; one
+    /// without a copy has nothing to delete). In migration mode also from the old
     /// placement (concurrently), so it cannot come back from there; a failure
     /// there fails the delete.
     pub async fn delete(&self, key: impl AsRef<[u8]>) -> Result<WriteOutcome, Error> {
@@ -183,7 +232,9 @@ impl Client {
             .map(drop)
     }
 
-    /// Sets a new expiration time in every group.
+    /// Sets a new expiration time in every group that holds the key (applied
+    /// when some group held it: a group without a copy has nothing to
+    /// extend).
     pub async fn touch(
         &self,
         key: impl AsRef<[u8]>,
@@ -206,7 +257,7 @@ impl Client {
 
     async fn arith(&self, key: &[u8], increment: bool, delta: u64) -> Result<Option<u64>, Error> {
         let (_, replies) = self
-            .replicate(key, None, WriteOp::Arith { increment, delta })
+            .conditional(key, WriteOp::Arith { increment, delta })
             .await?;
         Ok(replies.into_iter().find_map(|r| match r {
             Some(Response::Number(n)) => Some(n),

@@ -42,6 +42,27 @@ pub(super) enum WriteOp<'a> {
 }
 
 impl<'a> WriteOp<'a> {
+    /// The command's name (`add`, `incr`, …).
+    pub(super) fn command(&self) -> &'static str {
+        self.request(Key::new(b"k").expect("a valid key")).command()
+    }
+
+    /// Whether one group must decide it for all (see `arbiter.rs`).
+    pub(super) fn is_conditional(&self) -> bool {
+        matches!(
+            self,
+            WriteOp::Arith { .. }
+                | WriteOp::Store {
+                    command: StoreCommand::Add
+                        | StoreCommand::Replace
+                        | StoreCommand::Cas(_)
+                        | StoreCommand::Append
+                        | StoreCommand::Prepend,
+                    ..
+                }
+        )
+    }
+
     fn request<'k>(&self, key: Key<'k>) -> Request<'k>
     where
         'a: 'k,
@@ -103,6 +124,19 @@ impl Client {
         only: Option<&[&str]>,
         op: WriteOp<'_>,
     ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
+        self.replicate_judged(key, only, op, true).await
+    }
+
+    /// [`Client::replicate`], judging the write policy only when `judge`:
+    /// otherwise every group's result is in the outcome, for the caller to
+    /// judge (the arbiter's conditional writes).
+    pub(super) async fn replicate_judged(
+        &self,
+        key: &[u8],
+        only: Option<&[&str]>,
+        op: WriteOp<'_>,
+        judge: bool,
+    ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
         let snap = self.snapshot();
         let wire = self.wire_key(&snap, key)?;
         let only: Option<Vec<GroupId>> = only
@@ -150,7 +184,7 @@ impl Client {
         let span = trace::operation_span(self, name, Some(key));
         let result = trace::await_in_span!(
             span,
-            self.replicate_request(&snap, &wire, only.as_deref(), &request)
+            self.replicate_request(&snap, &wire, only.as_deref(), &request, judge)
         );
         trace::operation_done(&span, &result);
         result
@@ -163,6 +197,7 @@ impl Client {
         wire: &WireKey<'_>,
         only: Option<&[GroupId]>,
         request: &Request<'_>,
+        judge: bool,
     ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
         let plan: Vec<Result<Target, Skipped>> = {
             let rotation = self.rotation();
@@ -214,25 +249,42 @@ impl Client {
             });
             replies.push(reply.ok().flatten());
         }
-        let succeeded = match &only {
+        if !judge {
+            return Ok((outcome, replies));
+        }
+        self.judge(snap, request.command(), &outcome, only.is_some())?;
+        Ok((outcome, replies))
+    }
+
+    /// The write policy over an outcome: every group for a targeted write,
+    /// else the cluster's policy; a miss is an event and a typed error.
+    pub(super) fn judge(
+        &self,
+        snap: &Snapshot,
+        command: &'static str,
+        outcome: &WriteOutcome,
+        targeted: bool,
+    ) -> Result<(), Error> {
+        let succeeded = if targeted {
             // A targeted write succeeds when every targeted group took it.
-            Some(_) => outcome.groups.iter().all(|g| g.result.is_ok()),
-            None => snap.topology.write_succeeded(
+            outcome.groups.iter().all(|g| g.result.is_ok())
+        } else {
+            snap.topology.write_succeeded(
                 outcome
                     .groups
                     .iter()
                     .filter(|g| g.result.is_ok())
                     .map(|g| g.id),
-            ),
+            )
         };
         if succeeded {
-            return Ok((outcome, replies));
+            return Ok(());
         }
         // The groups by name; the first one's error is the source (each
         // group's own error is in its `GroupOutcome`).
         let failed: Vec<&str> = outcome.failed().map(|(g, _)| g).collect();
         self.inner.pool.events().emit(|| Event::PolicyMissed {
-            command: request.command(),
+            command,
             failed: failed.iter().map(ToString::to_string).collect(),
             groups: outcome.groups.len(),
         });

@@ -1,0 +1,144 @@
+//! Conditional writes through one arbiter. `add`, `replace`, `cas`,
+//! `append`, `prepend`, `incr` and `decr` sent to every group at once let
+//! each group decide for itself, and the copies drift apart with no fault at
+//! all: CAS uniques are per server, counters that missed a write disagree,
+//! two writers racing `add` from two zones can each win in a different
+//! group. Here one group decides — the topology's arbiter, the first
+//! read-write group by name unless the cluster names one, so every memgroup
+//! client of the cluster agrees (other clients of a mixed fleet do not know
+//! it) — and its answer is the answer. The other groups are then brought in
+//! line by deleting their copies: concurrent writers' results could reach
+//! them out of order (memcached 1.6.18 has no ordered replica write), so a
+//! replica holds the arbiter's newest value or nothing, and a reader there
+//! falls back to the arbiter's copy. `gets` reads the arbiter's copy only,
+//! so its CAS unique is the one `cas` is checked against.
+//!
+//! While the arbiter's server is unreachable, conditional writes fail with a
+//! typed error ([`ErrorKind::ServerDead`] naming the arbiter) unless the
+//! cluster opts into [`Settings::arbiter_failover`](memgroup_topology::Settings::arbiter_failover).
+
+use memgroup_proto::{Key, Request, Response};
+use memgroup_topology::GroupId;
+
+use super::replicate::WriteOp;
+use crate::client::Client;
+use crate::client::trace::Attempt;
+use crate::clock::now;
+use crate::error::{Error, ErrorKind};
+use crate::item::{Item, WriteOutcome};
+
+impl Client {
+    /// A conditional write: decided by the arbiter, then the other groups'
+    /// copies deleted, the write policy judged over all of them. With one
+    /// group, that group decides alone.
+    pub(super) async fn conditional(
+        &self,
+        key: &[u8],
+        op: WriteOp<'_>,
+    ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
+        let snap = self.snapshot();
+        let topology = &snap.topology;
+        if topology.groups().len() == 1 {
+            return self.replicate(key, None, op).await;
+        }
+        let candidates: &[GroupId] = if topology.settings().arbiter_failover {
+            topology.arbiters()
+        } else {
+            &topology.arbiters()[..1]
+        };
+        let mut unreachable = None;
+        for &arbiter in candidates {
+            let name = topology.group(arbiter).name();
+            let (mut outcome, replies) =
+                self.replicate_judged(key, Some(&[name]), op, false).await?;
+            if let Some(Err(e)) = outcome.groups.first().map(|g| &g.result) {
+                let command = op.command();
+                unreachable = Some(
+                    Error::new(
+                        ErrorKind::ServerDead,
+                        format!(
+                            "the arbiter group {name:?} did not decide the {command}: conditional writes need it"
+                        ),
+                    )
+                    .with_source(e.clone()),
+                );
+                continue;
+            }
+            // The others hold the arbiter's newest value or nothing.
+            let others: Vec<&str> = topology
+                .groups()
+                .iter()
+                .filter(|g| g.id() != arbiter)
+                .map(memgroup_topology::Group::name)
+                .collect();
+            let (cleaned, _) = self
+                .replicate_judged(
+                    key,
+                    Some(&others),
+                    WriteOp::Delete { noreply: false },
+                    false,
+                )
+                .await?;
+            for mut group in cleaned.groups {
+                // Deleted or already absent: in line either way.
+                if group.result.is_ok() {
+                    group.result = Ok(true);
+                }
+                outcome.groups.push(group);
+            }
+            self.judge(&snap, op.command(), &outcome, false)?;
+            return Ok((outcome, replies));
+        }
+        Err(unreachable.expect("at least one arbiter was tried"))
+    }
+
+    /// `gets` from the arbiter's copy alone (no fallback): its CAS unique is
+    /// the one a later `cas` is checked against.
+    pub(crate) async fn gets_from_arbiter(&self, key: &[u8]) -> Result<Option<Item>, Error> {
+        let snap = self.snapshot();
+        let wire = self.wire_key(&snap, key)?;
+        let arbiter = snap.topology.arbiter();
+        let target = {
+            let dead = self.inner.pool.dead();
+            snap.topology
+                .targeted_write_targets(
+                    &wire.bytes,
+                    &[arbiter],
+                    &dead,
+                    now(),
+                    self.rotation(),
+                    None,
+                )
+                .next()
+        };
+        let name = snap.topology.group(arbiter).name();
+        let Some(Ok(target)) = target else {
+            return Err(Error::new(
+                ErrorKind::ServerDead,
+                format!("the arbiter group {name:?} is unreachable: gets reads its copy only"),
+            ));
+        };
+        let keys: [Key<'_>; 1] = [wire.key()];
+        let reply = self
+            .exec(
+                &snap,
+                target,
+                &Request::Gets { keys: &keys },
+                Attempt::First,
+            )
+            .await?;
+        let item = match reply {
+            Some(Response::Values(values)) => values.into_iter().next().map(Item::from),
+            other => return Err(crate::client::unexpected(other.as_ref())),
+        };
+        Ok(match (&wire.long, item) {
+            (Some(original), Some(mut item)) => {
+                crate::longkey::unwrap(original, &item.value).map(|value| {
+                    item.value = value;
+                    item
+                })
+            }
+            (_, item) => item,
+        })
+    }
+}

@@ -1,0 +1,175 @@
+//! Replicas that agree: conditional and arithmetic writes decided by one
+//! arbiter group, the other groups brought in line. Each test reads every
+//! copy on the servers themselves.
+
+use memgroup::client::{Client, IfPresent};
+
+use crate::support::{Memcached, raw};
+
+/// Two groups of one server each; the arbiter is `sg1` (first by name).
+fn two_groups() -> (Memcached, Memcached, String) {
+    let (a, b) = (Memcached::spawn(), Memcached::spawn());
+    // Listed local zone first, as services do: the arbiter is still sg1.
+    let groups = format!("sg2={};sg1={}", b.addr_string(), a.addr_string());
+    (a, b, groups)
+}
+
+fn client(groups: &str, zone: &str) -> Client {
+    Client::builder()
+        .evcache_groups(groups)
+        .unwrap()
+        .zone(zone)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cas_from_any_zone_leaves_no_group_holding_another_value() {
+    let (sg1, sg2, groups) = two_groups();
+    let far = client(&groups, "sg2");
+    far.set("k", "v1", 0).await.unwrap();
+    // gets reads the arbiter's copy whatever the zone, so the unique matches.
+    let item = far.gets("k").await.unwrap().unwrap();
+    let outcome = far.cas("k", "v2", item.cas.unwrap(), 0).await.unwrap();
+    assert!(outcome.applied(), "{outcome:?}");
+    assert!(outcome.is_complete(), "{outcome:?}");
+    assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"v2"[..]));
+    // The other copy is gone, not the old value: its readers fall back.
+    assert_eq!(raw::get(sg2.addr(), b"k"), None);
+    assert_eq!(far.get("k").await.unwrap().unwrap().value, "v2");
+    // A stale unique is refused by the arbiter, and the others still agree.
+    let stale = far.cas("k", "v3", item.cas.unwrap(), 0).await.unwrap();
+    assert!(!stale.applied());
+    assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"v2"[..]));
+    assert_eq!(raw::get(sg2.addr(), b"k"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incr_answers_with_the_arbiters_count_and_no_replica_keeps_another() {
+    let (sg1, sg2, groups) = two_groups();
+    let far = client(&groups, "sg2");
+    far.set("n", "10", 0).await.unwrap();
+    // sg2 missed a write: its copy says 5.
+    raw::set(sg2.addr(), b"n", b"5");
+    assert_eq!(far.incr("n", 1).await.unwrap(), Some(11));
+    assert_eq!(raw::get(sg1.addr(), b"n").as_deref(), Some(&b"11"[..]));
+    assert_eq!(raw::get(sg2.addr(), b"n"), None);
+    // The tool says the same from the far zone.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args(["--groups", &groups, "--zone", "sg2", "incr", "n", "1"])
+        .env_remove("MEMCACHED_SERVERS")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "12");
+    // Two incr loops on one counter at once: the arbiter has every step,
+    // and the replica holds nothing older.
+    let loops: Vec<_> = (0..2)
+        .map(|_| {
+            let client = client(&groups, "sg2");
+            tokio::spawn(async move {
+                for _ in 0..200 {
+                    client.incr("n", 1).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for l in loops {
+        l.await.unwrap();
+    }
+    assert_eq!(raw::get(sg1.addr(), b"n").as_deref(), Some(&b"412"[..]));
+    assert_eq!(raw::get(sg2.addr(), b"n"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_from_two_zones_grants_one_lock() {
+    let (sg1, sg2, groups) = two_groups();
+    let (near, far) = (client(&groups, "sg1"), client(&groups, "sg2"));
+    for round in 0..50 {
+        let key = format!("lock:{round}");
+        let (a, b) = tokio::join!(near.add(&key, "near", 60), far.add(&key, "far", 60));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(
+            a.applied() != b.applied(),
+            "round {round}: exactly one wins"
+        );
+        let winner = if a.applied() { "near" } else { "far" };
+        assert_eq!(
+            raw::get(sg1.addr(), key.as_bytes()).as_deref(),
+            Some(winner.as_bytes())
+        );
+        // No group holds the loser's value.
+        let other = raw::get(sg2.addr(), key.as_bytes());
+        assert!(
+            other.is_none() || other.as_deref() == Some(winner.as_bytes()),
+            "{other:?}"
+        );
+    }
+    // The warmer's targeted write is no conditional write: it fills sg2.
+    near.add_or_set("w", "v", 0, &["sg2"], IfPresent::Keep)
+        .await
+        .unwrap();
+    assert_eq!(raw::get(sg2.addr(), b"w").as_deref(), Some(&b"v"[..]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_its_arbiter_a_conditional_write_fails_unless_failover_is_on() {
+    let (mut sg1, sg2, groups) = two_groups();
+    sg1.kill();
+    let far = client(&groups, "sg2");
+    let error = far.add("k", "v", 0).await.unwrap_err();
+    assert!(error.is_server_dead(), "{error}");
+    assert!(error.to_string().contains("\"sg1\""), "{error}");
+    assert_eq!(raw::get(sg2.addr(), b"k"), None, "nothing written");
+    // Plain writes still follow their policy.
+    far.set("plain", "v", 0).await.unwrap();
+    let failing_over = Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .arbiter_failover(true)
+        .build()
+        .unwrap();
+    assert!(failing_over.add("k", "v", 0).await.unwrap().applied());
+    assert_eq!(raw::get(sg2.addr(), b"k").as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn the_arbiter_can_be_named_in_the_file_or_by_flag() {
+    let (sg1, sg2, groups) = two_groups();
+    raw::set(sg1.addr(), b"n", b"10");
+    raw::set(sg2.addr(), b"n", b"5");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            .args(args)
+            .env_remove("MEMCACHED_SERVERS")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--groups", &groups, "--arbiter", "sg2", "incr", "n", "1"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "6");
+    assert_eq!(raw::get(sg1.addr(), b"n"), None);
+    let dir = std::env::temp_dir().join(format!("memgroup-arbiter-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "arbiter = \"sg2\"\n[[groups]]\nname = \"sg1\"\nservers = [\"{}\"]\n[[groups]]\nname = \"sg2\"\nservers = [\"{}\"]\n",
+            sg1.addr_string(),
+            sg2.addr_string()
+        ),
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let out = run(&["--config", &file, "incr", "n", "1"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "7");
+    let shown = String::from_utf8_lossy(&run(&["--config", &file, "config"]).stdout).into_owned();
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("arbiter"))
+        .unwrap()
+        .to_string();
+    assert!(line.contains("sg2") && line.contains("file"), "{line}");
+    let bad = run(&["--groups", &groups, "--arbiter", "sg9", "incr", "n", "1"]);
+    assert_eq!(bad.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
