@@ -9,7 +9,7 @@ use super::ClientBuilder;
 use crate::conn::Credentials;
 
 impl ClientBuilder {
-    /// Per-operation timeout (default 500 ms); see also [`Client::with_timeout`].
+    /// Per-operation timeout (default 500 ms); see also [`Client::with_timeout`](crate::Client::with_timeout).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.op_timeout = timeout;
         self
@@ -95,7 +95,7 @@ impl ClientBuilder {
 
     /// Log in with these on every new connection before it carries a
     /// request (memcached's ASCII authentication, `memcached -Y`). A refused
-    /// login is an [`ErrorKind::Auth`] error naming the server; the server is
+    /// login is an [`ErrorKind::Auth`](crate::ErrorKind::Auth) error naming the server; the server is
     /// backed off like a dead one, so it is not retried in a tight loop.
     pub fn credentials(mut self, credentials: Credentials) -> Self {
         self.conn.credentials = Some(Arc::new(credentials));
