@@ -112,7 +112,7 @@ impl ClientBuilder {
     /// Connect over TLS (feature `tls`): every new connection runs a TLS
     /// handshake, verifying the server's certificate against `config`'s
     /// authorities, then logs in if credentials are set. Also used for the
-    /// connections [`Client::metadump`] opens.
+    /// connections [`Client::metadump`](crate::Client::metadump) opens.
     #[cfg(feature = "tls")]
     pub fn tls(mut self, config: crate::TlsConfig) -> Self {
         self.tls = Some(config);
