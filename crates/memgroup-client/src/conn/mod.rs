@@ -46,9 +46,11 @@ use tokio::sync::oneshot::{self, error::TryRecvError};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::clock::now;
 use crate::counters::ServerCounters;
 use crate::error::{Error, ErrorKind};
 
+mod idle;
 mod login;
 pub(crate) mod merge;
 mod open;
@@ -128,6 +130,9 @@ struct Shared {
 struct ReadSide {
     buf: BytesMut,
     decoder: Decoder,
+    /// When bytes last arrived: a connection that had a reply this recently
+    /// is not checked for a close while idle (see [`Shared::idle_check`]).
+    last_read: Option<std::time::Instant>,
 }
 
 impl Shared {
@@ -170,7 +175,11 @@ impl Shared {
     /// caller waits for readiness again) and delivers every complete reply.
     fn read_some(&self) {
         let mut side = self.read_side.lock();
-        let ReadSide { buf, decoder } = &mut *side;
+        let ReadSide {
+            buf,
+            decoder,
+            last_read,
+        } = &mut *side;
         if buf.capacity() - buf.len() < READ_MIN_ROOM {
             buf.reserve(READ_BUFFER);
         }
@@ -179,7 +188,10 @@ impl Shared {
                 let error = Error::new(ErrorKind::Connection, "connection closed by the server");
                 return self.fail(&error.at(&self.server));
             }
-            Ok(Filled::Bytes(n)) => self.counters.bytes_in(n),
+            Ok(Filled::Bytes(n)) => {
+                self.counters.bytes_in(n);
+                *last_read = Some(now());
+            }
             Ok(Filled::Blocked) => return,
             Err(error) => return self.fail(&error.at(&self.server)),
         }
@@ -248,49 +260,6 @@ impl Shared {
         }
     }
 
-    /// Whether an idle connection (nobody reading, no reply due) was closed
-    /// by the server or sent something unasked: nobody reads it, so that
-    /// shows only in the socket's readiness. Fails the connection if so.
-    fn idle_check(&self) -> bool {
-        // Replies are due (the usual case under load): someone reads.
-        if !self.state.lock().read_idle() {
-            return false;
-        }
-        // Someone holds the read side: they are reading, so it is not idle.
-        let Some(mut side) = self.read_side.try_lock() else {
-            return false;
-        };
-        if !self.transport.is_readable_now() {
-            return false;
-        }
-        let error = {
-            // Held while reading, so no request is queued meanwhile whose
-            // reply could be taken for stray bytes.
-            let state = self.state.lock();
-            if !state.read_idle() || state.closed().is_some() {
-                return false;
-            }
-            let ReadSide { buf, .. } = &mut *side;
-            match self.transport.fill(buf) {
-                Ok(Filled::Eof) => {
-                    Error::new(ErrorKind::Connection, "connection closed by the server")
-                }
-                Ok(Filled::Bytes(n)) if n > 0 => Error::new(
-                    ErrorKind::Protocol,
-                    format!("{n} unsolicited bytes from the server"),
-                ),
-                // Stale readiness (the last read stopped short of
-                // `WouldBlock`), now cleared, or TLS records without data
-                // (session tickets).
-                Ok(Filled::Bytes(_) | Filled::Blocked) => return false,
-                Err(error) => error,
-            }
-        };
-        drop(side);
-        self.fail(&error.at(&self.server));
-        true
-    }
-
     /// Closes the connection: every waiter fails with `error`.
     fn fail(&self, error: &Error) {
         let replies = {
@@ -355,6 +324,7 @@ impl Connection {
             read_side: Mutex::new(ReadSide {
                 buf: BytesMut::with_capacity(READ_BUFFER),
                 decoder: Decoder::new(settings.limits),
+                last_read: None,
             }),
             transport,
             failed: AtomicBool::new(false),
