@@ -102,7 +102,8 @@
 //!   ([`Expiry`], [`WriteOptions`]: what every write takes), `longkey`,
 //!   [`value`] (value formats), `join`.
 //! - **`conn/`** — one pipelined connection: `state` (the sans-IO state
-//!   machine), the driver in `conn/mod.rs`, `merge` (who gets which value of
+//!   machine), the driver in `conn/mod.rs`, `idle` (a quiet connection
+//!   checked for a close), `merge` (who gets which value of
 //!   a merged `get`), `transport` (plain TCP or TLS under one readiness
 //!   loop), `tls`, `login`, `open` (connect, handshake, log in).
 //! - **`pool`** — `pool_size` connection slots per server, the current
