@@ -390,6 +390,10 @@ fn nonsense_is_refused_with_one_line_naming_it() {
             "--exptime",
         ),
         (&["--servers", &addr, "route", "a b"], "invalid key \"a b\""),
+        (
+            &["--groups", &groups, "--zone", "sg3", "route", "k"],
+            "\"sg3\"",
+        ),
         (&["--servers", &addr, "cp", &spaced], &spaced),
         (&["--config", &duplicate, "get", "k"], "\"a\""),
         (&["--config", &pool0, "get", "k"], "pool_size"),

@@ -71,7 +71,11 @@ fn route(
     all: bool,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let spec = Cluster::from_flags(flags)?.spec;
+    let cluster = Cluster::from_flags(flags)?;
+    // The checks a client's build makes (a zone no group has, …): routing
+    // is refused for what every other command would refuse.
+    cluster.client()?;
+    let spec = cluster.spec;
     let variants: Vec<(String, Topology)> = if all {
         STRATEGIES
             .iter()
