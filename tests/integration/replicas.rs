@@ -173,3 +173,23 @@ fn the_arbiter_can_be_named_in_the_file_or_by_flag() {
     assert_eq!(bad.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_meta_set_in_add_mode_is_decided_by_the_arbiter_too() {
+    use memgroup::client::MetaFlag;
+    use memgroup::proto::SetMode;
+    let (sg1, sg2, groups) = two_groups();
+    let far = client(&groups, "sg2");
+    raw::set(sg2.addr(), b"m", b"stale");
+    let add = [MetaFlag::SetMode(SetMode::Add)];
+    // Absent at the arbiter: stored there, and the far copy deleted.
+    assert!(far.meta_set("m", "new", &add).await.unwrap().applied());
+    assert_eq!(raw::get(sg1.addr(), b"m").as_deref(), Some(&b"new"[..]));
+    assert_eq!(raw::get(sg2.addr(), b"m"), None);
+    // Present at the arbiter: refused, whatever the far group holds.
+    assert!(!far.meta_set("m", "again", &add).await.unwrap().applied());
+    assert_eq!(raw::get(sg1.addr(), b"m").as_deref(), Some(&b"new"[..]));
+    // A plain ms still goes to every group.
+    far.meta_set("p", "v", &[]).await.unwrap();
+    assert_eq!(raw::get(sg2.addr(), b"p").as_deref(), Some(&b"v"[..]));
+}

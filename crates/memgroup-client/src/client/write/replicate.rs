@@ -2,7 +2,7 @@
 //! group (one slot each, whatever the pool size), sent concurrently, and
 //! judged by the write policy on group ids.
 
-use memgroup_proto::{Key, MetaFlag, MetaStatus, Request, Response, StoreCommand};
+use memgroup_proto::{Key, MetaFlag, MetaStatus, Request, Response, SetMode, StoreCommand};
 use memgroup_topology::{GroupId, ServerId, Skipped, Target};
 
 use crate::client::trace::{self, Attempt};
@@ -47,20 +47,33 @@ impl<'a> WriteOp<'a> {
         self.request(Key::new(b"k").expect("a valid key")).command()
     }
 
-    /// Whether one group must decide it for all (see `arbiter.rs`).
+    /// Whether one group must decide it for all (see `arbiter.rs`): the
+    /// conditional stores, `incr`/`decr`, and an `ms` with a mode other than
+    /// set, a compare-and-swap or an invalidation.
     pub(super) fn is_conditional(&self) -> bool {
-        matches!(
-            self,
+        match self {
             WriteOp::Arith { .. }
-                | WriteOp::Store {
-                    command: StoreCommand::Add
-                        | StoreCommand::Replace
-                        | StoreCommand::Cas(_)
-                        | StoreCommand::Append
-                        | StoreCommand::Prepend,
-                    ..
-                }
-        )
+            | WriteOp::Store {
+                command:
+                    StoreCommand::Add
+                    | StoreCommand::Replace
+                    | StoreCommand::Cas(_)
+                    | StoreCommand::Append
+                    | StoreCommand::Prepend,
+                ..
+            } => true,
+            WriteOp::MetaSet { flags, .. } => flags.iter().any(|f| {
+                matches!(
+                    f,
+                    MetaFlag::CompareCas(_)
+                        | MetaFlag::Invalidate
+                        | MetaFlag::SetMode(
+                            SetMode::Add | SetMode::Append | SetMode::Prepend | SetMode::Replace
+                        )
+                )
+            }),
+            _ => false,
+        }
     }
 
     fn request<'k>(&self, key: Key<'k>) -> Request<'k>
