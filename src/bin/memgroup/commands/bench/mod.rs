@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
+use memgroup::client::Client;
 use serde_json::json;
 
 use crate::cluster::Cluster;
@@ -27,7 +28,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 100)]
     value_size: usize,
     /// Requests in flight (concurrent workers).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = WORKERS)]
     concurrency: usize,
     /// Run for this many seconds…
     #[arg(long, conflicts_with = "ops")]
@@ -43,6 +44,10 @@ pub(crate) struct Args {
     no_prefill: bool,
 }
 
+/// Workers, unless `--concurrency`.
+const WORKERS: usize = 32;
+
+/// `--ratio`: gets and sets, `G:S`, not both 0.
 fn parse_ratio(ratio: &str) -> Result<(u64, u64), Failure> {
     let bad = || {
         Failure::Usage(format!(
@@ -60,12 +65,56 @@ fn parse_ratio(ratio: &str) -> Result<(u64, u64), Failure> {
     Ok((g, s))
 }
 
+/// What the requests are: keys, the mix of gets and sets, the value set.
+struct Load {
+    keys: u64,
+    gets: u64,
+    sets: u64,
+    prefix: String,
+    value: Arc<[u8]>,
+}
+
+/// What one request got.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// A get found the key.
+    Hit,
+    /// A get found no key.
+    Miss,
+    /// A set was stored.
+    Stored,
+    /// No answer within the timeout, or an error.
+    Failed,
+}
+
+impl Load {
+    /// The request a random draw `r` picks (its key, get or set), issued;
+    /// whether it was a get, and what it got.
+    async fn issue(&self, client: &Client, r: u64) -> (bool, Outcome) {
+        let key = format!("{}{}", self.prefix, r % self.keys);
+        if (r >> 32) % (self.gets + self.sets) < self.gets {
+            let outcome = match client.get(&key).await {
+                Ok(Some(_)) => Outcome::Hit,
+                Ok(None) => Outcome::Miss,
+                Err(_) => Outcome::Failed,
+            };
+            (true, outcome)
+        } else {
+            let outcome = match client.set(&key, &self.value[..], 0).await {
+                Ok(_) => Outcome::Stored,
+                Err(_) => Outcome::Failed,
+            };
+            (false, outcome)
+        }
+    }
+}
+
 /// Latency histograms are kept in this many shards, whatever the
-/// concurrency: a worker records into shard `worker % SHARDS`, so memory stays
-/// flat at 10,000 in flight while contention on a shard stays low.
+/// concurrency: a worker records into shard `worker % SHARDS`, so memory stays flat at 10,000 in flight while contention
+/// on a shard stays low.
 const SHARDS: usize = 16;
 
-/// Results, per shard for latencies and per worker for counts, merged at the end.
+/// Results, per shard, merged at the end.
 struct Tally {
     get: Histogram<u64>,
     set: Histogram<u64>,
@@ -85,11 +134,86 @@ impl Tally {
             errors: 0,
         }
     }
+
+    /// Counts one request: a get or a set, what it got, how long it took.
+    fn record(&mut self, get: bool, outcome: Outcome, latency: Duration) {
+        match outcome {
+            Outcome::Hit => self.hits += 1,
+            Outcome::Miss => self.misses += 1,
+            Outcome::Stored => {}
+            Outcome::Failed => self.errors += 1,
+        }
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        let h = if get { &mut self.get } else { &mut self.set };
+        h.saturating_record(micros.max(1));
+    }
+
+    /// Empty shards for `concurrency` workers or requests in flight.
+    fn shards(concurrency: usize) -> Arc<Vec<parking_lot::Mutex<Tally>>> {
+        Arc::new(
+            (0..SHARDS.min(concurrency))
+                .map(|_| parking_lot::Mutex::new(Tally::new()))
+                .collect(),
+        )
+    }
+
+    /// The shards' results, merged.
+    fn merge(shards: &[parking_lot::Mutex<Tally>]) -> Tally {
+        let mut total = Tally::new();
+        for shard in shards {
+            let shard = shard.lock();
+            total.get.add(&shard.get).expect("same bounds");
+            total.set.add(&shard.set).expect("same bounds");
+            total.hits += shard.hits;
+            total.misses += shard.misses;
+            total.errors += shard.errors;
+        }
+        total
+    }
+
+    /// Requests counted.
+    fn ops(&self) -> u64 {
+        self.get.len() + self.set.len()
+    }
+
+    /// The percentile table, a row (and a JSON record) per operation, its
+    /// rate over `elapsed` seconds.
+    fn report(&self, elapsed: f64) -> Report {
+        let mut report = Report::new(&[
+            "OP",
+            "COUNT",
+            "OPS/S",
+            "P50 µs",
+            "P90 µs",
+            "P99 µs",
+            "P99.9 µs",
+            "MAX µs",
+        ]);
+        for (name, h) in [("get", &self.get), ("set", &self.set)] {
+            if h.is_empty() {
+                continue;
+            }
+            let per_second = h.len() as f64 / elapsed;
+            report.row(vec![
+                name.to_string(),
+                h.len().to_string(),
+                format!("{per_second:.0}"),
+                h.value_at_quantile(0.5).to_string(),
+                h.value_at_quantile(0.9).to_string(),
+                h.value_at_quantile(0.99).to_string(),
+                h.value_at_quantile(0.999).to_string(),
+                h.max().to_string(),
+            ]);
+            report.record(json!({"op": name, "count": h.len(), "ops_per_second": per_second,
+                "p50_us": h.value_at_quantile(0.5), "p90_us": h.value_at_quantile(0.9), "p99_us": h.value_at_quantile(0.99),
+                "p999_us": h.value_at_quantile(0.999), "max_us": h.max()}));
+        }
+        report
+    }
 }
 
 /// `bench`: prefill, then gets and sets at the ratio for the duration or
-/// the number of operations, following changes to the `--config` file;
-/// exit 1 if a request failed.
+/// the number of operations,, following changes to the `--config` file; exit 1 if a request failed.
 pub(crate) async fn run(
     args: &Args,
     flags: &ClusterFlags,
@@ -99,44 +223,68 @@ pub(crate) async fn run(
     let client = &cluster.client()?;
     let _watch = cluster.watch(client, |spec| spec);
     let (gets, sets) = parse_ratio(&args.ratio)?;
-    if args.keys == 0 || args.concurrency == 0 {
+    let concurrency = args.concurrency;
+    if args.keys == 0 || concurrency == 0 {
         return Err(Failure::Usage(
             "--keys and --concurrency must be positive".into(),
         ));
     }
-    let value: Arc<[u8]> = vec![b'x'; args.value_size].into();
+    let load = Arc::new(Load {
+        keys: args.keys,
+        gets,
+        sets,
+        prefix: args.prefix.clone(),
+        value: vec![b'x'; args.value_size].into(),
+    });
+    if !args.no_prefill {
+        prefill(client, &load, concurrency).await?;
+    }
+    closed(client, &load, args, concurrency, json).await
+}
 
-    // Write every key once so that gets can hit.
-    let prefill =
-        ProgressBar::new(if args.no_prefill { 0 } else { args.keys }).with_style(style("prefill"));
-    let next = Arc::new(AtomicU64::new(if args.no_prefill { args.keys } else { 0 }));
+/// Writes every key once, from `workers` workers, so that gets can hit.
+async fn prefill(client: &Client, load: &Arc<Load>, workers: usize) -> Result<(), Failure> {
+    let bar = ProgressBar::new(load.keys).with_style(style("prefill"));
+    let next = Arc::new(AtomicU64::new(0));
     let mut tasks: tokio::task::JoinSet<Result<(), memgroup::client::Error>> =
         tokio::task::JoinSet::new();
-    for _ in 0..args.concurrency {
-        let (client, next, value, prefix, bar) = (
-            client.clone(),
-            next.clone(),
-            value.clone(),
-            args.prefix.clone(),
-            prefill.clone(),
-        );
-        let keys = args.keys;
+    for _ in 0..workers {
+        let (client, next, load, bar) = (client.clone(), next.clone(), load.clone(), bar.clone());
         tasks.spawn(async move {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= keys {
+                if i >= load.keys {
                     return Ok(());
                 }
-                client.set(format!("{prefix}{i}"), &value[..], 0).await?;
+                client
+                    .set(format!("{}{i}", load.prefix), &load.value[..], 0)
+                    .await?;
                 bar.inc(1);
             }
         });
     }
     while let Some(r) = tasks.join_next().await {
-        r.map_err(|e| Failure::Op(format!("worker failed: {e}")))??;
+        joined(r)??;
     }
-    prefill.finish_and_clear();
+    bar.finish_and_clear();
+    Ok(())
+}
 
+/// A finished task's result; a task that panicked or was cancelled fails
+/// the run.
+fn joined<T>(done: Result<T, tokio::task::JoinError>) -> Result<T, Failure> {
+    done.map_err(|e| Failure::Op(format!("worker failed: {e}")))
+}
+
+/// The closed loop: `workers` workers, each issuing a request and waiting
+/// for it, until the deadline or the number of operations.
+async fn closed(
+    client: &Client,
+    load: &Arc<Load>,
+    args: &Args,
+    workers: usize,
+    json: bool,
+) -> Result<ExitCode, Failure> {
     let deadline = match (args.duration, args.ops) {
         (Some(d), _) => Some(Instant::now() + Duration::from_secs_f64(d)),
         (None, Some(_)) => None,
@@ -151,25 +299,18 @@ pub(crate) async fn run(
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
-    let shards: Arc<Vec<parking_lot::Mutex<Tally>>> = Arc::new(
-        (0..SHARDS.min(args.concurrency))
-            .map(|_| parking_lot::Mutex::new(Tally::new()))
-            .collect(),
-    );
-    let mut workers = tokio::task::JoinSet::new();
-    for w in 0..args.concurrency {
-        let (client, value, done, stop, prefix, shards) = (
+    let shards = Tally::shards(workers);
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        let (client, load, done, stop, shards) = (
             client.clone(),
-            value.clone(),
+            load.clone(),
             done.clone(),
             stop.clone(),
-            args.prefix.clone(),
             shards.clone(),
         );
-        let keys = args.keys;
-        workers.spawn(async move {
+        tasks.spawn(async move {
             let shard = &shards[w % shards.len()];
-            let (mut hits, mut misses, mut errors) = (0u64, 0u64, 0u64);
             // xorshift: a cheap per-worker random stream, seeded apart.
             let mut rng =
                 0x9E37_79B9_7F4A_7C15u64 ^ (w as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -184,26 +325,10 @@ pub(crate) async fn run(
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
-                let key = format!("{prefix}{}", rng % keys);
-                let is_get = (rng >> 32) % (gets + sets) < gets;
                 let t0 = Instant::now();
-                if is_get {
-                    match client.get(&key).await {
-                        Ok(Some(_)) => hits += 1,
-                        Ok(None) => misses += 1,
-                        Err(_) => errors += 1,
-                    }
-                    let micros = t0.elapsed().as_micros().max(1) as u64;
-                    let _ = shard.lock().get.record(micros);
-                } else {
-                    if client.set(&key, &value[..], 0).await.is_err() {
-                        errors += 1;
-                    }
-                    let micros = t0.elapsed().as_micros().max(1) as u64;
-                    let _ = shard.lock().set.record(micros);
-                }
+                let (get, outcome) = load.issue(&client, rng).await;
+                shard.lock().record(get, outcome, t0.elapsed());
             }
-            (hits, misses, errors)
         });
     }
     // Progress: ops done, or tenths of a second elapsed.
@@ -219,64 +344,27 @@ pub(crate) async fn run(
             }
         })
     };
-    let mut total = Tally::new();
-    while let Some(t) = workers.join_next().await {
-        let (hits, misses, errors) = t.map_err(|e| Failure::Op(format!("worker failed: {e}")))?;
-        total.hits += hits;
-        total.misses += misses;
-        total.errors += errors;
+    while let Some(t) = tasks.join_next().await {
+        joined(t)?;
     }
-    for shard in shards.iter() {
-        let shard = shard.lock();
-        total.get.add(&shard.get).expect("same bounds");
-        total.set.add(&shard.set).expect("same bounds");
-    }
+    let total = Tally::merge(&shards);
     let elapsed = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let _ = ticker.await;
     bar.finish_and_clear();
 
-    let ops = total.get.len() + total.set.len();
-    let mut report = Report::new(&[
-        "OP",
-        "COUNT",
-        "OPS/S",
-        "P50 µs",
-        "P90 µs",
-        "P99 µs",
-        "P99.9 µs",
-        "MAX µs",
-    ]);
-    for (name, h) in [("get", &total.get), ("set", &total.set)] {
-        if h.is_empty() {
-            continue;
-        }
-        let per_second = h.len() as f64 / elapsed;
-        report.row(vec![
-            name.to_string(),
-            h.len().to_string(),
-            format!("{per_second:.0}"),
-            h.value_at_quantile(0.5).to_string(),
-            h.value_at_quantile(0.9).to_string(),
-            h.value_at_quantile(0.99).to_string(),
-            h.value_at_quantile(0.999).to_string(),
-            h.max().to_string(),
-        ]);
-        report.record(json!({"op": name, "count": h.len(), "ops_per_second": per_second,
-            "p50_us": h.value_at_quantile(0.5), "p90_us": h.value_at_quantile(0.9), "p99_us": h.value_at_quantile(0.99),
-            "p999_us": h.value_at_quantile(0.999), "max_us": h.max()}));
-    }
+    let ops = total.ops();
+    let report = total.report(elapsed);
     if json {
         output::record(
             json!({"seconds": elapsed, "ops": ops, "ops_per_second": ops as f64 / elapsed,
-            "hits": total.hits, "misses": total.misses, "errors": total.errors, "concurrency": args.concurrency,
+            "hits": total.hits, "misses": total.misses, "errors": total.errors, "concurrency": workers,
             "ops_detail": report.records()}),
         );
     } else {
         outln!(
-            "{ops} ops in {elapsed:.2} s: {:.0} ops/s, concurrency {}, {} hits, {} misses, {} errors",
+            "{ops} ops in {elapsed:.2} s: {:.0} ops/s, concurrency {workers}, {} hits, {} misses, {} errors",
             ops as f64 / elapsed,
-            args.concurrency,
             total.hits,
             total.misses,
             total.errors
@@ -286,6 +374,7 @@ pub(crate) async fn run(
     Ok(exit::code(total.errors == 0))
 }
 
+/// A progress bar's look, named `prefix`.
 fn style(prefix: &str) -> ProgressStyle {
     ProgressStyle::with_template(&format!(
         "{prefix} [{{bar:40}}] {{pos}}/{{len}} {{per_sec}}"
