@@ -1,4 +1,9 @@
-//! `bench`: a memslap-like load generator with latency percentiles.
+//! `bench`: a memslap-like load generator with latency percentiles. The
+//! closed loop (here) runs workers that each wait for their request; with
+//! `--rate` the open loop ([`open`]) issues requests on a fixed schedule and
+//! times each from its slot, so a stalled server cannot hide its delay.
+
+mod open;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -27,15 +32,24 @@ pub(crate) struct Args {
     /// Value size in bytes.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
-    /// Requests in flight (concurrent workers).
-    #[arg(long, default_value_t = WORKERS)]
-    concurrency: usize,
+    /// Requests in flight: the concurrent workers of the closed loop
+    /// (default 32); with --rate, the most requests outstanding at once
+    /// (default 10,000; one due while that many are outstanding waits, and
+    /// is counted late).
+    #[arg(long)]
+    concurrency: Option<usize>,
     /// Run for this many seconds…
     #[arg(long, conflicts_with = "ops")]
     duration: Option<f64>,
     /// …or for this many operations (default: 10 s).
     #[arg(long)]
     ops: Option<u64>,
+    /// Open loop: OPS requests a second on a fixed schedule, each timed from
+    /// its slot, not from when it was sent. (A closed loop's workers wait out
+    /// a stalled server and send few requests meanwhile, so its delay hides
+    /// under the percentiles: coordinated omission.)
+    #[arg(long, value_name = "OPS", value_parser = rate)]
+    rate: Option<f64>,
     /// Key prefix.
     #[arg(long, default_value = "bench:")]
     prefix: String,
@@ -44,8 +58,21 @@ pub(crate) struct Args {
     no_prefill: bool,
 }
 
-/// Workers, unless `--concurrency`.
+/// The closed loop's workers, and the prefill's, unless `--concurrency`.
 const WORKERS: usize = 32;
+
+/// The open loop's cap on outstanding requests, unless `--concurrency`.
+const OPEN_CAP: usize = 10_000;
+
+/// A rate: a positive number of requests a second, at most one a nanosecond
+/// (the schedule's resolution).
+fn rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 && r <= 1e9 => Ok(r),
+        Ok(_) => Err("must be above 0 and at most 1000000000".to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
 
 /// `--ratio`: gets and sets, `G:S`, not both 0.
 fn parse_ratio(ratio: &str) -> Result<(u64, u64), Failure> {
@@ -67,10 +94,13 @@ fn parse_ratio(ratio: &str) -> Result<(u64, u64), Failure> {
 
 /// What the requests are: keys, the mix of gets and sets, the value set.
 struct Load {
+    /// Keys `prefix0` to `prefix{keys - 1}`.
     keys: u64,
+    /// Gets to sets: `gets` of every `gets + sets` requests are gets.
     gets: u64,
     sets: u64,
     prefix: String,
+    /// What every set stores.
     value: Arc<[u8]>,
 }
 
@@ -110,9 +140,17 @@ impl Load {
 }
 
 /// Latency histograms are kept in this many shards, whatever the
-/// concurrency: a worker records into shard `worker % SHARDS`, so memory stays flat at 10,000 in flight while contention
+/// concurrency: a worker (or the open loop's request) records into shard
+/// `n % SHARDS`, so memory stays flat at 10,000 in flight while contention
 /// on a shard stays low.
 const SHARDS: usize = 16;
+
+/// A latency in whole microseconds, at least 1 (the histograms' floor).
+fn micros(latency: Duration) -> u64 {
+    u64::try_from(latency.as_micros())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
 
 /// Results, per shard, merged at the end.
 struct Tally {
@@ -121,6 +159,12 @@ struct Tally {
     hits: u64,
     misses: u64,
     errors: u64,
+    /// Requests that failed or took longer than the client's timeout (the
+    /// open loop's; the closed loop leaves it 0).
+    slow: u64,
+    /// How long after its slot each request was sent (the open loop's; the
+    /// closed loop leaves it empty).
+    lag: Histogram<u64>,
 }
 
 impl Tally {
@@ -132,6 +176,8 @@ impl Tally {
             hits: 0,
             misses: 0,
             errors: 0,
+            slow: 0,
+            lag: h(),
         }
     }
 
@@ -143,9 +189,8 @@ impl Tally {
             Outcome::Stored => {}
             Outcome::Failed => self.errors += 1,
         }
-        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
         let h = if get { &mut self.get } else { &mut self.set };
-        h.saturating_record(micros.max(1));
+        h.saturating_record(micros(latency));
     }
 
     /// Empty shards for `concurrency` workers or requests in flight.
@@ -167,6 +212,8 @@ impl Tally {
             total.hits += shard.hits;
             total.misses += shard.misses;
             total.errors += shard.errors;
+            total.slow += shard.slow;
+            total.lag.add(&shard.lag).expect("same bounds");
         }
         total
     }
@@ -213,7 +260,8 @@ impl Tally {
 }
 
 /// `bench`: prefill, then gets and sets at the ratio for the duration or
-/// the number of operations,, following changes to the `--config` file; exit 1 if a request failed.
+/// the number of operations, in a closed loop or (`--rate`) an open one,
+/// following changes to the `--config` file; exit 1 if a request failed.
 pub(crate) async fn run(
     args: &Args,
     flags: &ClusterFlags,
@@ -223,7 +271,11 @@ pub(crate) async fn run(
     let client = &cluster.client()?;
     let _watch = cluster.watch(client, |spec| spec);
     let (gets, sets) = parse_ratio(&args.ratio)?;
-    let concurrency = args.concurrency;
+    let concurrency = args.concurrency.unwrap_or(if args.rate.is_some() {
+        OPEN_CAP
+    } else {
+        WORKERS
+    });
     if args.keys == 0 || concurrency == 0 {
         return Err(Failure::Usage(
             "--keys and --concurrency must be positive".into(),
@@ -237,9 +289,27 @@ pub(crate) async fn run(
         value: vec![b'x'; args.value_size].into(),
     });
     if !args.no_prefill {
-        prefill(client, &load, concurrency).await?;
+        // The closed loop's workers write the keys; the open loop's cap is
+        // no number of workers.
+        let workers = match args.rate {
+            Some(_) => concurrency.min(WORKERS),
+            None => concurrency,
+        };
+        prefill(client, &load, workers).await?;
     }
-    closed(client, &load, args, concurrency, json).await
+    match args.rate {
+        Some(rate) => {
+            let seconds = args.duration.unwrap_or(10.0);
+            let schedule = open::Schedule {
+                rate,
+                total: args.ops.unwrap_or((seconds * rate).round().max(1.0) as u64),
+                cap: concurrency,
+                timeout: cluster.settings.timeout,
+            };
+            open::run(client, &load, schedule, json).await
+        }
+        None => closed(client, &load, args, concurrency, json).await,
+    }
 }
 
 /// Writes every key once, from `workers` workers, so that gets can hit.
