@@ -104,8 +104,12 @@ pub(crate) enum Command {
     )]
     Warm(warm::Args),
     /// A memslap-like load generator with latency percentiles.
+    ///
+    /// A closed loop of --concurrency workers, each waiting for its reply;
+    /// or, with --rate, an open loop on a fixed schedule that a stalled
+    /// server cannot slow down, so its delays are measured, not omitted.
     #[command(
-        after_help = "Examples:\n  memgroup --servers h1:11211 bench --ratio 9:1 --keys 10000 --concurrency 32 --duration 10\n  memgroup --config cluster.toml --json bench --ops 100000"
+        after_help = "Examples:\n  memgroup --servers h1:11211 bench --ratio 9:1 --keys 10000 --concurrency 32 --duration 10\n  memgroup --config cluster.toml --json bench --ops 100000\n  memgroup --servers h1:11211 --timeout-ms 100 bench --rate 20000 --duration 30"
     )]
     Bench(bench::Args),
 }
