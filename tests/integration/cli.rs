@@ -193,6 +193,14 @@ fn bad_configuration_is_one_clear_line_and_exit_2() {
             &["--servers", "127.0.0.1:1", "bench", "--rate", "0"],
             "--rate",
         ),
+        (
+            &["--servers", "127.0.0.1:1", "bench", "--duration=-1"],
+            "--duration",
+        ),
+        (
+            &["--servers", "127.0.0.1:1", "bench", "--duration", "NaN"],
+            "--duration",
+        ),
     ];
     for (args, token) in cases {
         let o = memgroup(args);

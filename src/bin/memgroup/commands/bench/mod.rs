@@ -39,7 +39,7 @@ pub(crate) struct Args {
     #[arg(long)]
     concurrency: Option<usize>,
     /// Run for this many seconds…
-    #[arg(long, conflicts_with = "ops")]
+    #[arg(long, conflicts_with = "ops", value_parser = seconds)]
     duration: Option<f64>,
     /// …or for this many operations (default: 10 s).
     #[arg(long)]
@@ -70,6 +70,16 @@ fn rate(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 && r <= 1e9 => Ok(r),
         Ok(_) => Err("must be above 0 and at most 1000000000".to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--duration`: seconds, above 0 and at most a year (a negative or NaN
+/// duration panicked in `Duration::from_secs_f64`).
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 365.0 * 86_400.0 => Ok(s),
+        Ok(_) => Err("must be above 0 seconds and at most a year".to_string()),
         Err(e) => Err(e.to_string()),
     }
 }
