@@ -34,7 +34,7 @@
 //!
 //! // Many keys: one `get k1 k2 …` per server, sent concurrently.
 //! let items = client.get_multi(&["greeting", "missing"]).await?;
-//! assert_eq!(items.len(), 1);
+//! assert_eq!(items.hit_count(), 1); // and items.len() == 2: one outcome per key
 //! # Ok(()) }
 //! ```
 //!
