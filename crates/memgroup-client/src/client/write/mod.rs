@@ -50,14 +50,7 @@ impl Client {
         value: &[u8],
         options: WriteOptions,
     ) -> Result<WriteOutcome, Error> {
-        self.check_value(value)?;
-        let op = WriteOp::Store {
-            command: StoreCommand::Add,
-            data: value,
-            flags: options.flags,
-            exptime: options.expiry.exptime()?,
-            noreply: false,
-        };
+        let op = self.store_op(StoreCommand::Add, value, options, false)?;
         self.replicate(key, None, op)
             .await
             .map(|(outcome, _)| outcome)
@@ -70,15 +63,27 @@ impl Client {
         value: &[u8],
         options: WriteOptions,
     ) -> Result<WriteOutcome, Error> {
+        let op = self.store_op(command, value, options, false)?;
+        self.write(key, op).await
+    }
+
+    /// A store of `value` with `options`, checked before anything is
+    /// queued: the value's size, and the expiry's conversion to `exptime`.
+    fn store_op<'a>(
+        &self,
+        command: StoreCommand,
+        value: &'a [u8],
+        options: WriteOptions,
+        noreply: bool,
+    ) -> Result<WriteOp<'a>, Error> {
         self.check_value(value)?;
-        let op = WriteOp::Store {
+        Ok(WriteOp::Store {
             command,
             data: value,
             flags: options.flags,
             exptime: options.expiry.exptime()?,
-            noreply: false,
-        };
-        self.write(key, op).await
+            noreply,
+        })
     }
 
     /// Stores a value in every server group (`set`). `options` is an
@@ -190,16 +195,7 @@ impl Client {
         value: impl AsRef<[u8]>,
         options: impl Into<WriteOptions>,
     ) -> Result<(), Error> {
-        let value = value.as_ref();
-        self.check_value(value)?;
-        let options = options.into();
-        let op = WriteOp::Store {
-            command: StoreCommand::Set,
-            data: value,
-            flags: options.flags,
-            exptime: options.expiry.exptime()?,
-            noreply: true,
-        };
+        let op = self.store_op(StoreCommand::Set, value.as_ref(), options.into(), true)?;
         self.write(key.as_ref(), op).await.map(drop)
     }
 
@@ -296,20 +292,11 @@ impl Client {
         target_groups: &[&str],
         if_present: IfPresent,
     ) -> Result<WriteOutcome, Error> {
-        let value = value.as_ref();
-        self.check_value(value)?;
-        let options = options.into();
         let command = match if_present {
             IfPresent::Overwrite => StoreCommand::Set,
             IfPresent::Keep => StoreCommand::Add,
         };
-        let op = WriteOp::Store {
-            command,
-            data: value,
-            flags: options.flags,
-            exptime: options.expiry.exptime()?,
-            noreply: false,
-        };
+        let op = self.store_op(command, value.as_ref(), options.into(), false)?;
         let (outcome, _) = self
             .replicate(key.as_ref(), Some(target_groups), op)
             .await?;
