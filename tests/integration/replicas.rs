@@ -4,7 +4,7 @@
 
 use memgroup::client::{Client, IfPresent};
 
-use crate::support::{Memcached, raw};
+use crate::support::{Memcached, memgroup, raw};
 
 /// Two groups of one server each; the arbiter is `sg1` (first by name).
 fn two_groups() -> (Memcached, Memcached, String) {
@@ -55,11 +55,7 @@ async fn incr_answers_with_the_arbiters_count_and_no_replica_keeps_another() {
     assert_eq!(raw::get(sg1.addr(), b"n").as_deref(), Some(&b"11"[..]));
     assert_eq!(raw::get(sg2.addr(), b"n"), None);
     // The tool says the same from the far zone.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
-        .args(["--groups", &groups, "--zone", "sg2", "incr", "n", "1"])
-        .env_remove("MEMCACHED_SERVERS")
-        .output()
-        .unwrap();
+    let out = memgroup(&["--groups", &groups, "--zone", "sg2", "incr", "n", "1"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "12");
     // Two incr loops on one counter at once: the arbiter has every step,
     // and the replica holds nothing older.
@@ -137,13 +133,7 @@ fn the_arbiter_can_be_named_in_the_file_or_by_flag() {
     let (sg1, sg2, groups) = two_groups();
     raw::set(sg1.addr(), b"n", b"10");
     raw::set(sg2.addr(), b"n", b"5");
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
-            .args(args)
-            .env_remove("MEMCACHED_SERVERS")
-            .output()
-            .unwrap()
-    };
+    let run = memgroup;
     let out = run(&["--groups", &groups, "--arbiter", "sg2", "incr", "n", "1"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "6");
     assert_eq!(raw::get(sg1.addr(), b"n"), None);

@@ -442,29 +442,21 @@ fn an_invalid_tls_server_name_is_refused_not_a_panic() {
         .unwrap_err();
     assert!(error.to_string().contains("\"a b\""), "{error}");
     let ca = pki.ca().display().to_string();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
-        .args([
-            "--servers",
-            "127.0.0.1:1",
-            "--tls-ca",
-            &ca,
-            "--tls-server-name",
-            "a b",
-            "get",
-            "k",
-        ])
-        .env_remove("MEMCACHED_SERVERS")
-        .output()
-        .unwrap();
+    let out = crate::support::memgroup(&[
+        "--servers",
+        "127.0.0.1:1",
+        "--tls-ca",
+        &ca,
+        "--tls-server-name",
+        "a b",
+        "get",
+        "k",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("\"a b\""), "{stderr}");
     let url = format!("memcache://127.0.0.1:1?tls_ca={ca}&tls_server_name=a%20b");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
-        .args(["--servers", &url, "get", "k"])
-        .env_remove("MEMCACHED_SERVERS")
-        .output()
-        .unwrap();
+    let out = crate::support::memgroup(&["--servers", &url, "get", "k"]);
     assert_eq!(
         out.status.code(),
         Some(2),

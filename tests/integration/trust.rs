@@ -5,7 +5,16 @@ use std::time::{Duration, SystemTime};
 
 use memgroup::client::{Client, Expiry, MetaFlag, WriteOptions};
 
-use crate::support::Memcached;
+use crate::support::{Memcached, memgroup as tool};
+
+/// A client of one server, default settings.
+fn one_server(server: &Memcached) -> Client {
+    Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .build()
+        .unwrap()
+}
 
 /// The TTL memcached itself reports for `key` (`mg key t`): -1 for none.
 async fn server_ttl(client: &Client, key: &str) -> Option<i64> {
@@ -19,11 +28,7 @@ async fn server_ttl(client: &Client, key: &str) -> Option<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expiry_over_thirty_days_keeps_the_item_that_long() {
     let server = Memcached::spawn();
-    let client = Client::builder()
-        .servers(&server.addr_string())
-        .unwrap()
-        .build()
-        .unwrap();
+    let client = one_server(&server);
     const FORTY_DAYS: i64 = 40 * 86_400;
     // The same 40 days three ways: seconds, a Duration, options.
     client.set("secs", "v", FORTY_DAYS as u32).await.unwrap();
@@ -61,20 +66,6 @@ async fn an_expiry_over_thirty_days_keeps_the_item_that_long() {
     let error = client.set("past", "v", past).await.unwrap_err();
     assert_eq!(error.kind(), memgroup::client::ErrorKind::InvalidArgument);
     assert!(client.get("past").await.unwrap().is_none());
-}
-
-/// The built tool with none of its environment settings inherited.
-fn tool(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
-        .args(args)
-        .env_remove("MEMGROUP_PASSWORD")
-        .env_remove("MEMCACHED_SERVERS")
-        .env_remove("MEMGROUP_GROUPS")
-        .env_remove("MEMGROUP_CONFIG")
-        .env_remove("RUST_LOG")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,7 +182,7 @@ fn a_write_a_replica_missed_exits_3_and_one_everywhere_exits_0() {
 async fn the_tool_reads_ttls_with_units_and_long_ones_keep_the_item() {
     let server = Memcached::spawn();
     let addr = server.addr_string();
-    let client = Client::builder().servers(&addr).unwrap().build().unwrap();
+    let client = one_server(&server);
     let set = |key: &str, extra: &[&str]| {
         let mut args = vec!["--servers", &addr, "set", key, "v"];
         args.extend_from_slice(extra);
@@ -435,11 +426,7 @@ fn nonsense_is_refused_with_one_line_naming_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_type_error_names_its_key() {
     let server = Memcached::spawn();
-    let client = Client::builder()
-        .servers(&server.addr_string())
-        .unwrap()
-        .build()
-        .unwrap();
+    let client = one_server(&server);
     client.set_as("visits", "many", 0).await.unwrap();
     let error = client.get_as::<i64>("visits").await.unwrap_err();
     assert_eq!(error.kind(), memgroup::client::ErrorKind::Type);

@@ -247,17 +247,23 @@ pub async fn metadump_lists(client: &memgroup::client::Client, server: &str, key
 }
 
 /// Runs the built `memgroup` tool with `args`, with none of its environment
-/// settings inherited; asserts it succeeded and returns its stdout.
-pub fn memgroup_ok(args: &[&str]) -> String {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+/// settings inherited and nothing on stdin.
+pub fn memgroup(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
         .args(args)
         .env_remove("MEMGROUP_PASSWORD")
         .env_remove("MEMCACHED_SERVERS")
         .env_remove("MEMGROUP_GROUPS")
         .env_remove("MEMGROUP_CONFIG")
         .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// [`memgroup`], asserting it succeeded; returns its stdout.
+pub fn memgroup_ok(args: &[&str]) -> String {
+    let o = memgroup(args);
     assert!(
         o.status.success(),
         "{args:?}: {}",
