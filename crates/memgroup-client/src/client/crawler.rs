@@ -30,7 +30,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::client::Client;
 use crate::clock::now;
-use crate::conn::{self, ConnSettings};
+use crate::conn::{self, ConnSettings, Stream};
 use crate::error::{Error, ErrorKind};
 
 pub use memgroup_proto::DumpEntry;
@@ -138,14 +138,20 @@ impl Client {
             ..snap.settings(id).clone()
         };
         // Reclaim expired items, so curr_items counts only live ones; the
-        // dump below waits (BUSY) until that crawl is done.
-        command(server, &settings, timeout, b"lru_crawler crawl all\r\n").await?;
+        // dump below waits (BUSY) until that crawl is done. Its connection
+        // is its own: whatever the server answers, the counts are read apart.
+        Control::open(server, &settings, timeout)
+            .await?
+            .line(b"lru_crawler crawl all\r\n")
+            .await?;
+        // One connection beside the dumps for the counts before and after.
+        let mut counts = Control::open(server, &settings, timeout).await?;
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let before = curr_items(server, &settings, timeout).await?;
+            let before = counts.curr_items().await?;
             let (entries, method) = dump(server, &settings, timeout, max_keys).await?;
-            let after = curr_items(server, &settings, timeout).await?;
+            let after = counts.curr_items().await?;
             let listing = Listing {
                 server: server.to_string(),
                 entries: distinct(entries),
@@ -169,89 +175,94 @@ fn distinct(entries: Vec<DumpEntry>) -> Vec<DumpEntry> {
         .collect()
 }
 
-/// Sends one command on a connection of its own and returns the first line
-/// of its reply (`OK`, or `BUSY …` while a crawl runs).
-async fn command(
-    server: &str,
-    settings: &ConnSettings,
+/// The crawler's connection beside the dumps: `lru_crawler crawl` and
+/// `stats`, one command at a time.
+struct Control<'a> {
+    stream: Stream,
+    buf: BytesMut,
+    server: &'a str,
     timeout: Duration,
-    line: &[u8],
-) -> Result<String, Error> {
-    let mut stream = conn::open(server, settings).await?;
-    within(timeout, "writing the command", async {
-        stream
-            .write_all(line)
-            .await
-            .map_err(io_error("write failed"))
-    })
-    .await?;
-    let mut reply = Vec::new();
-    while !reply.contains(&b'\n') {
-        if reply.len() > 1024 {
-            return Err(Error::new(ErrorKind::Protocol, "reply line too long").at(server));
-        }
-        let mut byte = [0u8; 256];
-        let n = within(timeout, "waiting for the reply", async {
-            stream
-                .read(&mut byte)
-                .await
-                .map_err(io_error("read failed"))
-        })
-        .await?;
-        if n == 0 {
-            return Err(Error::new(ErrorKind::Connection, "connection closed").at(server));
-        }
-        reply.extend_from_slice(&byte[..n]);
-    }
-    let line = reply.split(|&b| b == b'\n').next().unwrap_or_default();
-    Ok(String::from_utf8_lossy(line).trim_end().to_string())
 }
 
-/// The server's `curr_items` (`stats`), read on a connection of its own.
-async fn curr_items(
-    server: &str,
-    settings: &ConnSettings,
-    timeout: Duration,
-) -> Result<u64, Error> {
-    let mut stream = conn::open(server, settings).await?;
-    within(timeout, "writing stats", async {
-        stream
-            .write_all(b"stats\r\n")
-            .await
-            .map_err(io_error("write failed"))
-    })
-    .await?;
-    let mut decoder = memgroup_proto::Decoder::default();
-    let mut buf = BytesMut::with_capacity(8 * 1024);
-    loop {
-        let reply = decoder
-            .decode(&mut buf, memgroup_proto::Expect::Stats)
-            .map_err(|e| {
-                Error::new(ErrorKind::Protocol, "bad stats reply")
-                    .with_source(e)
-                    .at(server)
-            })?;
-        if let Some(reply) = reply {
-            let memgroup_proto::Response::Stats(stats) = reply else {
-                return Err(Error::new(ErrorKind::Protocol, "stats refused").at(server));
-            };
-            return stats
-                .iter()
-                .find(|s| s.name_str() == "curr_items")
-                .and_then(|s| s.value_str().parse().ok())
-                .ok_or_else(|| {
-                    Error::new(ErrorKind::Protocol, "stats without curr_items").at(server)
-                });
-        }
-        let n = within(timeout, "waiting for stats", async {
+impl<'a> Control<'a> {
+    async fn open(
+        server: &'a str,
+        settings: &ConnSettings,
+        timeout: Duration,
+    ) -> Result<Control<'a>, Error> {
+        Ok(Control {
+            stream: conn::open(server, settings).await?,
+            buf: BytesMut::with_capacity(8 * 1024),
+            server,
+            timeout,
+        })
+    }
+
+    async fn write(&mut self, line: &[u8]) -> Result<(), Error> {
+        let stream = &mut self.stream;
+        within(self.timeout, "writing the command", async {
             stream
-                .read_buf(&mut buf)
+                .write_all(line)
                 .await
-                .map_err(io_error("read failed"))
+                .map_err(io_error("write failed"))
+        })
+        .await
+    }
+
+    /// More of the reply into the buffer.
+    async fn read_more(&mut self, what: &str) -> Result<(), Error> {
+        let (stream, buf) = (&mut self.stream, &mut self.buf);
+        let n = within(self.timeout, what, async {
+            stream.read_buf(buf).await.map_err(io_error("read failed"))
         })
         .await?;
         if n == 0 {
-            return Err(Error::new(ErrorKind::Connection, "connection closed").at(server));
+            return Err(Error::new(ErrorKind::Connection, "connection closed").at(self.server));
+        }
+        Ok(())
+    }
+
+    /// Sends `line` and returns the first line of its reply (`OK`, or
+    /// `BUSY …` while a crawl runs).
+    async fn line(&mut self, line: &[u8]) -> Result<String, Error> {
+        self.write(line).await?;
+        loop {
+            if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+                let reply = self.buf.split_to(end + 1);
+                return Ok(String::from_utf8_lossy(&reply).trim_end().to_string());
+            }
+            if self.buf.len() > 1024 {
+                return Err(Error::new(ErrorKind::Protocol, "reply line too long").at(self.server));
+            }
+            self.read_more("waiting for the reply").await?;
+        }
+    }
+
+    /// The server's `curr_items` (`stats`).
+    async fn curr_items(&mut self) -> Result<u64, Error> {
+        self.write(b"stats\r\n").await?;
+        let mut decoder = memgroup_proto::Decoder::default();
+        loop {
+            let reply = decoder
+                .decode(&mut self.buf, memgroup_proto::Expect::Stats)
+                .map_err(|e| {
+                    Error::new(ErrorKind::Protocol, "bad stats reply")
+                        .with_source(e)
+                        .at(self.server)
+                })?;
+            if let Some(reply) = reply {
+                let memgroup_proto::Response::Stats(stats) = reply else {
+                    return Err(Error::new(ErrorKind::Protocol, "stats refused").at(self.server));
+                };
+                return stats
+                    .iter()
+                    .find(|s| s.name_str() == "curr_items")
+                    .and_then(|s| s.value_str().parse().ok())
+                    .ok_or_else(|| {
+                        Error::new(ErrorKind::Protocol, "stats without curr_items").at(self.server)
+                    });
+            }
+            self.read_more("waiting for stats").await?;
         }
     }
 }

@@ -62,6 +62,7 @@ mod transport;
 pub use login::Credentials;
 pub(crate) use open::{ConnSettings, open};
 use state::{Next, Queued, State};
+pub(crate) use transport::Stream;
 use transport::{Filled, Transport, write_failed, write_zero};
 
 /// What the writer task's buffer starts at: a batch of ~300 small requests
