@@ -14,6 +14,7 @@ mod longkeys;
 mod membership;
 mod migrate;
 mod proto;
+mod repairs;
 mod replicas;
 mod soak;
 mod spans;

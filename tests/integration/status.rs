@@ -10,7 +10,7 @@ use std::time::Duration;
 use memgroup::client::{Client, ErrorKind, Event, ServerState};
 use memgroup::topology::{ClusterSpec, ReadFallback, WritePolicy};
 
-use crate::support::{HeldClock, Memcached, raw, server_list};
+use crate::support::{HeldClock, Memcached, advance_until, raw, server_list};
 
 #[tokio::test]
 async fn counters_equal_the_servers_own_stats() {
@@ -152,6 +152,11 @@ async fn a_killed_server_shows_dead_reads_fall_back_and_it_comes_back() {
 
     a.restart();
     tokio::time::advance(Duration::from_secs(5)).await;
+    // The repair of the write it missed probes it back first.
+    advance_until(Duration::from_secs(1), || {
+        client.status().repairs.pending == 0
+    })
+    .await;
     client.set("after", "v", 0).await.unwrap();
     let up = status_of(&a.addr_string());
     assert_eq!((up.state, up.failures), (ServerState::Up, 0), "{up:?}");

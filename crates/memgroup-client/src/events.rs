@@ -43,6 +43,13 @@ pub enum Event {
         /// Of how many written to.
         groups: usize,
     },
+    /// The repair queue is full: its oldest entries are being dropped (their
+    /// servers may serve a stale copy until it expires). Once per episode;
+    /// [`RepairStatus::dropped`](crate::RepairStatus::dropped) counts each.
+    RepairsDropped {
+        /// The queue's capacity.
+        capacity: usize,
+    },
     /// A new cluster description could not be applied (a watched file that
     /// cannot be read or parsed); the topology stays as it was.
     TopologyRejected {
@@ -80,6 +87,10 @@ impl fmt::Display for Event {
                 "{command} missed the write policy: {} of {groups} groups failed ({})",
                 failed.len(),
                 failed.join(", ")
+            ),
+            Event::RepairsDropped { capacity } => write!(
+                f,
+                "repair queue full ({capacity} entries): dropping the oldest repairs"
             ),
             Event::TopologyRejected { error } => {
                 write!(f, "new topology rejected: {}", error.chain())
@@ -166,6 +177,9 @@ fn log(event: &Event) {
             groups,
             "write missed its policy"
         ),
+        Event::RepairsDropped { capacity } => {
+            tracing::warn!(capacity, "repair queue full: dropping the oldest repairs");
+        }
         Event::TopologyRejected { error } => {
             tracing::warn!(error = %error.chain(), "new topology rejected");
         }

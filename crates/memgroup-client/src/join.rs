@@ -33,3 +33,44 @@ pub(crate) async fn join_all<T>(mut futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
         .map(|r| r.expect("every future completed"))
         .collect()
 }
+
+/// Futures polled together whose results are taken as they finish; what is
+/// left can move to another task (the futures own what they use).
+pub(crate) struct Unordered<T> {
+    futures: Vec<Option<BoxFuture<'static, T>>>,
+}
+
+impl<T> Unordered<T> {
+    pub(crate) fn new(futures: Vec<BoxFuture<'static, T>>) -> Unordered<T> {
+        Unordered {
+            futures: futures.into_iter().map(Some).collect(),
+        }
+    }
+
+    /// How many have not finished.
+    pub(crate) fn len(&self) -> usize {
+        self.futures.iter().filter(|f| f.is_some()).count()
+    }
+
+    /// The next result to finish, `None` once all have.
+    pub(crate) async fn next(&mut self) -> Option<T> {
+        std::future::poll_fn(|cx| {
+            let mut pending = false;
+            for slot in &mut self.futures {
+                if let Some(future) = slot {
+                    if let Poll::Ready(value) = future.as_mut().poll(cx) {
+                        *slot = None;
+                        return Poll::Ready(Some(value));
+                    }
+                    pending = true;
+                }
+            }
+            if pending {
+                Poll::Pending
+            } else {
+                Poll::Ready(None)
+            }
+        })
+        .await
+    }
+}

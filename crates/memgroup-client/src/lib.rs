@@ -143,8 +143,8 @@ mod client;
 pub use client::Client;
 pub use client::crawler;
 pub use client::{
-    ClientBuilder, ClientUrl, GroupStatus, MigrationStatus, Probe, ServerState, ServerStatus,
-    Status, Watcher,
+    ClientBuilder, ClientUrl, GroupStatus, MigrationStatus, Probe, RepairStatus, ServerState,
+    ServerStatus, Status, Watcher,
 };
 pub use conn::Credentials;
 #[cfg(feature = "tls")]
@@ -162,7 +162,7 @@ pub use memgroup_topology::{
     ClusterSpec, GroupSpec, ReadFallback, ServerAddr, ServerSpec, Settings, TopologyError,
     WritePolicy,
 };
-pub use options::{Expiry, IfPresent, MAX_RELATIVE_EXPTIME, WriteOptions};
+pub use options::{Expiry, IfPresent, MAX_RELATIVE_EXPTIME, WriteOptions, WriteWait};
 
 /// `Client` is shared across tasks: checked at compile time.
 const _: () = {

@@ -186,6 +186,24 @@ pub enum IfPresent {
     Overwrite,
 }
 
+/// When a write replicated to several groups returns
+/// ([`ClientBuilder::write_wait`](crate::ClientBuilder::write_wait)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WriteWait {
+    /// Once the write policy is decided: met (with the local zone's
+    /// read-write group among the groups that answered, so a `set` then a
+    /// local `get` reads the new value), or out of reach. The other groups
+    /// finish in the background within the timeout; a group that misses
+    /// queues a repair, and [`WriteOutcome::pending`](crate::WriteOutcome::pending)
+    /// names the groups still outstanding at return.
+    #[default]
+    Policy,
+    /// Once every group has answered or timed out (the tool, whose exit code
+    /// reports every group).
+    AllGroups,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -366,6 +366,12 @@ impl Topology {
         &self.arbiters
     }
 
+    /// The readable groups in the local zone ([`Settings::local_zone`]), in
+    /// their order: where a write waits for its own zone's copy.
+    pub fn local_groups(&self) -> &[GroupId] {
+        &self.read_order[..self.local_len]
+    }
+
     /// The cluster-wide settings.
     #[must_use]
     pub fn settings(&self) -> &Settings {

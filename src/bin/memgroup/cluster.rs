@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use memgroup::client::value::ValueFormat;
-use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig, Watcher};
+use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig, Watcher, WriteWait};
 use memgroup::config::{self, ClusterFile, Limits, TlsFiles};
 use memgroup::hash::HashStrategy;
 use memgroup::topology::{ClusterSpec, SpecOverrides};
@@ -57,6 +57,9 @@ pub(crate) struct ClientSettings {
     limits: Limits,
     /// Whether concurrent single-key gets are merged into multi-key commands.
     merge_gets: bool,
+    /// When writes return: every group by default (the exit codes report
+    /// each group); `bench` measures the library's default, the policy.
+    pub(crate) write_wait: WriteWait,
 }
 
 /// A group's own login and TLS (from the file).
@@ -239,6 +242,7 @@ impl Cluster {
             }
             .or(file.limits),
             merge_gets: !flags.no_merge_gets,
+            write_wait: WriteWait::AllGroups,
         };
         let origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
         Ok(Cluster {
@@ -357,7 +361,8 @@ impl ClientSettings {
             .cluster(spec)
             .timeout(self.timeout)
             .connect_timeout(self.connect_timeout)
-            .value_format(self.values);
+            .value_format(self.values)
+            .write_wait(self.write_wait);
         if let Some(credentials) = self.credentials.clone() {
             builder = builder.credentials(credentials);
         }
@@ -376,7 +381,24 @@ impl ClientSettings {
             }
         }
         builder = self.limits.apply(builder).merge_gets(self.merge_gets);
-        builder.build().map_err(|e| usage(format!("{e}")))
+        let client = builder.build().map_err(|e| usage(format!("{e}")))?;
+        OPEN.lock().push(client.clone());
+        Ok(client)
+    }
+}
+
+/// Every client the command built, closed before the process exits.
+static OPEN: parking_lot::Mutex<Vec<Client>> = parking_lot::Mutex::new(Vec::new());
+
+/// Closes every client the command built, within `deadline` each: writes
+/// still finishing and queued repairs are drained, and what cannot be (a
+/// server still down) is said on stderr, since it lives only in memory.
+pub(crate) async fn close_clients(deadline: Duration) {
+    let clients = std::mem::take(&mut *OPEN.lock());
+    for client in clients {
+        if let Err(e) = client.close(deadline).await {
+            crate::output::warn(None, &format!("{e} (lost at exit)"));
+        }
     }
 }
 

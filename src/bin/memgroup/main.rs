@@ -39,7 +39,13 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return output::fail(&format!("cannot start the runtime: {e}"), 1),
     };
-    match runtime.block_on(cli.command.run(&cli.cluster, cli.json)) {
+    let run = async {
+        let result = cli.command.run(&cli.cluster, cli.json).await;
+        // A repair's confirming delete comes a second after its first.
+        cluster::close_clients(std::time::Duration::from_secs(2)).await;
+        result
+    };
+    match runtime.block_on(run) {
         Ok(code) => code,
         Err(failure) => failure.report(),
     }

@@ -87,6 +87,19 @@ pub mod raw {
         assert_eq!(call(addr, request), Response::Stored);
     }
 
+    /// Deletes `key` (whether or not it is there).
+    pub fn delete(addr: SocketAddr, key: &[u8]) {
+        let request = Request::Delete {
+            key: Key::new(key).unwrap(),
+            noreply: false,
+        };
+        let reply = call(addr, request);
+        assert!(
+            matches!(reply, Response::Deleted | Response::NotFound),
+            "{reply:?}"
+        );
+    }
+
     /// The value stored under `key`, if any.
     pub fn get(addr: SocketAddr, key: &[u8]) -> Option<Vec<u8>> {
         let keys = [Key::new(key).unwrap()];
@@ -168,6 +181,31 @@ impl HeldClock {
             _release: release,
             _watchdog: Watchdog::start(Duration::from_secs(60)),
         }
+    }
+}
+
+/// The step [`advance_until`] moves a held clock by.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// Lets the runtime handle real I/O for a moment while the clock stands.
+pub async fn let_io_happen() {
+    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(20)))
+        .await
+        .unwrap();
+}
+
+/// Moves the clock a tick at a time (letting I/O happen between) until
+/// `done`, for at most `bound`; returns the clock time it took.
+pub async fn advance_until(bound: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let mut waited = Duration::ZERO;
+    loop {
+        let_io_happen().await;
+        if done() {
+            return waited;
+        }
+        assert!(waited < bound, "not done within {bound:?} of clock time");
+        tokio::time::advance(TICK).await;
+        waited += TICK;
     }
 }
 

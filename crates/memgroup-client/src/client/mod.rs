@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use memgroup_proto::{Key, Request, Response};
@@ -19,6 +19,7 @@ mod builder;
 pub mod crawler;
 mod migrate;
 mod read;
+pub(crate) mod repair;
 mod status;
 pub(crate) mod trace;
 mod typed;
@@ -29,6 +30,7 @@ mod write;
 pub use admin::Probe;
 pub use builder::ClientBuilder;
 pub use migrate::MigrationStatus;
+pub use repair::RepairStatus;
 pub use status::{GroupStatus, ServerState, ServerStatus, Status};
 pub use url::ClientUrl;
 pub use watch::Watcher;
@@ -38,6 +40,7 @@ use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::Observe;
 use crate::longkey::LongKeys;
+use crate::options::WriteWait;
 use crate::pool::{GroupSecurity, Pool, Snapshot};
 use crate::value::Codec;
 use migrate::Migration;
@@ -67,6 +70,38 @@ pub(crate) struct Inner {
     pub(crate) migration: Option<Migration>,
     /// Long keys stored under digests, when on.
     pub(crate) long_keys: Option<LongKeys>,
+    /// When replicated writes return.
+    pub(crate) write_wait: WriteWait,
+    /// Deletes owed to servers that missed a write.
+    pub(crate) repairs: Arc<repair::Repairs>,
+    /// Writes still finishing for groups their caller did not wait for.
+    background: AtomicUsize,
+    /// Woken when a background write ends or repairs are drained
+    /// ([`Client::close`] waits on it).
+    pub(crate) settled: tokio::sync::Notify,
+}
+
+/// Counts one background write while it lives.
+pub(crate) struct Background(Arc<Inner>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.0.background.fetch_sub(1, Ordering::AcqRel);
+        self.0.settled.notify_waiters();
+    }
+}
+
+impl Inner {
+    /// Background writes now.
+    pub(crate) fn background_count(&self) -> usize {
+        self.background.load(Ordering::Acquire)
+    }
+
+    /// Counts a background write until the guard drops.
+    pub(crate) fn background(self: &Arc<Self>) -> Background {
+        self.background.fetch_add(1, Ordering::AcqRel);
+        Background(self.clone())
+    }
 }
 
 /// A key as it goes on the wire: transformed (sanitized) and validated.
@@ -93,6 +128,9 @@ pub(crate) struct Parts {
     pub(crate) values: Codec,
     pub(crate) migration: Option<Migration>,
     pub(crate) long_keys: Option<LongKeys>,
+    pub(crate) write_wait: WriteWait,
+    /// The repair queue's capacity (0: off) and grace period.
+    pub(crate) repairs: (usize, Duration),
 }
 
 impl Client {
@@ -111,9 +149,57 @@ impl Client {
                 trace_keys: parts.observe.trace_keys,
                 migration: parts.migration,
                 long_keys: parts.long_keys,
+                write_wait: parts.write_wait,
+                repairs: Arc::new(repair::Repairs::new(parts.repairs.0, parts.repairs.1)),
+                background: AtomicUsize::new(0),
+                settled: tokio::sync::Notify::new(),
             }),
             timeout: parts.timeout,
             values: parts.values,
+        }
+    }
+
+    /// A handle for the client's own background work (the repair queue's
+    /// deletes), with the raw value codec.
+    pub(crate) fn background(inner: Arc<Inner>, timeout: Duration) -> Client {
+        Client {
+            inner,
+            timeout,
+            values: Codec {
+                format: crate::value::ValueFormat::Raw,
+                max_decompressed: crate::value::DEFAULT_MAX_DECOMPRESSED,
+            },
+        }
+    }
+
+    /// Waits, for at most `deadline`, until the writes still finishing in
+    /// the background (groups a write did not wait for, see
+    /// [`WriteWait::Policy`]) are done and the repair queue is drained
+    /// ([`RepairStatus`]): call it before the process exits, since both
+    /// live in memory. The client stays usable. A repair whose server is
+    /// down cannot drain: then the error says what is left, a
+    /// [`ErrorKind::Timeout`].
+    pub async fn close(&self, deadline: Duration) -> Result<(), Error> {
+        let until = now() + deadline;
+        loop {
+            let settled = self.inner.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            let background = self.inner.background.load(Ordering::Acquire);
+            let repairs = self.inner.repairs.status().pending;
+            if background == 0 && repairs == 0 {
+                return Ok(());
+            }
+            let left = until.saturating_duration_since(now());
+            if left.is_zero() {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "closing: {background} background writes and {repairs} repairs still pending after {deadline:?}"
+                    ),
+                ));
+            }
+            let _ = tokio::time::timeout(left, settled).await;
         }
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::Client;
 use super::migrate::{Migration, MigrationStatus};
+use super::repair::RepairStatus;
 use crate::clock::now;
 use crate::counters::Counters;
 
@@ -68,6 +69,11 @@ pub struct Status {
     pub groups: Vec<GroupStatus>,
     /// In migration mode, what the old placement served.
     pub migration: Option<MigrationStatus>,
+    /// The repair queue: deletes owed to servers that missed a write.
+    pub repairs: RepairStatus,
+    /// Writes still finishing for groups their caller did not wait for
+    /// ([`WriteWait::Policy`](crate::WriteWait::Policy)).
+    pub background_writes: usize,
 }
 
 impl Client {
@@ -137,6 +143,8 @@ impl Client {
             servers,
             groups,
             migration: self.inner.migration.as_ref().map(Migration::status),
+            repairs: self.inner.repairs.status(),
+            background_writes: self.inner.background_count(),
         }
     }
 }

@@ -22,6 +22,8 @@ pub(crate) enum Attempt {
     Failover,
     /// Another group, after a miss, an error, or a dead server.
     Fallback,
+    /// A queued repair's delete ([`crate::client::repair`]).
+    Repair,
 }
 
 impl Attempt {
@@ -31,6 +33,7 @@ impl Attempt {
             Attempt::First => "first",
             Attempt::Failover => "failover",
             Attempt::Fallback => "fallback",
+            Attempt::Repair => "repair",
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::conn::Credentials;
 use crate::error::{Error, ErrorKind};
 use crate::events::{Event, Events, Observe};
 use crate::longkey::LongKeys;
+use crate::options::WriteWait;
 use crate::pool::GroupSecurity;
 use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
 
@@ -54,6 +55,9 @@ pub struct ClientBuilder {
     /// The old cluster, in migration mode.
     migrate_from: Option<ClusterSpec>,
     long_keys: Option<LongKeys>,
+    write_wait: WriteWait,
+    repair_queue: usize,
+    repair_grace: Duration,
 }
 
 /// A group's own TLS and credentials, as given to the builder.
@@ -83,6 +87,9 @@ impl Default for ClientBuilder {
             observe: Observe::default(),
             migrate_from: None,
             long_keys: None,
+            write_wait: WriteWait::Policy,
+            repair_queue: 10_000,
+            repair_grace: Duration::from_secs(1),
         }
     }
 }
@@ -295,6 +302,32 @@ impl ClientBuilder {
         builder.build()
     }
 
+    /// When a write replicated to several groups returns: by default once
+    /// its write policy is decided ([`WriteWait::Policy`]), so a stalled
+    /// group does not hold callers whose policy is already met.
+    pub fn write_wait(mut self, wait: WriteWait) -> Self {
+        self.write_wait = wait;
+        self
+    }
+
+    /// The repair queue's capacity (default 10,000; 0 turns repairs off): a
+    /// write that missed a key's own server in some group queues a delete of
+    /// the key there, retried until the server answers, so the group holds
+    /// the newest value or nothing. In memory: [`Client::close`] drains it.
+    /// A full queue drops its oldest entry ([`Event::RepairsDropped`]).
+    pub fn repair_queue(mut self, capacity: usize) -> Self {
+        self.repair_queue = capacity;
+        self
+    }
+
+    /// How long after a repair's first delete is answered a second one
+    /// confirms it (default 1 s): a write that timed out on a stalled server
+    /// may still be applied from its old socket when the server resumes.
+    pub fn repair_grace(mut self, grace: Duration) -> Self {
+        self.repair_grace = grace;
+        self
+    }
+
     /// Builds the client. Connections open lazily, on first use.
     pub fn build(mut self) -> Result<Client, Error> {
         if self.spec.groups.is_empty() {
@@ -356,6 +389,8 @@ impl ClientBuilder {
             values: self.values,
             migration,
             long_keys: self.long_keys,
+            write_wait: self.write_wait,
+            repairs: (self.repair_queue, self.repair_grace),
         }))
     }
 

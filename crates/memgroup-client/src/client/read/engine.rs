@@ -5,6 +5,7 @@
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::{DeadHosts, GroupId, ReadCursor, Target};
 
+use crate::client::repair::Repairs;
 use crate::client::trace::Attempt;
 use crate::client::{Client, WireKey, unexpected};
 use crate::clock::now;
@@ -141,6 +142,7 @@ impl Client {
                 settle(
                     op,
                     snap,
+                    &self.inner.repairs,
                     reply,
                     &[(target, 0)],
                     &keys,
@@ -183,7 +185,7 @@ impl Client {
                 let reply = self
                     .exec(snap, batch[0].0, &op.request(keys), attempt)
                     .await;
-                settle(op, snap, reply, batch, keys, reads);
+                settle(op, snap, &self.inner.repairs, reply, batch, keys, reads);
             } else {
                 let futures: Vec<BoxFuture<'_, _>> = batches
                     .iter()
@@ -199,18 +201,20 @@ impl Client {
                 for ((reply, batch), keys) in
                     join_all(futures).await.into_iter().zip(&batches).zip(&keys)
                 {
-                    settle(op, snap, reply, batch, keys, reads);
+                    settle(op, snap, &self.inner.repairs, reply, batch, keys, reads);
                 }
             }
         }
     }
 }
 
-/// Applies one request's reply to the keys it carried: hits end their walk;
-/// an answer marks the others as missed there; an error is remembered.
+/// Applies one request's reply to the keys it carried: hits end their walk
+/// (unless that server's copy awaits a repair: a miss there); an answer marks
+/// the others as missed there; an error is remembered.
 fn settle<R: ReadOp>(
     op: &R,
     snap: &Snapshot,
+    repairs: &Repairs,
     reply: Result<Option<Response>, Error>,
     batch: &[(Target, usize)],
     keys: &[Key<'_>],
@@ -220,6 +224,9 @@ fn settle<R: ReadOp>(
         .and_then(|r| r.ok_or_else(|| unexpected(None)))
         .and_then(|r| {
             op.hits(r, keys, |j, hit| {
+                if repairs.blocks(snap.name(batch[j].0.server), keys[j].as_bytes()) {
+                    return;
+                }
                 let read = &mut reads[batch[j].1];
                 read.hit = Some(hit);
                 read.looking = false;

@@ -3,16 +3,19 @@
 //! judged by the write policy on group ids.
 
 use memgroup_proto::{Key, MetaFlag, MetaStatus, Request, Response, SetMode, StoreCommand};
-use memgroup_topology::{GroupId, ServerId, Skipped, Target};
+use std::sync::Arc;
+
+use memgroup_topology::{GroupId, ServerId, Skipped, Target, Topology};
 
 use crate::client::trace::{self, Attempt};
-use crate::client::{Client, WireKey, unexpected};
+use crate::client::{Client, unexpected};
 use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::events::Event;
 use crate::item::{GroupOutcome, WriteOutcome};
-use crate::join::{BoxFuture, join_all};
+use crate::join::{BoxFuture, Unordered};
 use crate::longkey;
+use crate::options::WriteWait;
 use crate::pool::Snapshot;
 
 /// A write, minus its key: built into a request once the wire key is known.
@@ -42,6 +45,21 @@ pub(super) enum WriteOp<'a> {
 }
 
 impl<'a> WriteOp<'a> {
+    /// Whether a group that missed it is repaired by deleting the key there
+    /// ([`crate::client::repair`]): every plain write; not an `add` (a miss
+    /// leaves what the add would have kept) nor a conditional write (the
+    /// arbiter decides those, and their other groups' deletes repair).
+    fn repairs_on_miss(&self) -> bool {
+        !self.is_conditional()
+            && !matches!(
+                self,
+                WriteOp::Store {
+                    command: StoreCommand::Add,
+                    ..
+                }
+            )
+    }
+
     /// The command's name (`add`, `incr`, …).
     pub(super) fn command(&self) -> &'static str {
         self.request(Key::new(b"k").expect("a valid key")).command()
@@ -112,6 +130,106 @@ impl<'a> WriteOp<'a> {
     }
 }
 
+/// A write with its key, owned: its groups' parts may outlive the call.
+pub(super) struct Job {
+    /// The wire key.
+    key: Vec<u8>,
+    /// The op, its value and meta flags borrowed from `data` and `flags`.
+    op: WriteOp<'static>,
+    data: Vec<u8>,
+    flags: Vec<MetaFlag>,
+}
+
+impl Job {
+    /// `op` on `key`, with `data` (an envelope) in place of its value.
+    fn new(key: &[u8], op: WriteOp<'_>, data: Option<Vec<u8>>) -> Job {
+        let (data, flags) = match op {
+            WriteOp::Store { data: value, .. } => {
+                (data.unwrap_or_else(|| value.to_vec()), Vec::new())
+            }
+            WriteOp::MetaSet { data: value, flags } => (value.to_vec(), flags.to_vec()),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let op = match op {
+            WriteOp::Store {
+                command,
+                flags,
+                exptime,
+                noreply,
+                ..
+            } => WriteOp::Store {
+                command,
+                data: &[],
+                flags,
+                exptime,
+                noreply,
+            },
+            WriteOp::MetaSet { .. } => WriteOp::MetaSet {
+                data: &[],
+                flags: &[],
+            },
+            WriteOp::Delete { noreply } => WriteOp::Delete { noreply },
+            WriteOp::Touch { exptime } => WriteOp::Touch { exptime },
+            WriteOp::Arith { increment, delta } => WriteOp::Arith { increment, delta },
+        };
+        Job {
+            key: key.to_vec(),
+            op,
+            data,
+            flags,
+        }
+    }
+
+    /// The op, borrowing its value and flags from the job.
+    fn op(&self) -> WriteOp<'_> {
+        match self.op {
+            WriteOp::Store {
+                command,
+                flags,
+                exptime,
+                noreply,
+                ..
+            } => WriteOp::Store {
+                command,
+                data: &self.data,
+                flags,
+                exptime,
+                noreply,
+            },
+            WriteOp::MetaSet { .. } => WriteOp::MetaSet {
+                data: &self.data,
+                flags: &self.flags,
+            },
+            other => other,
+        }
+    }
+
+    fn request(&self) -> Request<'_> {
+        self.op()
+            .request(Key::new(&self.key).expect("validated when made"))
+    }
+}
+
+/// One group's answer to a write.
+struct Part {
+    group: GroupId,
+    /// The server written to (or, when the group was passed over, the key's own).
+    server: ServerId,
+    reply: Result<Option<Response>, Error>,
+}
+
+/// Whether a write's policy is decided by `parts`, with `outstanding`
+/// groups still to answer: met (and the local zone's read-write groups have
+/// answered), or out of reach even if every outstanding group succeeds.
+fn decided(topology: &Topology, parts: &[Part], outstanding: &[GroupId]) -> bool {
+    let succeeded = || parts.iter().filter(|p| p.reply.is_ok()).map(|p| p.group);
+    if topology.write_succeeded(succeeded()) {
+        let local = topology.local_groups();
+        return !outstanding.iter().any(|g| local.contains(g));
+    }
+    !topology.write_succeeded(succeeded().chain(outstanding.iter().copied()))
+}
+
 /// Whether a write reply means "applied" (`true`) or "refused by its
 /// condition" (`false`).
 fn applied(reply: &Response) -> Result<bool, Error> {
@@ -155,61 +273,54 @@ impl Client {
         let only: Option<Vec<GroupId>> = only
             .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
-        let enveloped;
-        let op = match (&wire.long, op) {
-            (None, op) => op,
+        let job = match (&wire.long, op) {
+            (None, op) => Job::new(&wire.bytes, op, None),
             (
                 Some(original),
-                WriteOp::Store {
+                op @ WriteOp::Store {
                     command:
-                        command @ (StoreCommand::Set
+                        StoreCommand::Set
                         | StoreCommand::Add
                         | StoreCommand::Replace
-                        | StoreCommand::Cas(_)),
+                        | StoreCommand::Cas(_),
                     data,
-                    flags,
-                    exptime,
-                    noreply,
+                    ..
                 },
-            ) => {
-                enveloped = longkey::wrap(original, data)?;
-                WriteOp::Store {
-                    command,
-                    data: &enveloped,
-                    flags,
-                    exptime,
-                    noreply,
-                }
+            ) => Job::new(&wire.bytes, op, Some(longkey::wrap(original, data)?)),
+            (Some(_), op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. })) => {
+                Job::new(&wire.bytes, op, None)
             }
-            (Some(_), op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. })) => op,
             (Some(_), other) => {
                 return Err(Error::new(
                     ErrorKind::InvalidArgument,
                     format!(
                         "{} cannot apply to a long key: its value is stored in an envelope",
-                        other.request(wire.key()).command()
+                        other.command()
                     ),
                 ));
             }
         };
-        let request = op.request(wire.key());
-        let name = request.command();
+        let name = job.op().command();
         let span = trace::operation_span(self, name, Some(key));
         let result = trace::await_in_span!(
             span,
-            self.replicate_request(&snap, &wire, only.as_deref(), &request, judge)
+            self.replicate_request(&snap, Arc::new(job), only.as_deref(), judge)
         );
         trace::operation_done(&span, &result);
         result
     }
 
     /// [`Client::replicate`] once the key is checked and the request built.
+    /// Returns as soon as the write policy is decided (met, with the local
+    /// zone's read-write group among the answers, or no longer reachable);
+    /// the groups still outstanding then finish on a task of their own,
+    /// bounded by the timeout. Every group that missed the key's own server
+    /// queues a repair ([`crate::client::repair`]).
     async fn replicate_request(
         &self,
-        snap: &Snapshot,
-        wire: &WireKey<'_>,
+        snap: &Arc<Snapshot>,
+        job: Arc<Job>,
         only: Option<&[GroupId]>,
-        request: &Request<'_>,
         judge: bool,
     ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
         let plan: Vec<Result<Target, Skipped>> = {
@@ -219,54 +330,113 @@ impl Client {
             let topology = &snap.topology;
             match only {
                 None => topology
-                    .write_targets(&wire.bytes, &dead, now, rotation)
+                    .write_targets(&job.key, &dead, now, rotation)
                     .collect(),
                 Some(groups) => topology
-                    .targeted_write_targets(&wire.bytes, groups, &dead, now, rotation, None)
+                    .targeted_write_targets(&job.key, groups, &dead, now, rotation, None)
                     .collect(),
             }
         };
-        type Part = (GroupId, ServerId, Result<Option<Response>, Error>);
-        let futures: Vec<BoxFuture<'_, Part>> = plan
-            .into_iter()
-            .map(|target| {
-                Box::pin(async move {
-                    match target {
-                        Ok(t) => (
-                            t.group,
-                            t.server,
-                            self.exec(snap, t, request, Attempt::First).await,
-                        ),
-                        Err(skip) => {
-                            let error = Error::new(ErrorKind::ServerDead, "server is marked dead")
-                                .at(snap.name(skip.server));
-                            (skip.group, skip.server, Err(error))
-                        }
-                    }
-                }) as BoxFuture<'_, Part>
+        let mut outstanding: Vec<GroupId> = plan
+            .iter()
+            .map(|t| match t {
+                Ok(t) => t.group,
+                Err(skip) => skip.group,
             })
             .collect();
+        let order = outstanding.clone();
+        let futures = plan
+            .into_iter()
+            .map(|target| self.part(snap, &job, target))
+            .collect();
+        let mut running = Unordered::new(futures);
+        let wait_all = !judge || only.is_some() || self.inner.write_wait == WriteWait::AllGroups;
+        let mut parts: Vec<Part> = Vec::with_capacity(order.len());
+        while let Some(part) = running.next().await {
+            outstanding.retain(|&g| g != part.group);
+            self.repair_if_missed(snap, &job, &part);
+            parts.push(part);
+            if !wait_all && decided(&snap.topology, &parts, &outstanding) {
+                break;
+            }
+        }
+        if running.len() > 0 {
+            let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
+            let background = self.inner.background();
+            tokio::spawn(async move {
+                while let Some(part) = running.next().await {
+                    client.repair_if_missed(&snap, &job, &part);
+                }
+                drop(background);
+            });
+        }
+        parts.sort_by_key(|p| order.iter().position(|&g| g == p.group));
         let mut outcome = WriteOutcome::default();
-        let mut replies = Vec::new();
-        for (id, server, reply) in join_all(futures).await {
-            let result = match &reply {
+        let mut replies = Vec::with_capacity(parts.len());
+        for part in parts {
+            let result = match &part.reply {
                 Ok(None) => Ok(true),
                 Ok(Some(reply)) => applied(reply),
                 Err(e) => Err(e.clone()),
             };
             outcome.groups.push(GroupOutcome {
-                id,
-                group: snap.topology.group(id).name().to_string(),
-                server: Some(snap.name(server).to_string()),
+                id: part.group,
+                group: snap.topology.group(part.group).name().to_string(),
+                server: Some(snap.name(part.server).to_string()),
                 result,
             });
-            replies.push(reply.ok().flatten());
+            replies.push(part.reply.ok().flatten());
         }
+        outcome.pending = outstanding
+            .iter()
+            .map(|&g| snap.topology.group(g).name().to_string())
+            .collect();
         if !judge {
             return Ok((outcome, replies));
         }
-        self.judge(snap, request.command(), &outcome, only.is_some())?;
+        self.judge(snap, job.op().command(), &outcome, only.is_some())?;
         Ok((outcome, replies))
+    }
+
+    /// One group's part of a write, owning what it needs so that it can
+    /// finish after the caller has its answer.
+    fn part(
+        &self,
+        snap: &Arc<Snapshot>,
+        job: &Arc<Job>,
+        target: Result<Target, Skipped>,
+    ) -> BoxFuture<'static, Part> {
+        let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
+        Box::pin(async move {
+            match target {
+                Ok(t) => Part {
+                    group: t.group,
+                    server: t.server,
+                    reply: client.exec(&snap, t, &job.request(), Attempt::First).await,
+                },
+                Err(skip) => Part {
+                    group: skip.group,
+                    server: skip.server,
+                    reply: Err(Error::new(ErrorKind::ServerDead, "server is marked dead")
+                        .at(snap.name(skip.server))),
+                },
+            }
+        })
+    }
+
+    /// Queues a repair when `part` did not reach the key's own server of its
+    /// group: it failed, or went to a failover replacement.
+    fn repair_if_missed(&self, snap: &Snapshot, job: &Job, part: &Part) {
+        if !job.op().repairs_on_miss() {
+            return;
+        }
+        let group = snap.topology.group(part.group);
+        let own = group.server_for(&job.key);
+        match &part.reply {
+            Ok(_) if part.server == own => self.write_applied(snap.name(own), &job.key),
+            Ok(_) => self.queue_repair(snap.name(own), group.name(), &job.key, None),
+            Err(e) => self.queue_repair(snap.name(own), group.name(), &job.key, Some(e)),
+        }
     }
 
     /// The write policy over an outcome: every group for a targeted write,
@@ -296,17 +466,18 @@ impl Client {
         // The groups by name; the first one's error is the source (each
         // group's own error is in its `GroupOutcome`).
         let failed: Vec<&str> = outcome.failed().map(|(g, _)| g).collect();
+        // Groups still pending count among those written to.
+        let groups = outcome.groups.len() + outcome.pending.len();
         self.inner.pool.events().emit(|| Event::PolicyMissed {
             command,
             failed: failed.iter().map(ToString::to_string).collect(),
-            groups: outcome.groups.len(),
+            groups,
         });
         let mut error = Error::new(
             ErrorKind::WritePolicy,
             format!(
-                "write missed its policy ({} of {} groups failed: {})",
+                "write missed its policy ({} of {groups} groups failed: {})",
                 failed.len(),
-                outcome.groups.len(),
                 failed.join(", ")
             ),
         );

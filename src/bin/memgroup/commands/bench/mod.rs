@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use memgroup::client::Client;
+use memgroup::client::{Client, WriteWait};
 use serde_json::json;
 
 use crate::cluster::Cluster;
@@ -277,7 +277,9 @@ pub(crate) async fn run(
     flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let cluster = Cluster::from_flags(flags)?;
+    let mut cluster = Cluster::from_flags(flags)?;
+    // The library's default: a write returns once its policy is decided.
+    cluster.settings.write_wait = WriteWait::Policy;
     let client = &cluster.client()?;
     let _watch = cluster.watch(client, |spec| spec);
     let (gets, sets) = parse_ratio(&args.ratio)?;

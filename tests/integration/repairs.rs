@@ -1,0 +1,179 @@
+//! Writes that return at their policy, and missed writes repaired: a group
+//! whose server did not take a write is sent a delete of the key once it
+//! answers again, so it holds the newest value or nothing. Real memcached,
+//! stalled by SIGSTOP; tokio's clock held by the test (timeouts, backoffs
+//! and the repair's grace pass when it says), every copy read on the
+//! servers themselves.
+
+use std::time::Duration;
+
+use memgroup::client::{Client, ServerState};
+
+use crate::support::{HeldClock, Memcached, advance_until, raw};
+
+const TIMEOUT: Duration = Duration::from_millis(300);
+const BACKOFF: Duration = Duration::from_secs(1);
+const GRACE: Duration = Duration::from_secs(1);
+const TICK: Duration = crate::support::TICK;
+
+/// Groups `sg1` (the client's zone) and `sg2` of one server each.
+fn cluster() -> (Memcached, Memcached, Client) {
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let client = Client::builder()
+        .evcache_groups(&format!(
+            "sg1={};sg2={}",
+            sg1.addr_string(),
+            sg2.addr_string()
+        ))
+        .unwrap()
+        .zone("sg1")
+        .timeout(TIMEOUT)
+        .backoff(BACKOFF, Duration::from_secs(8))
+        .repair_grace(GRACE)
+        .build()
+        .unwrap();
+    (sg1, sg2, client)
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_set_returns_at_its_policy_and_the_stalled_groups_copy_is_repaired() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, client) = cluster();
+    client.set("k", "v1", 0).await.unwrap();
+    // (sg2's reply may come in after the call returned.)
+    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    sg2.stop();
+    // all-minus-one is met by the local group alone: no time passes.
+    let started = tokio::time::Instant::now();
+    let outcome = client.set("k", "v2", 0).await.unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(outcome.pending, ["sg2"], "{outcome:?}");
+    assert!(outcome.is_partial() && !outcome.is_complete());
+    assert_eq!(client.status().background_writes, 1);
+    // The stalled group's part times out in the background: a repair.
+    tokio::time::advance(TIMEOUT).await;
+    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    assert_eq!(client.status().repairs.pending, 1);
+    // A close cannot drain it while the server is stalled, and says so.
+    let (closed, ()) = tokio::join!(
+        client.close(Duration::from_millis(500)),
+        tokio::time::advance(Duration::from_millis(500))
+    );
+    let err = closed.unwrap_err();
+    assert!(
+        err.is_timeout() && err.to_string().contains("1 repairs"),
+        "{err}"
+    );
+    // Resumed, the server applies the set still in its socket, then the
+    // repair's first delete behind it on the same connection.
+    sg2.resume();
+    advance_until(3 * TICK, || raw::get(sg2.addr(), b"k").is_none()).await;
+    assert_eq!(
+        client.status().repairs.pending,
+        1,
+        "a confirming delete is due"
+    );
+    // A copy landing late (the old socket of a server that was stalled) is
+    // never read while the repair is pending: with the local copy gone, the
+    // read finds nothing rather than the stale one.
+    raw::set(sg2.addr(), b"k", b"late");
+    raw::delete(sg1.addr(), b"k");
+    assert_eq!(client.get("k").await.unwrap(), None);
+    // The grace period later, the confirming delete removes it.
+    let took = advance_until(GRACE + 3 * TICK, || client.status().repairs.pending == 0).await;
+    assert!(took >= GRACE - TICK, "{took:?}");
+    assert_eq!(raw::get(sg2.addr(), b"k"), None);
+    let status = client.status();
+    assert_eq!((status.repairs.repaired, status.repairs.dropped), (1, 0));
+    client.close(Duration::ZERO).await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_delete_that_skipped_a_down_server_reaches_it_once_it_is_back() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, client) = cluster();
+    client.set("gone", "old", 0).await.unwrap();
+    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    sg2.stop();
+    // Three timeouts in a row (the writes' and the first repairs' own) mark
+    // the stalled server down.
+    let dead = || {
+        let status = client.status();
+        let sg2 = status
+            .servers
+            .iter()
+            .find(|s| s.server == sg2.addr_string());
+        matches!(sg2.unwrap().state, ServerState::Dead { .. })
+    };
+    let mut writes = 0;
+    while !dead() {
+        assert!(writes < 3, "still up after {writes} timed-out writes");
+        let outcome = client.set(format!("other:{writes}"), "x", 0).await.unwrap();
+        assert_eq!(outcome.pending, ["sg2"], "{outcome:?}");
+        tokio::time::advance(TIMEOUT).await;
+        advance_until(3 * TICK, || client.status().background_writes == 0).await;
+        writes += 1;
+    }
+    // The delete passes the down server over: without a repair its old copy
+    // would be served again once it is back.
+    let outcome = client.delete("gone").await.unwrap();
+    assert!(
+        outcome
+            .groups
+            .iter()
+            .any(|g| g.group == "sg2" && g.result.is_err())
+    );
+    assert_eq!(client.status().repairs.pending, writes + 1);
+    assert_eq!(raw::get(sg1.addr(), b"gone"), None);
+    sg2.resume();
+    // Back after its backoff (a probe answered), each repair's two deletes.
+    let took = advance_until(BACKOFF + GRACE + 5 * TICK, || {
+        client.status().repairs.pending == 0
+    })
+    .await;
+    assert_eq!(
+        raw::get(sg2.addr(), b"gone"),
+        None,
+        "repaired after {took:?}"
+    );
+    for i in 0..writes {
+        assert_eq!(raw::get(sg2.addr(), format!("other:{i}").as_bytes()), None);
+    }
+    assert_eq!(client.status().repairs.repaired, writes as u64 + 1);
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_full_repair_queue_drops_its_oldest_and_counts_them() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let events = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = events.clone();
+    let client = Client::builder()
+        .evcache_groups(&format!(
+            "sg1={};sg2={}",
+            sg1.addr_string(),
+            sg2.addr_string()
+        ))
+        .unwrap()
+        .zone("sg1")
+        .timeout(TIMEOUT)
+        .backoff(Duration::from_secs(60), Duration::from_secs(60))
+        .repair_queue(2)
+        .on_event(move |e| {
+            if matches!(e, memgroup::client::Event::RepairsDropped { capacity: 2 }) {
+                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+        .build()
+        .unwrap();
+    client.set("warm", "up", 0).await.unwrap();
+    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    drop(sg2);
+    for i in 0..5 {
+        client.delete(format!("k{i}")).await.unwrap();
+        advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    }
+    let repairs = client.status().repairs;
+    assert_eq!((repairs.pending, repairs.dropped), (2, 3), "{repairs:?}");
+    assert_eq!(events.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
