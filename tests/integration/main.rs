@@ -8,6 +8,7 @@ mod auth;
 mod cli;
 mod client;
 mod config;
+mod hedge;
 mod hostile;
 mod interop;
 mod longkeys;

@@ -10,7 +10,7 @@
 //! by kind, bytes in and out (plaintext, before TLS) and a latency histogram
 //! of the requests (from queueing to the reply, connecting included).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::error::ErrorKind;
@@ -134,6 +134,18 @@ pub(crate) struct ServerCounters {
     /// sharded, as "in a row" is across threads; only a timeout writes it
     /// (an answer reads it and writes only to clear it).
     timeouts_in_a_row: AtomicU32,
+    /// Requests sent and not yet answered or failed (the read queue's
+    /// fast-fail reads it).
+    outstanding: AtomicUsize,
+}
+
+/// Counts one request outstanding while it lives.
+pub(crate) struct Outstanding<'a>(&'a AtomicUsize);
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
 }
 
 impl ServerCounters {
@@ -172,6 +184,17 @@ impl ServerCounters {
     /// A request timed out: how many have in a row now.
     pub(crate) fn timed_out(&self) -> u32 {
         self.timeouts_in_a_row.fetch_add(1, Relaxed) + 1
+    }
+
+    /// Counts a request outstanding until the guard drops.
+    pub(crate) fn outstanding(&self) -> Outstanding<'_> {
+        self.outstanding.fetch_add(1, Relaxed);
+        Outstanding(&self.outstanding)
+    }
+
+    /// Requests outstanding now.
+    pub(crate) fn outstanding_now(&self) -> usize {
+        self.outstanding.load(Relaxed)
     }
 
     /// The server answered a request: the run of timeouts ends.

@@ -45,6 +45,11 @@ pub enum ErrorKind {
     /// that does not name the server, a refused or missing client
     /// certificate, a peer that does not speak TLS), or TLS data was bad.
     Tls,
+    /// The server has more requests outstanding than the read queue bound
+    /// ([`ClientBuilder::max_read_queue`](crate::ClientBuilder::max_read_queue)):
+    /// a read passes it over for the next group instead of queueing behind
+    /// a server that is not answering.
+    Overloaded,
 }
 
 impl ErrorKind {
@@ -91,6 +96,7 @@ impl ErrorKind {
             ErrorKind::InvalidArgument => "invalid_argument",
             ErrorKind::Auth => "auth",
             ErrorKind::Tls => "tls",
+            ErrorKind::Overloaded => "overloaded",
         }
     }
 }

@@ -143,8 +143,8 @@ mod client;
 pub use client::Client;
 pub use client::crawler;
 pub use client::{
-    ClientBuilder, ClientUrl, GroupStatus, MigrationStatus, Probe, RepairStatus, ServerState,
-    ServerStatus, Status, Watcher,
+    ClientBuilder, ClientUrl, GroupStatus, Hedge, MigrationStatus, Probe, RepairStatus,
+    ServerState, ServerStatus, Status, Watcher,
 };
 pub use conn::Credentials;
 #[cfg(feature = "tls")]

@@ -17,6 +17,7 @@ use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 mod admin;
 mod builder;
 pub mod crawler;
+pub(crate) mod hedge;
 mod migrate;
 mod read;
 pub(crate) mod repair;
@@ -29,6 +30,7 @@ mod write;
 
 pub use admin::Probe;
 pub use builder::ClientBuilder;
+pub use hedge::Hedge;
 pub use migrate::MigrationStatus;
 pub use repair::RepairStatus;
 pub use status::{GroupStatus, ServerState, ServerStatus, Status};
@@ -72,6 +74,8 @@ pub(crate) struct Inner {
     pub(crate) long_keys: Option<LongKeys>,
     /// When replicated writes return.
     pub(crate) write_wait: WriteWait,
+    /// Hedged reads and the read queue bound.
+    pub(crate) hedging: hedge::Hedging,
     /// Deletes owed to servers that missed a write.
     pub(crate) repairs: Arc<repair::Repairs>,
     /// Writes still finishing for groups their caller did not wait for.
@@ -131,6 +135,8 @@ pub(crate) struct Parts {
     pub(crate) write_wait: WriteWait,
     /// The repair queue's capacity (0: off) and grace period.
     pub(crate) repairs: (usize, Duration),
+    /// Hedged reads, and the read queue bound (0: off).
+    pub(crate) hedge: (Hedge, usize),
 }
 
 impl Client {
@@ -151,6 +157,7 @@ impl Client {
                 long_keys: parts.long_keys,
                 write_wait: parts.write_wait,
                 repairs: Arc::new(repair::Repairs::new(parts.repairs.0, parts.repairs.1)),
+                hedging: hedge::Hedging::new(parts.hedge.0, parts.hedge.1),
                 background: AtomicUsize::new(0),
                 settled: tokio::sync::Notify::new(),
             }),
@@ -285,6 +292,7 @@ impl Client {
     ) -> Result<Option<Response>, Error> {
         let pool = &self.inner.pool;
         let started = now();
+        let _outstanding = snap.counters(target.server).outstanding();
         let call = async {
             let conn = pool.connection(snap, target.server, target.slot).await?;
             match conn.call(request).await {

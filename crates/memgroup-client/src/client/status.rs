@@ -71,6 +71,8 @@ pub struct Status {
     pub migration: Option<MigrationStatus>,
     /// The repair queue: deletes owed to servers that missed a write.
     pub repairs: RepairStatus,
+    /// Hedged reads sent since the client started ([`Hedge`](crate::Hedge)).
+    pub hedged_reads: u64,
     /// Writes still finishing for groups their caller did not wait for
     /// ([`WriteWait::Policy`](crate::WriteWait::Policy)).
     pub background_writes: usize,
@@ -144,6 +146,11 @@ impl Client {
             groups,
             migration: self.inner.migration.as_ref().map(Migration::status),
             repairs: self.inner.repairs.status(),
+            hedged_reads: self
+                .inner
+                .hedging
+                .hedged
+                .load(std::sync::atomic::Ordering::Relaxed),
             background_writes: self.inner.background_count(),
         }
     }

@@ -24,6 +24,8 @@ pub(crate) enum Attempt {
     Fallback,
     /// A queued repair's delete ([`crate::client::repair`]).
     Repair,
+    /// A hedge: another group asked while the first was slow ([`crate::client::hedge`]).
+    Hedge,
 }
 
 impl Attempt {
@@ -34,6 +36,7 @@ impl Attempt {
             Attempt::Failover => "failover",
             Attempt::Fallback => "fallback",
             Attempt::Repair => "repair",
+            Attempt::Hedge => "hedge",
         }
     }
 }

@@ -10,7 +10,7 @@ use memgroup_topology::{
 };
 
 use crate::client::migrate::Migration;
-use crate::client::{Client, Parts};
+use crate::client::{Client, Hedge, Parts};
 use crate::conn::ConnSettings;
 use crate::conn::Credentials;
 use crate::error::{Error, ErrorKind};
@@ -58,6 +58,8 @@ pub struct ClientBuilder {
     write_wait: WriteWait,
     repair_queue: usize,
     repair_grace: Duration,
+    hedge: Hedge,
+    max_read_queue: usize,
 }
 
 /// A group's own TLS and credentials, as given to the builder.
@@ -90,6 +92,8 @@ impl Default for ClientBuilder {
             write_wait: WriteWait::Policy,
             repair_queue: 10_000,
             repair_grace: Duration::from_secs(1),
+            hedge: Hedge::default(),
+            max_read_queue: 256,
         }
     }
 }
@@ -328,6 +332,25 @@ impl ClientBuilder {
         self
     }
 
+    /// Hedged reads (default [`Hedge::default`]: after 5 ms, for at most
+    /// 10 % of reads; [`Hedge::off`]): a single-key `get` whose server is
+    /// slow asks the key's next group too and takes the first hit. With one
+    /// group there is nowhere to hedge to.
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.hedge = hedge;
+        self
+    }
+
+    /// The read queue bound (default 256; 0 turns it off): a server with
+    /// this many requests outstanding is passed over by reads, which fall
+    /// back to the next group at once (EVCache's `max.read.queue.length`).
+    /// Keep it above the requests a healthy server has in flight under
+    /// your load, or reads fall back needlessly.
+    pub fn max_read_queue(mut self, n: usize) -> Self {
+        self.max_read_queue = n;
+        self
+    }
+
     /// Builds the client. Connections open lazily, on first use.
     pub fn build(mut self) -> Result<Client, Error> {
         if self.spec.groups.is_empty() {
@@ -391,6 +414,7 @@ impl ClientBuilder {
             long_keys: self.long_keys,
             write_wait: self.write_wait,
             repairs: (self.repair_queue, self.repair_grace),
+            hedge: (self.hedge, self.max_read_queue),
         }))
     }
 

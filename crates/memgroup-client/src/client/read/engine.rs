@@ -2,6 +2,8 @@
 //! keys bound for the same slot batched into one request, and each reply
 //! settled into hits, misses and errors (see the [module docs](super)).
 
+use std::sync::Arc;
+
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::{DeadHosts, GroupId, ReadCursor, Target};
 
@@ -19,6 +21,11 @@ pub(super) trait ReadOp: Sync {
     type Hit: Send;
     /// Whether keys bound for the same slot share one request.
     const BATCHES: bool;
+    /// Whether a single-key read may be hedged ([`crate::client::hedge`]):
+    /// a plain `get` of one key.
+    fn hedges(&self) -> bool {
+        false
+    }
     /// The request for `keys` (exactly one key unless `BATCHES`).
     fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a>;
     /// A hit for a long key stored in an envelope ([`crate::longkey`]): its
@@ -118,10 +125,25 @@ fn same_slot(a: &(Target, usize), b: &(Target, usize)) -> bool {
 }
 
 impl Client {
+    /// A read's request at `target`, unless the server is over the read
+    /// queue bound ([`crate::client::hedge`]): then passed over at once.
+    async fn read_exec(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        request: &Request<'_>,
+        attempt: Attempt,
+    ) -> Result<Option<Response>, Error> {
+        match self.inner.hedging.overloaded(snap, target) {
+            Some(overloaded) => Err(overloaded),
+            None => self.exec(snap, target, request, attempt).await,
+        }
+    }
+
     /// Runs `reads` to the end (see the module docs).
     pub(super) async fn read<R: ReadOp>(
         &self,
-        snap: &Snapshot,
+        snap: &Arc<Snapshot>,
         op: &R,
         reads: &mut [KeyRead<'_, R::Hit>],
     ) {
@@ -135,19 +157,31 @@ impl Client {
                 let Some(target) = target else {
                     break;
                 };
-                let keys = [read.key];
-                let reply = self
-                    .exec(snap, target, &op.request(&keys), read.attempt)
-                    .await;
-                settle(
-                    op,
-                    snap,
-                    &self.inner.repairs,
-                    reply,
-                    &[(target, 0)],
-                    &keys,
-                    std::slice::from_mut(read),
-                );
+                let (key, attempt) = (read.key, read.attempt);
+                let keys = [key];
+                let answers =
+                    if op.hedges() && self.inner.hedging.overloaded(snap, target).is_none() {
+                        let pool = &self.inner.pool;
+                        let next = || read.next(&pool.dead(), now());
+                        self.hedged_get(snap, key, target, attempt, next).await
+                    } else {
+                        vec![(
+                            target,
+                            self.read_exec(snap, target, &op.request(&keys), attempt)
+                                .await,
+                        )]
+                    };
+                for (target, reply) in answers {
+                    settle(
+                        op,
+                        snap,
+                        &self.inner.repairs,
+                        reply,
+                        &[(target, 0)],
+                        &keys,
+                        std::slice::from_mut(read),
+                    );
+                }
             }
             return;
         }
@@ -183,7 +217,7 @@ impl Client {
                 // The common case needs no joining.
                 let attempt = reads[batch[0].1].attempt;
                 let reply = self
-                    .exec(snap, batch[0].0, &op.request(keys), attempt)
+                    .read_exec(snap, batch[0].0, &op.request(keys), attempt)
                     .await;
                 settle(op, snap, &self.inner.repairs, reply, batch, keys, reads);
             } else {
@@ -193,7 +227,7 @@ impl Client {
                     .map(|(batch, keys)| {
                         let attempt = reads[batch[0].1].attempt;
                         Box::pin(async move {
-                            self.exec(snap, batch[0].0, &op.request(keys), attempt)
+                            self.read_exec(snap, batch[0].0, &op.request(keys), attempt)
                                 .await
                         }) as BoxFuture<'_, _>
                     })

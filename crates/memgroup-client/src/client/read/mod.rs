@@ -43,6 +43,10 @@ impl ReadOp for Retrieve {
     type Hit = Item;
     const BATCHES: bool = true;
 
+    fn hedges(&self) -> bool {
+        matches!(self, Retrieve::Get)
+    }
+
     fn unwrap_long(original: &[u8], mut item: Item) -> Option<Item> {
         item.value = longkey::unwrap(original, &item.value)?;
         Some(item)

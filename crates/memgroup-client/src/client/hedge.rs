@@ -1,0 +1,210 @@
+//! Reads that do not wait on a slow server.
+//!
+//! - **Hedged `get`s.** When a single-key `get`'s server has not answered
+//!   within the hedge delay, the key's next group is asked too and the first
+//!   hit wins. The slow request is not abandoned: it runs on in the
+//!   background, so a stalled server still times out and is marked down.
+//!   Hedges come out of a budget — a share of reads (10 % by default) with a
+//!   small burst — since cross-zone traffic costs money and a fixed delay
+//!   would hedge a fixed share under load. Reads with a CAS unique, leases
+//!   or other meta flags, and multi-key reads, are never hedged.
+//! - **The read queue's fast-fail** (EVCache's `max.read.queue.length`): a
+//!   server with more requests outstanding than the bound is passed over by
+//!   reads while it is over it ([`ErrorKind::Overloaded`](crate::ErrorKind::Overloaded)),
+//!   so they fall back to the next group at once instead of queueing behind
+//!   a server that is not answering.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use memgroup_proto::{Key, Request, Response};
+use memgroup_topology::Target;
+
+use super::Client;
+use super::trace::Attempt;
+use crate::error::{Error, ErrorKind};
+use crate::join::BoxFuture;
+use crate::pool::Snapshot;
+
+/// Hedges in hand at most (the budget's burst), in thousandths.
+const BURST: u64 = 10_000;
+
+/// Hedged reads: when, and how many.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hedge {
+    delay: Duration,
+    share: f64,
+}
+
+impl Hedge {
+    /// Hedge a `get` whose server has not answered within `delay`, for at
+    /// most `share` of reads (0.0 to 1.0; a burst of 10 hedges on top).
+    pub fn new(delay: Duration, share: f64) -> Hedge {
+        Hedge {
+            delay,
+            share: share.clamp(0.0, 1.0),
+        }
+    }
+
+    /// No hedged reads.
+    pub fn off() -> Hedge {
+        Hedge::new(Duration::ZERO, 0.0)
+    }
+
+    fn is_on(&self) -> bool {
+        self.share > 0.0 && !self.delay.is_zero()
+    }
+}
+
+impl Default for Hedge {
+    /// After 5 ms, for at most 10 % of reads.
+    fn default() -> Hedge {
+        Hedge::new(Duration::from_millis(5), 0.10)
+    }
+}
+
+/// The client's hedging state: its settings and budget.
+#[derive(Debug)]
+pub(crate) struct Hedging {
+    hedge: Hedge,
+    /// Thousandths of a hedge earned per read.
+    earn: u64,
+    /// Hedges in hand, in thousandths (at most [`BURST`]).
+    tokens: AtomicU64,
+    /// Hedges sent.
+    pub(crate) hedged: AtomicU64,
+    /// The read queue bound (0: off).
+    pub(crate) max_read_queue: usize,
+}
+
+impl Hedging {
+    pub(crate) fn new(hedge: Hedge, max_read_queue: usize) -> Hedging {
+        Hedging {
+            hedge,
+            earn: (hedge.share * 1000.0).round() as u64,
+            tokens: AtomicU64::new(BURST),
+            hedged: AtomicU64::new(0),
+            max_read_queue,
+        }
+    }
+
+    /// A read that may hedge earns its share of the budget.
+    fn earn(&self) {
+        let _ = self
+            .tokens
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                (t < BURST).then(|| (t + self.earn).min(BURST))
+            });
+    }
+
+    /// Takes one hedge from the budget, if there is one.
+    fn take(&self) -> bool {
+        self.tokens
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                t.checked_sub(1000)
+            })
+            .is_ok()
+    }
+
+    /// Whether reads pass `server` over: more requests outstanding than the
+    /// bound, and another group to read from.
+    pub(crate) fn overloaded(&self, snap: &Snapshot, target: Target) -> Option<Error> {
+        if self.max_read_queue == 0 || snap.topology.groups().len() < 2 {
+            return None;
+        }
+        let outstanding = snap.counters(target.server).outstanding_now();
+        (outstanding >= self.max_read_queue).then(|| {
+            Error::new(
+                ErrorKind::Overloaded,
+                format!(
+                    "{outstanding} requests outstanding (read queue bound {})",
+                    self.max_read_queue
+                ),
+            )
+            .at(snap.name(target.server))
+        })
+    }
+}
+
+/// A reply, and the target it came from.
+pub(crate) type Answer = (Target, Result<Option<Response>, Error>);
+
+fn is_hit(reply: &Result<Option<Response>, Error>) -> bool {
+    matches!(reply, Ok(Some(Response::Values(v))) if !v.is_empty())
+}
+
+impl Client {
+    /// A single-key `get` of the wire key `key` at `first`, hedged to the
+    /// target `next` gives (the key's next group) when `first` is slow and
+    /// the budget allows. Returns the answers to settle, in order.
+    pub(crate) async fn hedged_get(
+        &self,
+        snap: &Arc<Snapshot>,
+        key: Key<'_>,
+        first: Target,
+        attempt: Attempt,
+        next: impl FnOnce() -> Option<Target>,
+    ) -> Vec<Answer> {
+        let hedging = &self.inner.hedging;
+        if !hedging.hedge.is_on() || snap.topology.groups().len() < 2 {
+            let keys = [key];
+            let reply = self
+                .exec(snap, first, &Request::Get { keys: &keys }, attempt)
+                .await;
+            return vec![(first, reply)];
+        }
+        hedging.earn();
+        let mut primary = self.owned_get(snap, key, first, attempt);
+        tokio::select! {
+            reply = &mut primary => return vec![(first, reply)],
+            () = tokio::time::sleep(hedging.hedge.delay) => {}
+        }
+        if !hedging.take() {
+            return vec![(first, primary.await)];
+        }
+        let Some(second) = next() else {
+            // Nowhere else to ask: the hedge goes back to the budget.
+            hedging.tokens.fetch_add(1000, Ordering::Relaxed);
+            return vec![(first, primary.await)];
+        };
+        hedging.hedged.fetch_add(1, Ordering::Relaxed);
+        let keys = [key];
+        let request = Request::Get { keys: &keys };
+        let hedge = self.exec(snap, second, &request, Attempt::Hedge);
+        tokio::pin!(hedge);
+        tokio::select! {
+            reply = &mut primary => {
+                if is_hit(&reply) {
+                    return vec![(first, reply)];
+                }
+                vec![(first, reply), (second, hedge.await)]
+            }
+            reply = &mut hedge => {
+                if is_hit(&reply) {
+                    // The slow request runs on: its timeout still counts.
+                    tokio::spawn(primary);
+                    return vec![(second, reply)];
+                }
+                vec![(second, reply), (first, primary.await)]
+            }
+        }
+    }
+
+    /// A `get` that owns what it uses, so it can finish on its own task.
+    fn owned_get(
+        &self,
+        snap: &Arc<Snapshot>,
+        key: Key<'_>,
+        target: Target,
+        attempt: Attempt,
+    ) -> BoxFuture<'static, Result<Option<Response>, Error>> {
+        let (client, snap, key) = (self.clone(), snap.clone(), key.as_bytes().to_vec());
+        Box::pin(async move {
+            let keys = [Key::new(&key).expect("a valid key")];
+            client
+                .exec(&snap, target, &Request::Get { keys: &keys }, attempt)
+                .await
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! Reads that do not wait on a slow server: hedged `get`s within their
+//! budget, and the read queue's fast-fail. A real memcached stalled by
+//! SIGSTOP; tokio's clock held by the test, so "at once" means no clock time
+//! passed.
+
+use std::time::Duration;
+
+use memgroup::client::{Client, Hedge};
+
+use crate::support::{HeldClock, Memcached, let_io_happen};
+
+const TIMEOUT: Duration = Duration::from_millis(300);
+const DELAY: Duration = Duration::from_millis(5);
+
+/// Groups `sg1` (the client's zone) and `sg2` of one server each, every key
+/// written to both.
+async fn cluster(
+    configure: impl FnOnce(memgroup::client::ClientBuilder) -> memgroup::client::ClientBuilder,
+) -> (Memcached, Memcached, Client) {
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let builder = Client::builder()
+        .evcache_groups(&format!(
+            "sg1={};sg2={}",
+            sg1.addr_string(),
+            sg2.addr_string()
+        ))
+        .unwrap()
+        .zone("sg1")
+        .timeout(TIMEOUT)
+        .write_wait(memgroup::client::WriteWait::AllGroups);
+    let client = configure(builder).build().unwrap();
+    for i in 0..20 {
+        client
+            .set(format!("k{i}"), format!("v{i}"), 0)
+            .await
+            .unwrap();
+    }
+    (sg1, sg2, client)
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_get_from_a_stalled_server_is_hedged_to_the_next_group_within_its_budget() {
+    let _clock = HeldClock::hold();
+    let (sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg1.stop();
+    // A burst of 10 hedges, and a tenth of a hedge earned per read: the
+    // first 11 reads are hedged, each answered once the delay has passed.
+    for i in 0..11 {
+        let started = tokio::time::Instant::now();
+        let (item, ()) = tokio::join!(client.get(format!("k{i}")), async {
+            let_io_happen().await;
+            tokio::time::advance(DELAY).await;
+        });
+        assert_eq!(item.unwrap().unwrap().value, format!("v{i}").as_bytes());
+        assert_eq!(started.elapsed(), DELAY, "read {i}");
+    }
+    assert_eq!(client.status().hedged_reads, 11);
+    // The budget is spent: the next read waits out its timeout, then falls
+    // back as any read does.
+    let started = tokio::time::Instant::now();
+    let (item, ()) = tokio::join!(client.get("k11"), async {
+        let_io_happen().await;
+        tokio::time::advance(DELAY).await;
+        let_io_happen().await;
+        tokio::time::advance(TIMEOUT).await;
+    });
+    assert_eq!(item.unwrap().unwrap().value, "v11");
+    assert!(started.elapsed() >= TIMEOUT);
+    assert_eq!(client.status().hedged_reads, 11);
+    // The hedged reads' slow requests ran on: their timeouts counted, and
+    // the stalled server is down.
+    let status = client.status();
+    let stalled = status
+        .servers
+        .iter()
+        .find(|s| s.server == sg1.addr_string())
+        .unwrap();
+    assert!(stalled.counters.timeouts >= 3, "{:?}", stalled.counters);
+    assert!(matches!(
+        stalled.state,
+        memgroup::client::ServerState::Dead { .. }
+    ));
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_server_over_the_read_queue_bound_is_passed_over_at_once() {
+    let _clock = HeldClock::hold();
+    let (sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::off()).max_read_queue(3)).await;
+    sg1.stop();
+    // Three reads wait on the stalled server...
+    let waiting: Vec<_> = (0..3)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get(format!("k{i}")).await })
+        })
+        .collect();
+    let_io_happen().await;
+    // ...so the fourth passes it over for the next group, with no time passing.
+    let started = tokio::time::Instant::now();
+    let item = client.get("k3").await.unwrap().unwrap();
+    assert_eq!(item.value, "v3");
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert!(waiting.iter().all(|w| !w.is_finished()));
+    // Once they time out (and fall back), reads go to it again.
+    tokio::time::advance(TIMEOUT).await;
+    for w in waiting {
+        let_io_happen().await;
+        assert!(w.await.unwrap().unwrap().is_some());
+    }
+}
