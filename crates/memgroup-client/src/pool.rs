@@ -6,6 +6,7 @@
 //! the [`DeadHosts`] record. Time comes from tokio's clock ([`now`](crate::clock::now)), so tests
 //! running under paused time drive the backoff without sleeping.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use memgroup_topology::{DeadHosts, GroupId, ServerId, Topology};
@@ -64,6 +65,9 @@ pub(crate) struct Snapshot {
     slots: Vec<Vec<Arc<Slot>>>,
     /// `host:port` of each server, for connecting and for error messages.
     names: Vec<Arc<str>>,
+    /// Each name's server (the first, were two alike): lookups by name, and
+    /// the servers a topology change keeps, without a scan per server.
+    by_name: HashMap<Arc<str>, ServerId>,
     /// How to open each server's connections (its group's TLS and login).
     settings: Vec<Arc<ConnSettings>>,
     /// What the client did with each server (kept across topology changes
@@ -105,6 +109,10 @@ impl Snapshot {
             .iter()
             .map(|a| Arc::from(a.to_string()))
             .collect();
+        let mut by_name = HashMap::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            by_name.entry(name.clone()).or_insert(ServerId(i));
+        }
         let mut sizes = vec![1usize; names.len()];
         for group in topology.groups() {
             for &server in group.servers() {
@@ -114,7 +122,7 @@ impl Snapshot {
         // Each server's index in the previous snapshot, if it was there.
         let kept: Vec<Option<(&Snapshot, usize)>> = names
             .iter()
-            .map(|name| previous.and_then(|p| Some((p, p.names.iter().position(|n| n == name)?))))
+            .map(|name| previous.and_then(|p| Some((p, p.by_name.get(name)?.0))))
             .collect();
         let slots = kept
             .iter()
@@ -130,15 +138,21 @@ impl Snapshot {
             .iter()
             .map(|kept| kept.map_or_else(Arc::default, |(p, i)| p.counters[i].clone()))
             .collect();
-        let settings = (0..names.len())
-            .map(|server| {
+        // A server in several groups takes the settings of the first of them
+        // that has its own.
+        let mut owns: Vec<Option<&GroupSecurity>> = vec![None; names.len()];
+        for g in topology.groups() {
+            let Some(own) = groups.iter().find(|s| s.group == g.name()) else {
+                continue;
+            };
+            for &server in g.servers() {
+                owns[server.0].get_or_insert(own);
+            }
+        }
+        let settings = owns
+            .into_iter()
+            .map(|own| {
                 let mut settings = base.clone();
-                // A server in several groups takes the first one's settings.
-                let own = topology.groups().iter().find_map(|g| {
-                    g.servers()
-                        .contains(&ServerId(server))
-                        .then(|| groups.iter().find(|s| s.group == g.name()))?
-                });
                 if let Some(own) = own {
                     own.apply(&mut settings);
                 }
@@ -149,6 +163,7 @@ impl Snapshot {
             topology,
             slots,
             names,
+            by_name,
             settings,
             counters,
         }
@@ -180,7 +195,7 @@ impl Snapshot {
 
     /// The server named `host:port`, or an `InvalidArgument` error naming it.
     pub(crate) fn server_by_name(&self, name: &str) -> Result<ServerId, Error> {
-        let found = self.names.iter().position(|n| &**n == name).map(ServerId);
+        let found = self.by_name.get(name).copied();
         found.ok_or_else(|| {
             Error::new(
                 ErrorKind::InvalidArgument,
@@ -286,7 +301,7 @@ impl Pool {
             let missing = |from: &Snapshot, of: &Snapshot| -> Vec<String> {
                 of.names
                     .iter()
-                    .filter(|n| !from.names.contains(n))
+                    .filter(|n| !from.by_name.contains_key(*n))
                     .map(ToString::to_string)
                     .collect()
             };
@@ -478,5 +493,110 @@ async fn probe(conn: &Connection, timeout: std::time::Duration) -> Result<(), Er
                 "the server accepted a connection but did not answer a probe within {timeout:?}"
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use memgroup_topology::ClusterSpec;
+
+    use super::*;
+
+    fn topology(groups: &str) -> Topology {
+        Topology::new(ClusterSpec::parse_evcache(groups).unwrap()).unwrap()
+    }
+
+    // The update fills `tls` when the feature is on.
+    #[allow(clippy::needless_update)]
+    fn login(user: &str) -> GroupSecurity {
+        GroupSecurity {
+            group: user.to_string(),
+            credentials: Some(Arc::new(Credentials::new(user, "pw").unwrap())),
+            ..GroupSecurity::default()
+        }
+    }
+
+    fn user(snap: &Snapshot, server: &str) -> Option<String> {
+        let id = snap.server_by_name(server).unwrap();
+        let settings = snap.settings(id);
+        settings
+            .credentials
+            .as_ref()
+            .map(|c| c.username().to_string())
+    }
+
+    /// A server takes the login of the first of its groups that has one;
+    /// names are found exactly, and unknown ones are refused by name.
+    #[test]
+    fn servers_take_the_first_own_settings_and_are_found_by_name() {
+        let t = topology("a=h:1,h:2;b=h:2,h:3;c=h:3,h:4,h:1");
+        let groups = [login("c"), login("b")];
+        let snap = Snapshot::new(Arc::new(t), None, &ConnSettings::default(), &groups);
+        assert_eq!(snap.server_count(), 4);
+        for (server, expected) in [("h:1", "c"), ("h:2", "b"), ("h:3", "b"), ("h:4", "c")] {
+            assert_eq!(user(&snap, server).as_deref(), Some(expected), "{server}");
+            assert_eq!(&**snap.name(snap.server_by_name(server).unwrap()), server);
+        }
+        for unknown in ["h:5", "h:1 ", "h"] {
+            let error = snap.server_by_name(unknown).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+            assert!(error.to_string().contains(unknown), "{error}");
+        }
+        let none = Snapshot::new(
+            Arc::new(topology("a=h:1")),
+            None,
+            &ConnSettings::default(),
+            &[],
+        );
+        assert_eq!(user(&none, "h:1"), None);
+    }
+
+    /// A change keeps the slots and counters of the servers that stay (by
+    /// name, wherever they now are) and reports the others as added or
+    /// removed, in the order of their snapshot.
+    #[test]
+    fn a_topology_change_keeps_the_servers_that_stay() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let events = {
+            let seen = seen.clone();
+            Events::new(move |e| {
+                if let Event::TopologyChanged { added, removed } = e {
+                    seen.lock().push((added.clone(), removed.clone()));
+                }
+            })
+        };
+        let pool = Pool::new(
+            topology("a=h:1,h:2,h:3,h:4"),
+            ConnSettings::default(),
+            Vec::new(),
+            events,
+        );
+        let before = pool.snapshot();
+        pool.set_topology(topology("a=h:9,h:4;b=h:2,h:8:1"));
+        let after = pool.snapshot();
+        for server in ["h:2", "h:4"] {
+            let (old, new) = (
+                before.server_by_name(server).unwrap(),
+                after.server_by_name(server).unwrap(),
+            );
+            assert!(
+                Arc::ptr_eq(before.slot(old, 0), after.slot(new, 0)),
+                "{server}"
+            );
+            assert!(Arc::ptr_eq(before.counters(old), after.counters(new)));
+        }
+        let fresh = after.server_by_name("h:9").unwrap();
+        assert!(
+            !before
+                .slots
+                .iter()
+                .flatten()
+                .any(|s| Arc::ptr_eq(s, after.slot(fresh, 0)))
+        );
+        let strings = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            *seen.lock(),
+            [(strings(&["h:9", "h:8"]), strings(&["h:1", "h:3"]))]
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The text forms of a cluster: EVCache's node list, libmemcached's server list and the
 //! `memcache://` URL. The grammars are documented on the crate root.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::{
@@ -165,6 +165,7 @@ impl ClusterSpec {
     /// [`TopologyError::EmptyEntry`], [`TopologyError::DuplicateServer`]).
     pub fn parse_evcache(list: &str) -> Result<ClusterSpec, TopologyError> {
         let mut groups: Vec<GroupSpec> = Vec::new();
+        let mut names: HashSet<&str> = HashSet::new();
         for segment in list.split(';').map(str::trim) {
             if segment.is_empty() {
                 continue;
@@ -181,7 +182,7 @@ impl ClusterSpec {
                     token: segment.to_owned(),
                 });
             }
-            if groups.iter().any(|g| g.name == name) {
+            if !names.insert(name) {
                 return Err(TopologyError::DuplicateGroup {
                     name: name.to_owned(),
                 });
@@ -350,13 +351,25 @@ impl ClusterSpec {
                     };
                 }
                 "write_only" => {
-                    for name in value.split(',').map(str::trim) {
-                        let group =
-                            spec.group_mut(name)
+                    // The first group of each name, as `ClusterSpec::group_mut` finds it.
+                    let mut index: HashMap<&str, usize> = HashMap::new();
+                    for (i, g) in spec.groups.iter().enumerate() {
+                        index.entry(g.name.as_str()).or_insert(i);
+                    }
+                    let marked = value
+                        .split(',')
+                        .map(str::trim)
+                        .map(|name| {
+                            index
+                                .get(name)
+                                .copied()
                                 .ok_or_else(|| TopologyError::UnknownGroup {
                                     name: name.to_owned(),
-                                })?;
-                        group.write_only = true;
+                                })
+                        })
+                        .collect::<Result<Vec<usize>, _>>()?;
+                    for i in marked {
+                        spec.groups[i].write_only = true;
                     }
                 }
                 "backoff_initial_ms" => spec.settings.backoff_initial = millis().ok_or_else(bad)?,
@@ -680,6 +693,15 @@ mod tests {
             ("a=", E::EmptyGroup { name: s("a") }),
             ("a=h:1;b= ", E::EmptyGroup { name: s("b") }),
             ("a=h:1;a=h:2", E::DuplicateGroup { name: s("a") }),
+            // The first repeat is named, wherever its first use was.
+            (
+                "a=h:1;b=h:2;c=h:3;b=h:4;a=h:5",
+                E::DuplicateGroup { name: s("b") },
+            ),
+            (
+                "a=h:1,h:2,h:3,h:2,h:1",
+                E::DuplicateServer { token: s("h:2") },
+            ),
             ("a=h:1,h:1", E::DuplicateServer { token: s("h:1") }),
             ("a=h", E::BadPort { token: s("h") }),
             (
@@ -839,6 +861,11 @@ mod tests {
             ),
             (
                 "memcache://h:1?write_only=x",
+                E::UnknownGroup { name: s("x") },
+            ),
+            // The first unknown name, after known ones.
+            (
+                "memcache://a=h:1;b=h:2?write_only=b,x,a,y",
                 E::UnknownGroup { name: s("x") },
             ),
             (

@@ -1,8 +1,8 @@
 //! The validated, immutable topology.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use memgroup_hash::{HashFunction, Locator};
 
@@ -177,6 +177,10 @@ impl Topology {
         let mut servers = Vec::new();
         let mut server_index: HashMap<ServerAddr, ServerId> = HashMap::new();
         let mut server_slots = Vec::new();
+        // Per server: the last group (index) that listed it, to find a server
+        // listed twice in one group without comparing it with the others.
+        let mut listed_by: Vec<usize> = Vec::new();
+        let mut names: HashSet<&str> = HashSet::with_capacity(spec.groups.len());
         let mut groups = Vec::with_capacity(spec.groups.len());
         for (index, g) in spec.groups.iter().enumerate() {
             if g.name.is_empty() {
@@ -184,10 +188,7 @@ impl Topology {
                     token: String::new(),
                 });
             }
-            if spec.groups[..index]
-                .iter()
-                .any(|other| other.name == g.name)
-            {
+            if !names.insert(&g.name) {
                 return Err(TopologyError::DuplicateGroup {
                     name: g.name.clone(),
                 });
@@ -214,7 +215,7 @@ impl Topology {
                 });
             }
             let mut ids = Vec::with_capacity(g.servers.len());
-            for (i, s) in g.servers.iter().enumerate() {
+            for s in &g.servers {
                 let token = || s.addr.to_string();
                 if s.addr.host.is_empty() {
                     return Err(TopologyError::BadAddress { token: token() });
@@ -227,18 +228,20 @@ impl Topology {
                         token: format!("{}:0", s.addr),
                     });
                 }
-                if g.servers[..i].iter().any(|o| o.addr == s.addr) {
-                    return Err(TopologyError::DuplicateServer { token: token() });
-                }
                 let id = match server_index.entry(s.addr.clone()) {
                     Entry::Occupied(e) => *e.get(),
                     Entry::Vacant(e) => {
                         let id = ServerId(servers.len());
                         servers.push(s.addr.clone());
                         server_slots.push(0);
+                        listed_by.push(usize::MAX);
                         *e.insert(id)
                     }
                 };
+                // Listed earlier in this group (the topology is dropped with the error).
+                if std::mem::replace(&mut listed_by[id.0], index) == index {
+                    return Err(TopologyError::DuplicateServer { token: token() });
+                }
                 server_slots[id.0] = server_slots[id.0].max(g.pool_size);
                 ids.push(id);
             }

@@ -650,6 +650,81 @@ proptest! {
     }
 }
 
+/// The checks of `Topology::new` as first written, one comparison with every earlier
+/// entry: the first group named before, the first server listed before in its group, each
+/// after the entry's own checks (here only the weight can be wrong). `Ok` holds the
+/// distinct servers in order of first appearance and each group's server ids.
+#[allow(clippy::type_complexity)]
+fn model_validation(
+    groups: &[(usize, Vec<(usize, u32)>)],
+) -> Result<(Vec<ServerAddr>, Vec<Vec<ServerId>>), memgroup_topology::TopologyError> {
+    use memgroup_topology::TopologyError as E;
+    let mut servers: Vec<ServerAddr> = Vec::new();
+    let mut ids = Vec::new();
+    for (index, (name, members)) in groups.iter().enumerate() {
+        if groups[..index].iter().any(|(other, _)| other == name) {
+            return Err(E::DuplicateGroup {
+                name: format!("g{name}"),
+            });
+        }
+        if members.is_empty() {
+            return Err(E::EmptyGroup {
+                name: format!("g{name}"),
+            });
+        }
+        let mut group_ids = Vec::new();
+        for (i, &(h, weight)) in members.iter().enumerate() {
+            if weight == 0 {
+                return Err(E::ZeroWeight {
+                    token: format!("{}:0", host(h)),
+                });
+            }
+            if members[..i].iter().any(|&(o, _)| o == h) {
+                return Err(E::DuplicateServer {
+                    token: host(h).to_string(),
+                });
+            }
+            let id = match servers.iter().position(|s| *s == host(h)) {
+                Some(at) => at,
+                None => {
+                    servers.push(host(h));
+                    servers.len() - 1
+                }
+            };
+            group_ids.push(ServerId(id));
+        }
+        ids.push(group_ids);
+    }
+    Ok((servers, ids))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Validation finds repeated groups and servers with hash lookups, not a scan per
+    /// entry: the same error (the same culprit) as the scan, and the same server ids.
+    #[test]
+    fn validation_reports_what_the_linear_scan_did(
+        groups in prop::collection::vec(
+            (0usize..4, prop::collection::vec((0usize..8, 0u32..=3), 0..=6)),
+            1..=4,
+        ),
+    ) {
+        let spec = ClusterSpec::new(groups.iter().map(|(name, members)| {
+            GroupSpec::new(
+                format!("g{name}"),
+                members.iter().map(|&(h, w)| ServerSpec::new(host(h)).with_weight(w)),
+            )
+        }));
+        let built = Topology::new(spec).map(|t| {
+            let ids: Vec<Vec<ServerId>> =
+                t.groups().iter().map(|g| g.servers().to_vec()).collect();
+            (t.servers().to_vec(), ids)
+        });
+        prop_assert_eq!(built, model_validation(&groups));
+    }
+}
+
 #[test]
 fn quorum_is_a_strict_majority() {
     for n in 1..=64 {
