@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use memgroup::client::{Client, ClientBuilder, Error, IfPresent, ServerState, WriteOptions};
+use memgroup::client::{Client, ClientBuilder, Error, Hedge, IfPresent, ServerState, WriteOptions};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
@@ -734,6 +734,10 @@ async fn merged_gets_on_a_server_killed_mid_flight_fall_back_together() {
             // Longer than `bounded`: a caller the failure does not reach
             // hangs the test instead of falling back after a timeout.
             .timeout(Duration::from_secs(120))
+            // Every get waits on the stalled server: none hedged to sg1, none
+            // passed over for its queue.
+            .hedge(Hedge::off())
+            .max_read_queue(0)
             .build()
             .unwrap();
         let keys: Vec<String> = (0..300).map(|i| format!("midkill:{i}")).collect();

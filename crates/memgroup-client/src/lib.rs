@@ -111,13 +111,13 @@
 //! - **`client/`** — the [`Client`] handle (`client/mod.rs`: `exec`, one
 //!   request to one target) and every file that adds methods to it:
 //!   `builder/`, `url`, `read/` (the read engine), `write/` (replication, and
-//!   conditional writes through the arbiter),
+//!   conditional writes through the arbiter), `repair` (the repair queue),
+//!   `hedge` (hedged reads, the read queue's fast-fail),
 //!   `admin`, `typed`, `watch`, `crawler`, `status`, `trace`, `migrate`.
 //!   Only files under `client/` name `Client`.
 //!
-//! Rooms for what is coming, so it lands in one place: the repair queue and
-//! background writes in `client/repair.rs`, hedged reads in
-//! `client/hedge.rs`, the near cache in `client/near.rs`, the discovery
+//! Rooms for what is coming, so it lands in one place: the near cache in
+//! `client/near.rs`, the discovery
 //! poller in `client/discover.rs` (its parser in `memgroup-proto`), metrics
 //! export beside `counters`, in `client/metrics.rs`.
 

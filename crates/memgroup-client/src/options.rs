@@ -192,11 +192,13 @@ pub enum IfPresent {
 #[non_exhaustive]
 pub enum WriteWait {
     /// Once the write policy is decided: met (with the local zone's
-    /// read-write group among the groups that answered, so a `set` then a
+    /// read-write groups among the groups that answered, so a `set` then a
     /// local `get` reads the new value), or out of reach. The other groups
     /// finish in the background within the timeout; a group that misses
     /// queues a repair, and [`WriteOutcome::pending`](crate::WriteOutcome::pending)
-    /// names the groups still outstanding at return.
+    /// names the groups still outstanding at return. While 4,096 writes are
+    /// already finishing in the background (a group slow but not down), a
+    /// write waits for every group instead, so their memory stays bounded.
     #[default]
     Policy,
     /// Once every group has answered or timed out (the tool, whose exit code

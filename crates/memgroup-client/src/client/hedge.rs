@@ -9,8 +9,8 @@
 //!   would hedge a fixed share under load. Reads with a CAS unique, leases
 //!   or other meta flags, and multi-key reads, are never hedged.
 //! - **The read queue's fast-fail** (EVCache's `max.read.queue.length`): a
-//!   server with more requests outstanding than the bound is passed over by
-//!   reads while it is over it ([`ErrorKind::Overloaded`](crate::ErrorKind::Overloaded)),
+//!   server with as many requests outstanding as the bound is passed over by
+//!   a read's first try while it is over it ([`ErrorKind::Overloaded`](crate::ErrorKind::Overloaded)),
 //!   so they fall back to the next group at once instead of queueing behind
 //!   a server that is not answering.
 
@@ -107,8 +107,8 @@ impl Hedging {
             .is_ok()
     }
 
-    /// Whether reads pass `server` over: more requests outstanding than the
-    /// bound, and another group to read from.
+    /// Whether a read's first try passes `server` over: as many requests
+    /// outstanding as the bound, and another group to read from.
     pub(crate) fn overloaded(&self, snap: &Snapshot, target: Target) -> Option<Error> {
         if self.max_read_queue == 0 || snap.topology.groups().len() < 2 {
             return None;
@@ -129,10 +129,6 @@ impl Hedging {
 
 /// A reply, and the target it came from.
 pub(crate) type Answer = (Target, Result<Option<Response>, Error>);
-
-fn is_hit(reply: &Result<Option<Response>, Error>) -> bool {
-    matches!(reply, Ok(Some(Response::Values(v))) if !v.is_empty())
-}
 
 impl Client {
     /// A single-key `get` of the wire key `key` at `first`, hedged to the
@@ -173,15 +169,23 @@ impl Client {
         let request = Request::Get { keys: &keys };
         let hedge = self.exec(snap, second, &request, Attempt::Hedge);
         tokio::pin!(hedge);
+        // A hit the read can use: not from a copy awaiting a repair.
+        let is_hit = |target: Target, reply: &Result<Option<Response>, Error>| {
+            matches!(reply, Ok(Some(Response::Values(v))) if !v.is_empty())
+                && !self
+                    .inner
+                    .repairs
+                    .blocks(snap.name(target.server), key.as_bytes())
+        };
         tokio::select! {
             reply = &mut primary => {
-                if is_hit(&reply) {
+                if is_hit(first, &reply) {
                     return vec![(first, reply)];
                 }
                 vec![(first, reply), (second, hedge.await)]
             }
             reply = &mut hedge => {
-                if is_hit(&reply) {
+                if is_hit(second, &reply) {
                     // The slow request runs on: its timeout still counts.
                     tokio::spawn(primary);
                     return vec![(second, reply)];

@@ -184,8 +184,9 @@ impl Client {
     /// [`WriteWait::Policy`]) are done and the repair queue is drained
     /// ([`RepairStatus`]): call it before the process exits, since both
     /// live in memory. The client stays usable. A repair whose server is
-    /// down cannot drain: then the error says what is left, a
-    /// [`ErrorKind::Timeout`].
+    /// down cannot drain: then the error, an [`ErrorKind::Timeout`], says
+    /// what is left — at once when every such server stays in its backoff
+    /// past the deadline.
     pub async fn close(&self, deadline: Duration) -> Result<(), Error> {
         let until = now() + deadline;
         loop {
@@ -198,16 +199,33 @@ impl Client {
                 return Ok(());
             }
             let left = until.saturating_duration_since(now());
-            if left.is_zero() {
+            let stuck = background == 0 && self.repairs_stuck_until(until);
+            if left.is_zero() || stuck {
+                let why = if stuck {
+                    "their servers are down past the deadline".to_string()
+                } else {
+                    format!("after {deadline:?}")
+                };
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!(
-                        "closing: {background} background writes and {repairs} repairs still pending after {deadline:?}"
+                        "closing: {background} background writes and {repairs} repairs still pending ({why})"
                     ),
                 ));
             }
             let _ = tokio::time::timeout(left, settled).await;
         }
+    }
+
+    /// Whether every pending repair's server stays in its backoff past
+    /// `until`: then waiting cannot drain them.
+    fn repairs_stuck_until(&self, until: std::time::Instant) -> bool {
+        let snap = self.snapshot();
+        let dead = self.inner.pool.dead();
+        self.inner.repairs.servers().iter().all(|name| {
+            snap.server_by_name(name)
+                .is_ok_and(|id| dead.dead_until(id).is_some_and(|t| t > until))
+        })
     }
 
     /// A handle to the same client whose operations use `timeout`.

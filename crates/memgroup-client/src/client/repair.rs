@@ -24,21 +24,20 @@
 //! - **Never read around.** While a repair is pending, reads treat that
 //!   server's copy of the key as a miss and fall back to other groups.
 //! - **Drained in the background** by one task that lives while entries do:
-//!   every [`REPAIR_TICK`] (or at once when an entry is queued), each due
-//!   entry's delete goes out; one whose server is still in its backoff is
-//!   refused by the pool without I/O and tried again on a later tick. So a
+//!   every [`REPAIR_TICK`], each due entry's delete goes out; one whose
+//!   server is still in its backoff is passed over without I/O and tried
+//!   again on a later tick. So a
 //!   server's repairs are done within its probe, one tick and the grace
 //!   period after it is back.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::Target;
-use parking_lot::Mutex;
-use tokio::sync::Notify;
+use parking_lot::RwLock;
 
 use super::trace::Attempt;
 use super::{Client, Inner};
@@ -71,15 +70,13 @@ pub struct RepairStatus {
 pub(crate) struct Repairs {
     capacity: usize,
     grace: Duration,
-    queue: Mutex<Queue>,
+    /// Read-locked by every hit while entries are pending; written by
+    /// writes that miss and by the drain task.
+    queue: RwLock<Queue>,
     /// Entries queued, readable without the lock: the read path's check.
     pending: AtomicUsize,
     repaired: AtomicU64,
     dropped: AtomicU64,
-    /// Wakes the drain task.
-    wake: Notify,
-    /// Whether a drain task runs.
-    draining: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -92,6 +89,9 @@ struct Queue {
     /// Dropping since the queue was last below its capacity (one event per
     /// episode).
     full: bool,
+    /// Whether a drain task runs: set by the push that starts one, cleared
+    /// by the task when it finds the queue empty, both under the lock.
+    draining: bool,
 }
 
 #[derive(Debug)]
@@ -116,17 +116,35 @@ struct Due {
     key: Box<[u8]>,
 }
 
+/// What a push did.
+struct Pushed {
+    /// Entries dropped to make room.
+    dropped: u64,
+    /// The queue just became full.
+    became_full: bool,
+    /// No drain task ran: start one.
+    start_drain: bool,
+}
+
+/// What became of a due repair's delete.
+enum Answer {
+    /// The server answered it.
+    Done,
+    /// It failed, or the server is still in its backoff: again later.
+    Later,
+    /// The server left the topology: nothing reads its copy.
+    Gone,
+}
+
 impl Repairs {
     pub(crate) fn new(capacity: usize, grace: Duration) -> Repairs {
         Repairs {
             capacity,
             grace,
-            queue: Mutex::new(Queue::default()),
+            queue: RwLock::new(Queue::default()),
             pending: AtomicUsize::new(0),
             repaired: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
-            wake: Notify::new(),
-            draining: AtomicBool::new(false),
         }
     }
 
@@ -139,13 +157,18 @@ impl Repairs {
         }
     }
 
+    /// The servers with repairs pending.
+    pub(crate) fn servers(&self) -> Vec<Arc<str>> {
+        self.queue.read().servers.keys().cloned().collect()
+    }
+
     /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
     pub(crate) fn blocks(&self, server: &str, key: &[u8]) -> bool {
         if self.pending.load(Ordering::Acquire) == 0 {
             return false;
         }
         self.queue
-            .lock()
+            .read()
             .servers
             .get(server)
             .is_some_and(|keys| keys.contains_key(key))
@@ -153,8 +176,7 @@ impl Repairs {
 
     /// Queues a repair of `key` on `server` (a member of `group`); one
     /// already queued starts over, since the write that just missed may land
-    /// after its deletes. Returns how many entries were dropped to make
-    /// room, and whether the queue just became full.
+    /// after its deletes.
     fn push(
         &self,
         server: &Arc<str>,
@@ -162,8 +184,8 @@ impl Repairs {
         key: &[u8],
         may_land: bool,
         now: Instant,
-    ) -> (u64, bool) {
-        let mut queue = self.queue.lock();
+    ) -> Pushed {
+        let mut queue = self.queue.write();
         let number = queue.next;
         queue.next += 1;
         let mut entry = Entry {
@@ -188,14 +210,21 @@ impl Repairs {
             dropped += 1;
         }
         let became_full = dropped > 0 && !queue.full;
-        queue.full = dropped > 0;
+        if dropped > 0 {
+            queue.full = true;
+        }
+        let start_drain = !std::mem::replace(&mut queue.draining, true);
         self.pending.store(queue.age.len(), Ordering::Release);
-        (dropped, became_full)
+        Pushed {
+            dropped,
+            became_full,
+            start_drain,
+        }
     }
 
     /// Up to [`ROUND`] entries due at `now`, oldest first.
     fn due(&self, now: Instant) -> Vec<Due> {
-        let queue = self.queue.lock();
+        let queue = self.queue.read();
         queue
             .age
             .iter()
@@ -212,45 +241,54 @@ impl Repairs {
             .collect()
     }
 
-    /// When the next entry is due, if any.
+    /// When the next entry is due; `None`, with the drain task's role given
+    /// up in the same step, when the queue is empty.
     fn next_due(&self) -> Option<Instant> {
-        let queue = self.queue.lock();
-        queue
+        let mut queue = self.queue.write();
+        let next = queue
             .servers
             .values()
             .flat_map(|keys| keys.values())
             .map(|e| e.due)
-            .min()
+            .min();
+        if next.is_none() {
+            queue.draining = false;
+        }
+        next
     }
 
-    /// Records the answer to a due entry's delete (`answered`), unless the
-    /// entry was queued again meanwhile. Returns whether it is done.
-    fn answered(&self, due: &Due, answered: bool, now: Instant) -> bool {
-        let mut queue = self.queue.lock();
+    /// Records what became of a due entry's delete, unless the entry was
+    /// queued again meanwhile.
+    fn answered(&self, due: &Due, answer: &Answer, now: Instant) {
+        let mut queue = self.queue.write();
         let Some(entry) = queue
             .servers
             .get_mut(&due.server)
             .and_then(|keys| keys.get_mut(&due.key))
             .filter(|e| e.number == due.number)
         else {
-            return false;
+            return;
         };
-        if !answered {
-            entry.due = now + REPAIR_TICK;
-            return false;
-        }
-        if entry.may_land && !entry.confirming {
-            entry.confirming = true;
-            entry.due = now + self.grace;
-            return false;
+        match answer {
+            Answer::Later => {
+                entry.due = now + REPAIR_TICK;
+                return;
+            }
+            Answer::Done if entry.may_land && !entry.confirming => {
+                entry.confirming = true;
+                entry.due = now + self.grace;
+                return;
+            }
+            Answer::Done => {
+                self.repaired.fetch_add(1, Ordering::Relaxed);
+            }
+            Answer::Gone => {}
         }
         queue.take(due.number, &due.server, &due.key);
         if queue.age.len() < self.capacity {
             queue.full = false;
         }
         self.pending.store(queue.age.len(), Ordering::Release);
-        self.repaired.fetch_add(1, Ordering::Relaxed);
-        true
     }
 
     /// A later write of `key` was applied on `server`: a repair for a missed
@@ -260,7 +298,7 @@ impl Repairs {
         if self.pending.load(Ordering::Acquire) == 0 {
             return;
         }
-        let mut queue = self.queue.lock();
+        let mut queue = self.queue.write();
         let Some(number) = queue
             .servers
             .get(server)
@@ -271,15 +309,11 @@ impl Repairs {
             return;
         };
         queue.take(number, server, key);
+        if queue.age.len() < self.capacity {
+            queue.full = false;
+        }
         self.pending.store(queue.age.len(), Ordering::Release);
         self.repaired.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Forgets a due entry whose server left the topology (nothing reads it).
-    fn forget(&self, due: &Due) {
-        let mut queue = self.queue.lock();
-        queue.take(due.number, &due.server, &due.key);
-        self.pending.store(queue.age.len(), Ordering::Release);
     }
 }
 
@@ -318,10 +352,10 @@ impl Client {
         // A write that timed out may sit in the server's socket; one sent to
         // a failover replacement (no error) or refused cannot land there.
         let may_land = error.is_some_and(Error::is_timeout);
-        let (dropped, became_full) = repairs.push(server, group, key, may_land, now());
-        if dropped > 0 {
-            repairs.dropped.fetch_add(dropped, Ordering::Relaxed);
-            if became_full {
+        let pushed = repairs.push(server, group, key, may_land, now());
+        if pushed.dropped > 0 {
+            repairs.dropped.fetch_add(pushed.dropped, Ordering::Relaxed);
+            if pushed.became_full {
                 let capacity = repairs.capacity;
                 self.inner
                     .pool
@@ -329,8 +363,7 @@ impl Client {
                     .emit(|| Event::RepairsDropped { capacity });
             }
         }
-        repairs.wake.notify_one();
-        if !repairs.draining.swap(true, Ordering::AcqRel) {
+        if pushed.start_drain {
             tokio::spawn(drain(
                 Arc::downgrade(&self.inner),
                 self.inner.repairs.clone(),
@@ -344,70 +377,94 @@ impl Client {
         self.inner.repairs.superseded(server, key);
     }
 
-    /// Sends one due repair's delete; whether the server answered it.
-    async fn repair(&self, due: &Due) -> Option<bool> {
+    /// Sends one due repair's delete, unless its server is still in its
+    /// backoff (then no request is made).
+    async fn repair(&self, due: &Due) -> Answer {
         let snap = self.snapshot();
-        let server = snap.server_by_name(&due.server).ok()?;
-        let group = snap.group_id(&due.group).ok()?;
+        let Ok(server) = snap.server_by_name(&due.server) else {
+            return Answer::Gone;
+        };
+        if self.inner.pool.dead().is_dead(server, now()) {
+            return Answer::Later;
+        }
+        let topology = &snap.topology;
+        // Its group, or (renamed or removed) any group it is in.
+        let group = snap.group_id(&due.group).ok().or_else(|| {
+            topology
+                .groups()
+                .iter()
+                .find(|g| g.servers().contains(&server))
+                .map(memgroup_topology::Group::id)
+        });
+        let Some(group) = group else {
+            return Answer::Gone;
+        };
         let target = Target {
             group,
             server,
-            slot: (self.rotation() as usize) % snap.topology.server_slots(server).max(1),
+            slot: (self.rotation() as usize) % topology.server_slots(server).max(1),
         };
         let key = Key::new(&due.key).expect("queued as a valid wire key");
         let request = Request::Delete {
             key,
             noreply: false,
         };
-        let reply = self.exec(&snap, target, &request, Attempt::Repair).await;
-        Some(matches!(
-            reply,
-            Ok(Some(Response::Deleted | Response::NotFound))
-        ))
+        match self.exec(&snap, target, &request, Attempt::Repair).await {
+            Ok(Some(Response::Deleted | Response::NotFound)) => Answer::Done,
+            _ => Answer::Later,
+        }
     }
 }
 
 /// The drain task: sends due repairs, round after round, while any are
 /// queued and some handle of the client lives.
 async fn drain(client: Weak<Inner>, repairs: Arc<Repairs>, timeout: Duration) {
+    // However the task ends (the client dropped, the runtime shut down), the
+    // role is given up, so the next push starts a new task.
+    let mut role = DrainRole {
+        repairs: &repairs,
+        released: false,
+    };
     loop {
         {
             let Some(inner) = client.upgrade() else {
-                repairs.draining.store(false, Ordering::Release);
                 return;
             };
             let client = Client::background(inner, timeout);
             let due = repairs.due(now());
-            let sent: Vec<BoxFuture<'_, Option<bool>>> = due
+            let sent: Vec<BoxFuture<'_, Answer>> = due
                 .iter()
                 .map(|d| Box::pin(client.repair(d)) as BoxFuture<'_, _>)
                 .collect();
             let answers = join_all(sent).await;
             let now = now();
-            for (due, answer) in due.iter().zip(answers) {
-                match answer {
-                    None => repairs.forget(due),
-                    Some(answered) => {
-                        repairs.answered(due, answered, now);
-                    }
-                }
+            for (due, answer) in due.iter().zip(&answers) {
+                repairs.answered(due, answer, now);
             }
             client.inner.settled.notify_waiters();
         }
         let Some(next) = repairs.next_due() else {
-            repairs.draining.store(false, Ordering::Release);
-            // An entry queued after the check above finds no task: take the
-            // role back for it.
-            if repairs.pending.load(Ordering::Acquire) == 0
-                || repairs.draining.swap(true, Ordering::AcqRel)
-            {
-                return;
-            }
-            continue;
+            role.released = true;
+            return;
         };
         let wait = next.saturating_duration_since(now()).min(REPAIR_TICK);
         if !wait.is_zero() {
-            let _ = tokio::time::timeout(wait, repairs.wake.notified()).await;
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// Held by the drain task: gives the role up if the task ends before it
+/// found the queue empty (which gives it up under the queue's lock).
+struct DrainRole<'a> {
+    repairs: &'a Repairs,
+    released: bool,
+}
+
+impl Drop for DrainRole<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            self.repairs.queue.write().draining = false;
         }
     }
 }

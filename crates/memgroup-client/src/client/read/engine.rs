@@ -125,8 +125,10 @@ fn same_slot(a: &(Target, usize), b: &(Target, usize)) -> bool {
 }
 
 impl Client {
-    /// A read's request at `target`, unless the server is over the read
-    /// queue bound ([`crate::client::hedge`]): then passed over at once.
+    /// A read's request at `target`, unless it is the key's first try and
+    /// the server is over the read queue bound ([`crate::client::hedge`]):
+    /// then passed over at once for the next group (a fallback waits, so the
+    /// last candidate still answers).
     async fn read_exec(
         &self,
         snap: &Snapshot,
@@ -134,7 +136,10 @@ impl Client {
         request: &Request<'_>,
         attempt: Attempt,
     ) -> Result<Option<Response>, Error> {
-        match self.inner.hedging.overloaded(snap, target) {
+        let overloaded = (attempt == Attempt::First)
+            .then(|| self.inner.hedging.overloaded(snap, target))
+            .flatten();
+        match overloaded {
             Some(overloaded) => Err(overloaded),
             None => self.exec(snap, target, request, attempt).await,
         }
@@ -159,18 +164,19 @@ impl Client {
                 };
                 let (key, attempt) = (read.key, read.attempt);
                 let keys = [key];
-                let answers =
-                    if op.hedges() && self.inner.hedging.overloaded(snap, target).is_none() {
-                        let pool = &self.inner.pool;
-                        let next = || read.next(&pool.dead(), now());
-                        self.hedged_get(snap, key, target, attempt, next).await
-                    } else {
-                        vec![(
-                            target,
-                            self.read_exec(snap, target, &op.request(&keys), attempt)
-                                .await,
-                        )]
-                    };
+                let over = attempt == Attempt::First
+                    && self.inner.hedging.overloaded(snap, target).is_some();
+                let answers = if op.hedges() && !over {
+                    let pool = &self.inner.pool;
+                    let next = || read.next(&pool.dead(), now());
+                    self.hedged_get(snap, key, target, attempt, next).await
+                } else {
+                    vec![(
+                        target,
+                        self.read_exec(snap, target, &op.request(&keys), attempt)
+                            .await,
+                    )]
+                };
                 for (target, reply) in answers {
                     settle(
                         op,

@@ -20,7 +20,7 @@
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::GroupId;
 
-use super::replicate::WriteOp;
+use super::op::WriteOp;
 use crate::client::Client;
 use crate::client::trace::Attempt;
 use crate::clock::now;

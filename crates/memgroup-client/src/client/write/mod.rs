@@ -7,9 +7,10 @@
 //! reads its number from the reply itself.
 
 mod arbiter;
+mod op;
 mod replicate;
 
-use replicate::WriteOp;
+use op::WriteOp;
 
 use memgroup_proto::{MetaFlag, Response, StoreCommand};
 

@@ -2,7 +2,9 @@
 //! group (one slot each, whatever the pool size), sent concurrently, and
 //! judged by the write policy on group ids.
 
-use memgroup_proto::{Key, MetaFlag, MetaStatus, Request, Response, SetMode, StoreCommand};
+use memgroup_proto::{MetaStatus, Response, StoreCommand};
+
+use super::op::{Job, WriteOp};
 use std::sync::Arc;
 
 use memgroup_topology::{GroupId, ServerId, Skipped, Target, Topology};
@@ -18,195 +20,37 @@ use crate::longkey;
 use crate::options::WriteWait;
 use crate::pool::Snapshot;
 
-/// A write, minus its key: built into a request once the wire key is known.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum WriteOp<'a> {
-    Store {
-        command: StoreCommand,
-        data: &'a [u8],
-        flags: u32,
-        exptime: u32,
-        noreply: bool,
-    },
-    Delete {
-        noreply: bool,
-    },
-    Touch {
-        exptime: u32,
-    },
-    Arith {
-        increment: bool,
-        delta: u64,
-    },
-    MetaSet {
-        data: &'a [u8],
-        flags: &'a [MetaFlag],
-    },
+/// Writes finishing in the background at most; beyond, writes wait for
+/// every group.
+const MAX_BACKGROUND: usize = 4096;
+
+/// The parts of a write still running. Dropped — at the policy's decision,
+/// or with the caller's future — it hands them to a task of their own, so a
+/// group that misses still queues its repair.
+struct Rest {
+    running: Unordered<Part>,
+    client: Client,
+    snap: Arc<Snapshot>,
+    job: Arc<Job>,
 }
 
-impl<'a> WriteOp<'a> {
-    /// Whether a group that missed it is repaired by deleting the key there
-    /// ([`crate::client::repair`]): every plain write; not an `add` (a miss
-    /// leaves what the add would have kept) nor a conditional write (the
-    /// arbiter decides those, and their other groups' deletes repair).
-    fn repairs_on_miss(&self) -> bool {
-        !self.is_conditional()
-            && !matches!(
-                self,
-                WriteOp::Store {
-                    command: StoreCommand::Add,
-                    ..
-                }
-            )
-    }
-
-    /// The command's name (`add`, `incr`, …).
-    pub(super) fn command(&self) -> &'static str {
-        self.request(Key::new(b"k").expect("a valid key")).command()
-    }
-
-    /// Whether one group must decide it for all (see `arbiter.rs`): the
-    /// conditional stores, `incr`/`decr`, and an `ms` with a mode other than
-    /// set, a compare-and-swap or an invalidation.
-    pub(super) fn is_conditional(&self) -> bool {
-        match self {
-            WriteOp::Arith { .. }
-            | WriteOp::Store {
-                command:
-                    StoreCommand::Add
-                    | StoreCommand::Replace
-                    | StoreCommand::Cas(_)
-                    | StoreCommand::Append
-                    | StoreCommand::Prepend,
-                ..
-            } => true,
-            WriteOp::MetaSet { flags, .. } => flags.iter().any(|f| {
-                matches!(
-                    f,
-                    MetaFlag::CompareCas(_)
-                        | MetaFlag::Invalidate
-                        | MetaFlag::SetMode(
-                            SetMode::Add | SetMode::Append | SetMode::Prepend | SetMode::Replace
-                        )
-                )
-            }),
-            _ => false,
+impl Drop for Rest {
+    fn drop(&mut self) {
+        if self.running.len() == 0 {
+            return;
         }
-    }
-
-    fn request<'k>(&self, key: Key<'k>) -> Request<'k>
-    where
-        'a: 'k,
-    {
-        match *self {
-            WriteOp::Store {
-                command,
-                data,
-                flags,
-                exptime,
-                noreply,
-            } => Request::Store {
-                command,
-                key,
-                flags,
-                exptime,
-                data,
-                noreply,
-            },
-            WriteOp::Delete { noreply } => Request::Delete { key, noreply },
-            WriteOp::Touch { exptime } => Request::Touch {
-                key,
-                exptime,
-                noreply: false,
-            },
-            WriteOp::Arith { increment, delta } => Request::Arith {
-                key,
-                increment,
-                delta,
-                noreply: false,
-            },
-            WriteOp::MetaSet { data, flags } => Request::MetaSet { key, data, flags },
-        }
-    }
-}
-
-/// A write with its key, owned: its groups' parts may outlive the call.
-pub(super) struct Job {
-    /// The wire key.
-    key: Vec<u8>,
-    /// The op, its value and meta flags borrowed from `data` and `flags`.
-    op: WriteOp<'static>,
-    data: Vec<u8>,
-    flags: Vec<MetaFlag>,
-}
-
-impl Job {
-    /// `op` on `key`, with `data` (an envelope) in place of its value.
-    fn new(key: &[u8], op: WriteOp<'_>, data: Option<Vec<u8>>) -> Job {
-        let (data, flags) = match op {
-            WriteOp::Store { data: value, .. } => {
-                (data.unwrap_or_else(|| value.to_vec()), Vec::new())
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut running = std::mem::replace(&mut self.running, Unordered::new(Vec::new()));
+        let (client, snap, job) = (self.client.clone(), self.snap.clone(), self.job.clone());
+        let background = client.inner.background();
+        runtime.spawn(async move {
+            while let Some(part) = running.next().await {
+                client.repair_if_missed(&snap, &job, &part);
             }
-            WriteOp::MetaSet { data: value, flags } => (value.to_vec(), flags.to_vec()),
-            _ => (Vec::new(), Vec::new()),
-        };
-        let op = match op {
-            WriteOp::Store {
-                command,
-                flags,
-                exptime,
-                noreply,
-                ..
-            } => WriteOp::Store {
-                command,
-                data: &[],
-                flags,
-                exptime,
-                noreply,
-            },
-            WriteOp::MetaSet { .. } => WriteOp::MetaSet {
-                data: &[],
-                flags: &[],
-            },
-            WriteOp::Delete { noreply } => WriteOp::Delete { noreply },
-            WriteOp::Touch { exptime } => WriteOp::Touch { exptime },
-            WriteOp::Arith { increment, delta } => WriteOp::Arith { increment, delta },
-        };
-        Job {
-            key: key.to_vec(),
-            op,
-            data,
-            flags,
-        }
-    }
-
-    /// The op, borrowing its value and flags from the job.
-    fn op(&self) -> WriteOp<'_> {
-        match self.op {
-            WriteOp::Store {
-                command,
-                flags,
-                exptime,
-                noreply,
-                ..
-            } => WriteOp::Store {
-                command,
-                data: &self.data,
-                flags,
-                exptime,
-                noreply,
-            },
-            WriteOp::MetaSet { .. } => WriteOp::MetaSet {
-                data: &self.data,
-                flags: &self.flags,
-            },
-            other => other,
-        }
-    }
-
-    fn request(&self) -> Request<'_> {
-        self.op()
-            .request(Key::new(&self.key).expect("validated when made"))
+            drop(background);
+        });
     }
 }
 
@@ -222,7 +66,13 @@ struct Part {
 /// groups still to answer: met (and the local zone's read-write groups have
 /// answered), or out of reach even if every outstanding group succeeds.
 fn decided(topology: &Topology, parts: &[Part], outstanding: &[GroupId]) -> bool {
-    let succeeded = || parts.iter().filter(|p| p.reply.is_ok()).map(|p| p.group);
+    // As the policy is judged: an answer of an unexpected kind is no success.
+    let ok = |p: &&Part| match &p.reply {
+        Ok(None) => true,
+        Ok(Some(reply)) => applied(reply).is_ok(),
+        Err(_) => false,
+    };
+    let succeeded = || parts.iter().filter(ok).map(|p| p.group);
     if topology.write_succeeded(succeeded()) {
         let local = topology.local_groups();
         return !outstanding.iter().any(|g| local.contains(g));
@@ -312,7 +162,7 @@ impl Client {
 
     /// [`Client::replicate`] once the key is checked and the request built.
     /// Returns as soon as the write policy is decided (met, with the local
-    /// zone's read-write group among the answers, or no longer reachable);
+    /// zone's read-write groups among the answers, or no longer reachable);
     /// the groups still outstanding then finish on a task of their own,
     /// bounded by the timeout. Every group that missed the key's own server
     /// queues a repair ([`crate::client::repair`]).
@@ -349,10 +199,20 @@ impl Client {
             .into_iter()
             .map(|target| self.part(snap, &job, target))
             .collect();
-        let mut running = Unordered::new(futures);
-        let wait_all = !judge || only.is_some() || self.inner.write_wait == WriteWait::AllGroups;
+        let mut rest = Rest {
+            running: Unordered::new(futures),
+            client: self.clone(),
+            snap: snap.clone(),
+            job: job.clone(),
+        };
+        // Too many writes already finishing in the background (a group that
+        // is slow but not down): this one waits, so their memory is bounded.
+        let wait_all = !judge
+            || only.is_some()
+            || self.inner.write_wait == WriteWait::AllGroups
+            || self.inner.background_count() >= MAX_BACKGROUND;
         let mut parts: Vec<Part> = Vec::with_capacity(order.len());
-        while let Some(part) = running.next().await {
+        while let Some(part) = rest.running.next().await {
             outstanding.retain(|&g| g != part.group);
             self.repair_if_missed(snap, &job, &part);
             parts.push(part);
@@ -360,16 +220,7 @@ impl Client {
                 break;
             }
         }
-        if running.len() > 0 {
-            let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
-            let background = self.inner.background();
-            tokio::spawn(async move {
-                while let Some(part) = running.next().await {
-                    client.repair_if_missed(&snap, &job, &part);
-                }
-                drop(background);
-            });
-        }
+        drop(rest);
         parts.sort_by_key(|p| order.iter().position(|&g| g == p.group));
         let mut outcome = WriteOutcome::default();
         let mut replies = Vec::with_capacity(parts.len());
@@ -433,7 +284,11 @@ impl Client {
         let group = snap.topology.group(part.group);
         let own = group.server_for(&job.key);
         match &part.reply {
-            Ok(_) if part.server == own => self.write_applied(snap.name(own), &job.key),
+            Ok(_) if part.server == own => {
+                if job.op().supersedes_repair() {
+                    self.write_applied(snap.name(own), &job.key);
+                }
+            }
             Ok(_) => self.queue_repair(snap.name(own), group.name(), &job.key, None),
             Err(e) => self.queue_repair(snap.name(own), group.name(), &job.key, Some(e)),
         }

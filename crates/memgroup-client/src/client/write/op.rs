@@ -1,0 +1,211 @@
+//! What a write is: [`WriteOp`], a write minus its key, and [`Job`], a write
+//! with its key and value owned, so that its groups' parts can finish after
+//! the caller has its answer.
+
+use memgroup_proto::{Key, MetaFlag, Request, SetMode, StoreCommand};
+
+/// A write, minus its key: built into a request once the wire key is known.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum WriteOp<'a> {
+    Store {
+        command: StoreCommand,
+        data: &'a [u8],
+        flags: u32,
+        exptime: u32,
+        noreply: bool,
+    },
+    Delete {
+        noreply: bool,
+    },
+    Touch {
+        exptime: u32,
+    },
+    Arith {
+        increment: bool,
+        delta: u64,
+    },
+    MetaSet {
+        data: &'a [u8],
+        flags: &'a [MetaFlag],
+    },
+}
+
+impl<'a> WriteOp<'a> {
+    /// Whether a group that missed it is repaired by deleting the key there
+    /// ([`crate::client::repair`]): every plain write; not an `add` (a miss
+    /// leaves what the add would have kept) nor a conditional write (the
+    /// arbiter decides those, and their other groups' deletes repair).
+    pub(super) fn repairs_on_miss(&self) -> bool {
+        !self.is_conditional()
+            && !matches!(
+                self,
+                WriteOp::Store {
+                    command: StoreCommand::Add,
+                    ..
+                }
+            )
+    }
+
+    /// Whether, applied on a server, it leaves the newest value there (or
+    /// none), so a pending repair that cannot land is no longer needed: a
+    /// plain store or a delete, not a touch.
+    pub(super) fn supersedes_repair(&self) -> bool {
+        matches!(
+            self,
+            WriteOp::Store {
+                command: StoreCommand::Set,
+                ..
+            } | WriteOp::MetaSet { .. }
+                | WriteOp::Delete { .. }
+        ) && !self.is_conditional()
+    }
+
+    /// The command's name (`add`, `incr`, …).
+    pub(super) fn command(&self) -> &'static str {
+        self.request(Key::new(b"k").expect("a valid key")).command()
+    }
+
+    /// Whether one group must decide it for all (see `arbiter.rs`): the
+    /// conditional stores, `incr`/`decr`, and an `ms` with a mode other than
+    /// set, a compare-and-swap or an invalidation.
+    pub(super) fn is_conditional(&self) -> bool {
+        match self {
+            WriteOp::Arith { .. }
+            | WriteOp::Store {
+                command:
+                    StoreCommand::Add
+                    | StoreCommand::Replace
+                    | StoreCommand::Cas(_)
+                    | StoreCommand::Append
+                    | StoreCommand::Prepend,
+                ..
+            } => true,
+            WriteOp::MetaSet { flags, .. } => flags.iter().any(|f| {
+                matches!(
+                    f,
+                    MetaFlag::CompareCas(_)
+                        | MetaFlag::Invalidate
+                        | MetaFlag::SetMode(
+                            SetMode::Add | SetMode::Append | SetMode::Prepend | SetMode::Replace
+                        )
+                )
+            }),
+            _ => false,
+        }
+    }
+
+    pub(super) fn request<'k>(&self, key: Key<'k>) -> Request<'k>
+    where
+        'a: 'k,
+    {
+        match *self {
+            WriteOp::Store {
+                command,
+                data,
+                flags,
+                exptime,
+                noreply,
+            } => Request::Store {
+                command,
+                key,
+                flags,
+                exptime,
+                data,
+                noreply,
+            },
+            WriteOp::Delete { noreply } => Request::Delete { key, noreply },
+            WriteOp::Touch { exptime } => Request::Touch {
+                key,
+                exptime,
+                noreply: false,
+            },
+            WriteOp::Arith { increment, delta } => Request::Arith {
+                key,
+                increment,
+                delta,
+                noreply: false,
+            },
+            WriteOp::MetaSet { data, flags } => Request::MetaSet { key, data, flags },
+        }
+    }
+}
+
+/// A write with its key, owned: its groups' parts may outlive the call.
+pub(super) struct Job {
+    /// The wire key.
+    pub(super) key: Vec<u8>,
+    /// The op, its value and meta flags borrowed from `data` and `flags`.
+    op: WriteOp<'static>,
+    data: Vec<u8>,
+    flags: Vec<MetaFlag>,
+}
+
+impl Job {
+    /// `op` on `key`, with `data` (an envelope) in place of its value.
+    pub(super) fn new(key: &[u8], op: WriteOp<'_>, data: Option<Vec<u8>>) -> Job {
+        let (data, flags) = match op {
+            WriteOp::Store { data: value, .. } => {
+                (data.unwrap_or_else(|| value.to_vec()), Vec::new())
+            }
+            WriteOp::MetaSet { data: value, flags } => (value.to_vec(), flags.to_vec()),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let op = match op {
+            WriteOp::Store {
+                command,
+                flags,
+                exptime,
+                noreply,
+                ..
+            } => WriteOp::Store {
+                command,
+                data: &[],
+                flags,
+                exptime,
+                noreply,
+            },
+            WriteOp::MetaSet { .. } => WriteOp::MetaSet {
+                data: &[],
+                flags: &[],
+            },
+            WriteOp::Delete { noreply } => WriteOp::Delete { noreply },
+            WriteOp::Touch { exptime } => WriteOp::Touch { exptime },
+            WriteOp::Arith { increment, delta } => WriteOp::Arith { increment, delta },
+        };
+        Job {
+            key: key.to_vec(),
+            op,
+            data,
+            flags,
+        }
+    }
+
+    /// The op, borrowing its value and flags from the job.
+    pub(super) fn op(&self) -> WriteOp<'_> {
+        match self.op {
+            WriteOp::Store {
+                command,
+                flags,
+                exptime,
+                noreply,
+                ..
+            } => WriteOp::Store {
+                command,
+                data: &self.data,
+                flags,
+                exptime,
+                noreply,
+            },
+            WriteOp::MetaSet { .. } => WriteOp::MetaSet {
+                data: &self.data,
+                flags: &self.flags,
+            },
+            other => other,
+        }
+    }
+
+    pub(super) fn request(&self) -> Request<'_> {
+        self.op()
+            .request(Key::new(&self.key).expect("validated when made"))
+    }
+}

@@ -1,0 +1,103 @@
+//! The pool's snapshot: settings per server, names, what a topology change keeps.
+
+use memgroup_topology::ClusterSpec;
+
+use super::*;
+
+fn topology(groups: &str) -> Topology {
+    Topology::new(ClusterSpec::parse_evcache(groups).unwrap()).unwrap()
+}
+
+// The update fills `tls` when the feature is on.
+#[allow(clippy::needless_update)]
+fn login(user: &str) -> GroupSecurity {
+    GroupSecurity {
+        group: user.to_string(),
+        credentials: Some(Arc::new(Credentials::new(user, "pw").unwrap())),
+        ..GroupSecurity::default()
+    }
+}
+
+fn user(snap: &Snapshot, server: &str) -> Option<String> {
+    let id = snap.server_by_name(server).unwrap();
+    let settings = snap.settings(id);
+    settings
+        .credentials
+        .as_ref()
+        .map(|c| c.username().to_string())
+}
+
+/// A server takes the login of the first of its groups that has one;
+/// names are found exactly, and unknown ones are refused by name.
+#[test]
+fn servers_take_the_first_own_settings_and_are_found_by_name() {
+    let t = topology("a=h:1,h:2;b=h:2,h:3;c=h:3,h:4,h:1");
+    let groups = [login("c"), login("b")];
+    let snap = Snapshot::new(Arc::new(t), None, &ConnSettings::default(), &groups);
+    assert_eq!(snap.server_count(), 4);
+    for (server, expected) in [("h:1", "c"), ("h:2", "b"), ("h:3", "b"), ("h:4", "c")] {
+        assert_eq!(user(&snap, server).as_deref(), Some(expected), "{server}");
+        assert_eq!(&**snap.name(snap.server_by_name(server).unwrap()), server);
+    }
+    for unknown in ["h:5", "h:1 ", "h"] {
+        let error = snap.server_by_name(unknown).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+        assert!(error.to_string().contains(unknown), "{error}");
+    }
+    let none = Snapshot::new(
+        Arc::new(topology("a=h:1")),
+        None,
+        &ConnSettings::default(),
+        &[],
+    );
+    assert_eq!(user(&none, "h:1"), None);
+}
+
+/// A change keeps the slots and counters of the servers that stay (by
+/// name, wherever they now are) and reports the others as added or
+/// removed, in the order of their snapshot.
+#[test]
+fn a_topology_change_keeps_the_servers_that_stay() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let events = {
+        let seen = seen.clone();
+        Events::new(move |e| {
+            if let Event::TopologyChanged { added, removed } = e {
+                seen.lock().push((added.clone(), removed.clone()));
+            }
+        })
+    };
+    let pool = Pool::new(
+        topology("a=h:1,h:2,h:3,h:4"),
+        ConnSettings::default(),
+        Vec::new(),
+        events,
+    );
+    let before = pool.snapshot();
+    pool.set_topology(topology("a=h:9,h:4;b=h:2,h:8:1"));
+    let after = pool.snapshot();
+    for server in ["h:2", "h:4"] {
+        let (old, new) = (
+            before.server_by_name(server).unwrap(),
+            after.server_by_name(server).unwrap(),
+        );
+        assert!(
+            Arc::ptr_eq(before.slot(old, 0), after.slot(new, 0)),
+            "{server}"
+        );
+        assert!(Arc::ptr_eq(before.counters(old), after.counters(new)));
+    }
+    let fresh = after.server_by_name("h:9").unwrap();
+    assert!(
+        !before
+            .slots
+            .iter()
+            .flatten()
+            .any(|s| Arc::ptr_eq(s, after.slot(fresh, 0)))
+    );
+    let strings = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        *seen.lock(),
+        [(strings(&["h:9", "h:8"]), strings(&["h:1", "h:3"]))]
+    );
+}
