@@ -39,36 +39,42 @@ async fn cluster(
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn a_get_from_a_stalled_server_is_hedged_to_the_next_group_within_its_budget() {
+async fn gets_from_a_stalled_server_are_hedged_to_the_next_group_within_their_budget() {
     let _clock = HeldClock::hold();
     let (sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
     sg1.stop();
-    // A burst of 10 hedges, and a tenth of a hedge earned per read: the
-    // first 11 reads are hedged, each answered once the delay has passed.
-    for i in 0..11 {
-        let started = tokio::time::Instant::now();
-        let (item, ()) = tokio::join!(client.get(format!("k{i}")), async {
-            let_io_happen().await;
-            tokio::time::advance(DELAY).await;
-        });
-        assert_eq!(item.unwrap().unwrap().value, format!("v{i}").as_bytes());
-        assert_eq!(started.elapsed(), DELAY, "read {i}");
-    }
-    assert_eq!(client.status().hedged_reads, 11);
-    // The budget is spent: the next read waits out its timeout, then falls
-    // back as any read does.
+    // Nothing says the server is stalled yet: the first get waits out its
+    // timeout, then falls back.
     let started = tokio::time::Instant::now();
-    let (item, ()) = tokio::join!(client.get("k11"), async {
-        let_io_happen().await;
-        tokio::time::advance(DELAY).await;
+    let (item, ()) = tokio::join!(client.get("k0"), async {
         let_io_happen().await;
         tokio::time::advance(TIMEOUT).await;
     });
-    assert_eq!(item.unwrap().unwrap().value, "v11");
-    assert!(started.elapsed() >= TIMEOUT);
+    assert_eq!(item.unwrap().unwrap().value, "v0");
+    assert_eq!(started.elapsed(), TIMEOUT);
+    assert_eq!(client.status().hedged_reads, 0);
+    // Its request has waited longer than the delay with nothing answered:
+    // the next gets are hedged at once. A burst of 10 hedges and a tenth of
+    // one earned per read: 11 of them.
+    for i in 1..12 {
+        let started = tokio::time::Instant::now();
+        let item = client.get(format!("k{i}")).await.unwrap().unwrap();
+        assert_eq!(item.value, format!("v{i}").as_bytes());
+        assert_eq!(started.elapsed(), Duration::ZERO, "read {i}");
+    }
     assert_eq!(client.status().hedged_reads, 11);
-    // The hedged reads' slow requests ran on: their timeouts counted, and
-    // the stalled server is down.
+    // The budget is spent: the next get waits on the stalled server again.
+    let started = tokio::time::Instant::now();
+    let (item, ()) = tokio::join!(client.get("k12"), async {
+        let_io_happen().await;
+        tokio::time::advance(TIMEOUT).await;
+    });
+    assert_eq!(item.unwrap().unwrap().value, "v12");
+    assert_eq!(started.elapsed(), TIMEOUT);
+    assert_eq!(client.status().hedged_reads, 11);
+    // The hedged gets' requests to the stalled server ran on: their
+    // timeouts counted, and it is down.
+    let_io_happen().await;
     let status = client.status();
     let stalled = status
         .servers
@@ -80,6 +86,18 @@ async fn a_get_from_a_stalled_server_is_hedged_to_the_next_group_within_its_budg
         stalled.state,
         memgroup::client::ServerState::Dead { .. }
     ));
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_server_that_keeps_answering_is_not_hedged() {
+    let _clock = HeldClock::hold();
+    let (_sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    // Idle between reads far longer than the delay: still no hedge.
+    for i in 0..20 {
+        assert!(client.get(format!("k{i}")).await.unwrap().is_some());
+        tokio::time::advance(Duration::from_millis(50)).await;
+    }
+    assert_eq!(client.status().hedged_reads, 0);
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -9,6 +9,14 @@ pub(crate) fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// `at` as nanoseconds since the first time this was asked (0 for anything
+/// earlier): an instant an atomic can hold.
+pub(crate) fn nanos(at: std::time::Instant) -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(|| at);
+    u64::try_from(at.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The wall clock as a Unix time in seconds: only to write an absolute
 /// memcached exptime (a TTL beyond 30 days), never to measure time.
 pub(crate) fn unix_now() -> u64 {

@@ -137,7 +137,16 @@ pub(crate) struct ServerCounters {
     /// Requests sent and not yet answered or failed (the read queue's
     /// fast-fail reads it).
     outstanding: AtomicUsize,
+    /// Since when a request has waited for the server's answer, in
+    /// [`clock::nanos`](crate::clock::nanos) plus one (0: none waits). Set
+    /// by a send when none waits; cleared by an answer once it is older than
+    /// [`REPLY_GRAIN`] or nothing else is outstanding, so it is written about
+    /// once a millisecond under load, not per request.
+    waiting_since: AtomicU64,
 }
+
+/// How stale [`ServerCounters::replied`]'s record may be, in nanoseconds.
+const REPLY_GRAIN: u64 = 1_000_000;
 
 /// Counts one request outstanding while it lives.
 pub(crate) struct Outstanding<'a>(&'a AtomicUsize);
@@ -195,6 +204,33 @@ impl ServerCounters {
     /// Requests outstanding now.
     pub(crate) fn outstanding_now(&self) -> usize {
         self.outstanding.load(Relaxed)
+    }
+
+    /// A request was sent at `at` (nanoseconds, [`crate::clock::nanos`]).
+    pub(crate) fn sent(&self, at: u64) {
+        if self.waiting_since.load(Relaxed) == 0 {
+            let _ = self
+                .waiting_since
+                .compare_exchange(0, at + 1, Relaxed, Relaxed);
+        }
+    }
+
+    /// The server answered at `at` (nanoseconds).
+    pub(crate) fn replied(&self, at: u64) {
+        let since = self.waiting_since.load(Relaxed);
+        if since != 0 && (at + 1).saturating_sub(since) > REPLY_GRAIN
+            || self.outstanding.load(Relaxed) <= 1
+        {
+            self.waiting_since.store(0, Relaxed);
+        }
+    }
+
+    /// Whether the server looks stalled at `now` (nanoseconds): a request
+    /// has waited longer than `quiet` and nothing was answered meanwhile.
+    pub(crate) fn looks_stalled(&self, now: u64, quiet: Duration) -> bool {
+        let quiet = u64::try_from(quiet.as_nanos()).unwrap_or(u64::MAX);
+        let since = self.waiting_since.load(Relaxed);
+        since != 0 && (now + 1).saturating_sub(since) > quiet
     }
 
     /// The server answered a request: the run of timeouts ends.

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use memgroup::client::value::ValueFormat;
-use memgroup::client::{Client, ClientUrl, Credentials, TlsConfig, Watcher, WriteWait};
+use memgroup::client::{Client, ClientUrl, Credentials, Hedge, TlsConfig, Watcher, WriteWait};
 use memgroup::config::{self, ClusterFile, Limits, TlsFiles};
 use memgroup::hash::HashStrategy;
 use memgroup::topology::{ClusterSpec, SpecOverrides};
@@ -60,6 +60,8 @@ pub(crate) struct ClientSettings {
     /// When writes return: every group by default (the exit codes report
     /// each group); `bench` measures the library's default, the policy.
     pub(crate) write_wait: WriteWait,
+    /// Hedged gets: the library's default; `bench --hedge-ms` sets it.
+    pub(crate) hedge: Hedge,
 }
 
 /// A group's own login and TLS (from the file).
@@ -243,6 +245,7 @@ impl Cluster {
             .or(file.limits),
             merge_gets: !flags.no_merge_gets,
             write_wait: WriteWait::AllGroups,
+            hedge: Hedge::default(),
         };
         let origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
         Ok(Cluster {
@@ -362,7 +365,8 @@ impl ClientSettings {
             .timeout(self.timeout)
             .connect_timeout(self.connect_timeout)
             .value_format(self.values)
-            .write_wait(self.write_wait);
+            .write_wait(self.write_wait)
+            .hedge(self.hedge);
         if let Some(credentials) = self.credentials.clone() {
             builder = builder.credentials(credentials);
         }

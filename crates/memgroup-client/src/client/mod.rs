@@ -311,6 +311,8 @@ impl Client {
         let pool = &self.inner.pool;
         let started = now();
         let _outstanding = snap.counters(target.server).outstanding();
+        snap.counters(target.server)
+            .sent(crate::clock::nanos(started));
         let call = async {
             let conn = pool.connection(snap, target.server, target.slot).await?;
             match conn.call(request).await {
@@ -326,7 +328,9 @@ impl Client {
             match tokio::time::timeout(self.timeout, call).await {
                 Ok(result) => {
                     if matches!(result, Ok(Some(_))) {
-                        snap.counters(target.server).answered();
+                        let counters = snap.counters(target.server);
+                        counters.answered();
+                        counters.replied(crate::clock::nanos(now()));
                     }
                     result.and_then(|r| {
                         r.map(|r| check_reply(r, snap.name(target.server)))

@@ -162,6 +162,17 @@ impl Repairs {
         self.queue.read().servers.keys().cloned().collect()
     }
 
+    /// Whether a repair a later write supersedes is queued (read lock only:
+    /// the common answer during an outage is no).
+    fn blocks_superseded(&self, server: &str, key: &[u8]) -> bool {
+        self.queue
+            .read()
+            .servers
+            .get(server)
+            .and_then(|keys| keys.get(key))
+            .is_some_and(|e| !e.may_land)
+    }
+
     /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
     pub(crate) fn blocks(&self, server: &str, key: &[u8]) -> bool {
         if self.pending.load(Ordering::Acquire) == 0 {
@@ -222,39 +233,40 @@ impl Repairs {
         }
     }
 
-    /// Up to [`ROUND`] entries due at `now`, oldest first.
-    fn due(&self, now: Instant) -> Vec<Due> {
+    /// Up to [`ROUND`] entries due at `now` on the servers `ready` accepts
+    /// (those not in their backoff: the others are passed over whole),
+    /// oldest first.
+    fn due(&self, now: Instant, ready: impl Fn(&str) -> bool) -> Vec<Due> {
         let queue = self.queue.read();
-        queue
-            .age
+        let mut due: Vec<Due> = queue
+            .servers
             .iter()
-            .filter_map(|(&number, (server, key))| {
-                let entry = &queue.servers[server][key];
-                (entry.due <= now).then(|| Due {
-                    number,
-                    server: server.clone(),
-                    group: entry.group.clone(),
-                    key: key.clone(),
-                })
+            .filter(|(server, _)| ready(server))
+            .flat_map(|(server, keys)| {
+                keys.iter()
+                    .filter(|(_, e)| e.due <= now)
+                    .map(move |(key, e)| Due {
+                        number: e.number,
+                        server: server.clone(),
+                        group: e.group.clone(),
+                        key: key.clone(),
+                    })
             })
-            .take(ROUND)
-            .collect()
+            .collect();
+        due.sort_unstable_by_key(|d| d.number);
+        due.truncate(ROUND);
+        due
     }
 
-    /// When the next entry is due; `None`, with the drain task's role given
-    /// up in the same step, when the queue is empty.
-    fn next_due(&self) -> Option<Instant> {
+    /// Whether the queue is empty; if so the drain task's role is given up
+    /// in the same step.
+    fn release_if_empty(&self) -> bool {
         let mut queue = self.queue.write();
-        let next = queue
-            .servers
-            .values()
-            .flat_map(|keys| keys.values())
-            .map(|e| e.due)
-            .min();
-        if next.is_none() {
+        let empty = queue.age.is_empty();
+        if empty {
             queue.draining = false;
         }
-        next
+        empty
     }
 
     /// Records what became of a due entry's delete, unless the entry was
@@ -295,7 +307,7 @@ impl Repairs {
     /// write that cannot land any more is superseded (the server holds the
     /// newest value) and counted as done.
     fn superseded(&self, server: &str, key: &[u8]) {
-        if self.pending.load(Ordering::Acquire) == 0 {
+        if self.pending.load(Ordering::Acquire) == 0 || !self.blocks_superseded(server, key) {
             return;
         }
         let mut queue = self.queue.write();
@@ -425,13 +437,24 @@ async fn drain(client: Weak<Inner>, repairs: Arc<Repairs>, timeout: Duration) {
         repairs: &repairs,
         released: false,
     };
+    let mut busy;
     loop {
         {
             let Some(inner) = client.upgrade() else {
                 return;
             };
             let client = Client::background(inner, timeout);
-            let due = repairs.due(now());
+            let snap = client.snapshot();
+            let due = {
+                let dead = client.inner.pool.dead();
+                let now = now();
+                // A server that left the topology is ready: its entries go.
+                repairs.due(now, |name| {
+                    snap.server_by_name(name)
+                        .map_or(true, |id| !dead.is_dead(id, now))
+                })
+            };
+            busy = !due.is_empty();
             let sent: Vec<BoxFuture<'_, Answer>> = due
                 .iter()
                 .map(|d| Box::pin(client.repair(d)) as BoxFuture<'_, _>)
@@ -443,14 +466,14 @@ async fn drain(client: Weak<Inner>, repairs: Arc<Repairs>, timeout: Duration) {
             }
             client.inner.settled.notify_waiters();
         }
-        let Some(next) = repairs.next_due() else {
+        if repairs.release_if_empty() {
             role.released = true;
             return;
-        };
-        let wait = next.saturating_duration_since(now()).min(REPAIR_TICK);
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
         }
+        // A round scans the queue: the next one soon while there was work
+        // (a grace period or a retry to come), else a tick later.
+        let wait = if busy { REPAIR_TICK / 10 } else { REPAIR_TICK };
+        tokio::time::sleep(wait).await;
     }
 }
 

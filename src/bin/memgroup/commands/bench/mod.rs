@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use memgroup::client::{Client, WriteWait};
+use memgroup::client::{Client, Hedge, WriteWait};
 use serde_json::json;
 
 use crate::cluster::Cluster;
@@ -56,6 +56,11 @@ pub(crate) struct Args {
     /// Skip writing every key once before the run.
     #[arg(long)]
     no_prefill: bool,
+    /// Hedge a get whose server has not answered within MS milliseconds to
+    /// the key's next group, for at most a tenth of gets (the library's
+    /// default, 5); 0 turns hedging off.
+    #[arg(long, value_name = "MS", default_value_t = 5)]
+    hedge_ms: u64,
 }
 
 /// The closed loop's workers, and the prefill's, unless `--concurrency`.
@@ -280,6 +285,10 @@ pub(crate) async fn run(
     let mut cluster = Cluster::from_flags(flags)?;
     // The library's default: a write returns once its policy is decided.
     cluster.settings.write_wait = WriteWait::Policy;
+    cluster.settings.hedge = match args.hedge_ms {
+        0 => Hedge::off(),
+        ms => Hedge::new(std::time::Duration::from_millis(ms), 0.10),
+    };
     let client = &cluster.client()?;
     let _watch = cluster.watch(client, |spec| spec);
     let (gets, sets) = parse_ratio(&args.ratio)?;
