@@ -11,6 +11,7 @@
 
 mod cluster;
 mod demo;
+mod faults;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("bench") => bench(&args[1..]),
+        Some("compare") if args.get(1).map(String::as_str) == Some("--faults") => {
+            faults::compare_faults()
+        }
         Some("compare") if args.get(1).map(String::as_str) == Some("--tracing") => {
             compare_tracing()
         }
@@ -35,7 +39,7 @@ fn main() -> ExitCode {
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | mutants [crate] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --faults] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | mutants [crate] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };

@@ -10,7 +10,9 @@
 //!   runs on in the background, so its timeout counts and the server is
 //!   marked down. What it does not catch is one slow reply from a server
 //!   that keeps answering others: the read queue bound and the timeout
-//!   cover that.
+//!   cover that. Past the budget, a read passes a stalled-looking server
+//!   over for the next group without a second request, as the fast-fail
+//!   below does.
 //!   Hedges come out of a budget — a share of reads (10 % by default) with a
 //!   small burst — since cross-zone traffic costs money and a fixed delay
 //!   would hedge a fixed share under load. Reads with a CAS unique, leases
@@ -162,8 +164,23 @@ impl Client {
         let stalled = snap
             .counters(first.server)
             .looks_stalled(crate::clock::nanos(now()), hedging.hedge.delay);
-        if !stalled || !hedging.take() {
+        if !stalled {
             return vec![(first, self.exec(snap, first, &request, attempt).await)];
+        }
+        if !hedging.take() {
+            // No hedge in the budget: the read passes the stalled server
+            // over for the next group (no second request), as the read
+            // queue's fast-fail does. The hedges it did send go on timing
+            // out there, so the server is marked down.
+            let error = Error::new(
+                ErrorKind::Overloaded,
+                format!(
+                    "a request has waited over {:?} with nothing answered",
+                    hedging.hedge.delay
+                ),
+            )
+            .at(snap.name(first.server));
+            return vec![(first, Err(error))];
         }
         let Some(second) = next() else {
             // Nowhere else to ask: the hedge goes back to the budget.
