@@ -30,6 +30,7 @@ fn cluster() -> (Memcached, Memcached, Client) {
         .timeout(TIMEOUT)
         .backoff(BACKOFF, Duration::from_secs(8))
         .repair_grace(GRACE)
+        .repair_queue(10_000)
         .build()
         .unwrap();
     (sg1, sg2, client)

@@ -10,11 +10,11 @@
 //!   delete sent on a new connection. So the repair of a timed-out write is
 //!   two deletes: one once the server answers again, and a confirming one a
 //!   grace period later ([`ClientBuilder::repair_grace`](crate::ClientBuilder::repair_grace)),
-//!   by when the old socket's bytes have been read. A write that was
-//!   refused, or sent to a failover replacement, cannot land: one delete
-//!   does, and a later write applied on that server supersedes the repair.
-//!   A repair otherwise deletes the key even if a later write put it back:
-//!   the group then holds nothing, never an older value.
+//!   by when the old socket's bytes have been read. A later write applied
+//!   on that server supersedes the repair (the server holds the newest
+//!   value; deleting it would lose an acknowledged write). The corner this
+//!   leaves: a timed-out write in a stalled server's old socket that lands
+//!   after that later write.
 //! - **Bounded and in memory.** At most
 //!   [`ClientBuilder::repair_queue`](crate::ClientBuilder::repair_queue)
 //!   entries (one per server and key); a full queue drops its oldest entry,
@@ -31,20 +31,11 @@
 //!   period after it is back.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use memgroup_proto::{Key, Request, Response};
-use memgroup_topology::Target;
 use parking_lot::RwLock;
-
-use super::trace::Attempt;
-use super::{Client, Inner};
-use crate::clock::now;
-use crate::error::Error;
-use crate::events::Event;
-use crate::join::{BoxFuture, join_all};
 
 /// How often the drain task looks for due repairs.
 pub(crate) const REPAIR_TICK: Duration = Duration::from_millis(100);
@@ -106,6 +97,19 @@ struct Entry {
     may_land: bool,
     /// The first delete was answered: the next one confirms.
     confirming: bool,
+}
+
+impl Entry {
+    /// Whether a later write applied on the server makes it unneeded: it
+    /// does, always. The server then holds the newest value, and deleting it
+    /// would lose an acknowledged write (with other groups' copies gone, no
+    /// group holds it: the soak found exactly that). What this gives up: a
+    /// timed-out write still in a stalled server's old socket that lands
+    /// *after* the later write leaves that server stale until the key's next
+    /// write or its expiry.
+    fn superseded_by_a_write(&self) -> bool {
+        true
+    }
 }
 
 /// A due repair, as the drain task sends it.
@@ -170,7 +174,7 @@ impl Repairs {
             .servers
             .get(server)
             .and_then(|keys| keys.get(key))
-            .is_some_and(|e| !e.may_land)
+            .is_some_and(Entry::superseded_by_a_write)
     }
 
     /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
@@ -315,7 +319,7 @@ impl Repairs {
             .servers
             .get(server)
             .and_then(|keys| keys.get(key))
-            .filter(|e| !e.may_land)
+            .filter(|e| e.superseded_by_a_write())
             .map(|e| e.number)
         else {
             return;
@@ -347,147 +351,4 @@ impl Queue {
     }
 }
 
-impl Client {
-    /// Queues a repair of the wire key `key` on `server` (of `group`), whose
-    /// write failed with `error`, and starts the drain task if none runs.
-    pub(crate) fn queue_repair(
-        &self,
-        server: &Arc<str>,
-        group: &str,
-        key: &[u8],
-        error: Option<&Error>,
-    ) {
-        let repairs = &self.inner.repairs;
-        if repairs.capacity == 0 {
-            return;
-        }
-        // A write that timed out may sit in the server's socket; one sent to
-        // a failover replacement (no error) or refused cannot land there.
-        let may_land = error.is_some_and(Error::is_timeout);
-        let pushed = repairs.push(server, group, key, may_land, now());
-        if pushed.dropped > 0 {
-            repairs.dropped.fetch_add(pushed.dropped, Ordering::Relaxed);
-            if pushed.became_full {
-                let capacity = repairs.capacity;
-                self.inner
-                    .pool
-                    .events()
-                    .emit(|| Event::RepairsDropped { capacity });
-            }
-        }
-        if pushed.start_drain {
-            tokio::spawn(drain(
-                Arc::downgrade(&self.inner),
-                self.inner.repairs.clone(),
-                self.timeout,
-            ));
-        }
-    }
-
-    /// A write of the wire key `key` was applied on `server`.
-    pub(crate) fn write_applied(&self, server: &str, key: &[u8]) {
-        self.inner.repairs.superseded(server, key);
-    }
-
-    /// Sends one due repair's delete, unless its server is still in its
-    /// backoff (then no request is made).
-    async fn repair(&self, due: &Due) -> Answer {
-        let snap = self.snapshot();
-        let Ok(server) = snap.server_by_name(&due.server) else {
-            return Answer::Gone;
-        };
-        if self.inner.pool.dead().is_dead(server, now()) {
-            return Answer::Later;
-        }
-        let topology = &snap.topology;
-        // Its group, or (renamed or removed) any group it is in.
-        let group = snap.group_id(&due.group).ok().or_else(|| {
-            topology
-                .groups()
-                .iter()
-                .find(|g| g.servers().contains(&server))
-                .map(memgroup_topology::Group::id)
-        });
-        let Some(group) = group else {
-            return Answer::Gone;
-        };
-        let target = Target {
-            group,
-            server,
-            slot: (self.rotation() as usize) % topology.server_slots(server).max(1),
-        };
-        let key = Key::new(&due.key).expect("queued as a valid wire key");
-        let request = Request::Delete {
-            key,
-            noreply: false,
-        };
-        match self.exec(&snap, target, &request, Attempt::Repair).await {
-            Ok(Some(Response::Deleted | Response::NotFound)) => Answer::Done,
-            _ => Answer::Later,
-        }
-    }
-}
-
-/// The drain task: sends due repairs, round after round, while any are
-/// queued and some handle of the client lives.
-async fn drain(client: Weak<Inner>, repairs: Arc<Repairs>, timeout: Duration) {
-    // However the task ends (the client dropped, the runtime shut down), the
-    // role is given up, so the next push starts a new task.
-    let mut role = DrainRole {
-        repairs: &repairs,
-        released: false,
-    };
-    let mut busy;
-    loop {
-        {
-            let Some(inner) = client.upgrade() else {
-                return;
-            };
-            let client = Client::background(inner, timeout);
-            let snap = client.snapshot();
-            let due = {
-                let dead = client.inner.pool.dead();
-                let now = now();
-                // A server that left the topology is ready: its entries go.
-                repairs.due(now, |name| {
-                    snap.server_by_name(name)
-                        .map_or(true, |id| !dead.is_dead(id, now))
-                })
-            };
-            busy = !due.is_empty();
-            let sent: Vec<BoxFuture<'_, Answer>> = due
-                .iter()
-                .map(|d| Box::pin(client.repair(d)) as BoxFuture<'_, _>)
-                .collect();
-            let answers = join_all(sent).await;
-            let now = now();
-            for (due, answer) in due.iter().zip(&answers) {
-                repairs.answered(due, answer, now);
-            }
-            client.inner.settled.notify_waiters();
-        }
-        if repairs.release_if_empty() {
-            role.released = true;
-            return;
-        }
-        // A round scans the queue: the next one soon while there was work
-        // (a grace period or a retry to come), else a tick later.
-        let wait = if busy { REPAIR_TICK / 10 } else { REPAIR_TICK };
-        tokio::time::sleep(wait).await;
-    }
-}
-
-/// Held by the drain task: gives the role up if the task ends before it
-/// found the queue empty (which gives it up under the queue's lock).
-struct DrainRole<'a> {
-    repairs: &'a Repairs,
-    released: bool,
-}
-
-impl Drop for DrainRole<'_> {
-    fn drop(&mut self) {
-        if !self.released {
-            self.repairs.queue.write().draining = false;
-        }
-    }
-}
+mod drain;

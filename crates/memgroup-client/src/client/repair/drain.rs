@@ -1,0 +1,162 @@
+//! The repair queue's two ends on the client: queueing a repair when a write
+//! misses, and the drain task that sends the deletes.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use memgroup_proto::{Key, Request, Response};
+use memgroup_topology::Target;
+
+use super::{Answer, Due, REPAIR_TICK, Repairs};
+use crate::client::trace::Attempt;
+use crate::client::{Client, Inner};
+use crate::clock::now;
+use crate::error::Error;
+use crate::events::Event;
+use crate::join::{BoxFuture, join_all};
+
+impl Client {
+    /// Queues a repair of the wire key `key` on `server` (of `group`), whose
+    /// write failed with `error`, and starts the drain task if none runs.
+    pub(crate) fn queue_repair(
+        &self,
+        server: &Arc<str>,
+        group: &str,
+        key: &[u8],
+        error: Option<&Error>,
+    ) {
+        let repairs = &self.inner.repairs;
+        if repairs.capacity == 0 {
+            return;
+        }
+        // A write that timed out may sit in the server's socket; one sent to
+        // a failover replacement (no error) or refused cannot land there.
+        let may_land = error.is_some_and(Error::is_timeout);
+        let pushed = repairs.push(server, group, key, may_land, now());
+        if pushed.dropped > 0 {
+            repairs.dropped.fetch_add(pushed.dropped, Ordering::Relaxed);
+            if pushed.became_full {
+                let capacity = repairs.capacity;
+                self.inner
+                    .pool
+                    .events()
+                    .emit(|| Event::RepairsDropped { capacity });
+            }
+        }
+        if pushed.start_drain {
+            tokio::spawn(drain(
+                Arc::downgrade(&self.inner),
+                self.inner.repairs.clone(),
+                self.timeout,
+            ));
+        }
+    }
+
+    /// A write of the wire key `key` was applied on `server`.
+    pub(crate) fn write_applied(&self, server: &str, key: &[u8]) {
+        self.inner.repairs.superseded(server, key);
+    }
+
+    /// Sends one due repair's delete, unless its server is still in its
+    /// backoff (then no request is made).
+    async fn repair(&self, due: &Due) -> Answer {
+        let snap = self.snapshot();
+        let Ok(server) = snap.server_by_name(&due.server) else {
+            return Answer::Gone;
+        };
+        if self.inner.pool.dead().is_dead(server, now()) {
+            return Answer::Later;
+        }
+        let topology = &snap.topology;
+        // Its group, or (renamed or removed) any group it is in.
+        let group = snap.group_id(&due.group).ok().or_else(|| {
+            topology
+                .groups()
+                .iter()
+                .find(|g| g.servers().contains(&server))
+                .map(memgroup_topology::Group::id)
+        });
+        let Some(group) = group else {
+            return Answer::Gone;
+        };
+        let target = Target {
+            group,
+            server,
+            slot: (self.rotation() as usize) % topology.server_slots(server).max(1),
+        };
+        let key = Key::new(&due.key).expect("queued as a valid wire key");
+        let request = Request::Delete {
+            key,
+            noreply: false,
+        };
+        match self.exec(&snap, target, &request, Attempt::Repair).await {
+            Ok(Some(Response::Deleted | Response::NotFound)) => Answer::Done,
+            _ => Answer::Later,
+        }
+    }
+}
+
+/// The drain task: sends due repairs, round after round, while any are
+/// queued and some handle of the client lives.
+async fn drain(client: Weak<Inner>, repairs: Arc<Repairs>, timeout: Duration) {
+    // However the task ends (the client dropped, the runtime shut down), the
+    // role is given up, so the next push starts a new task.
+    let mut role = DrainRole {
+        repairs: &repairs,
+        released: false,
+    };
+    let mut busy;
+    loop {
+        {
+            let Some(inner) = client.upgrade() else {
+                return;
+            };
+            let client = Client::background(inner, timeout);
+            let snap = client.snapshot();
+            let due = {
+                let dead = client.inner.pool.dead();
+                let now = now();
+                // A server that left the topology is ready: its entries go.
+                repairs.due(now, |name| {
+                    snap.server_by_name(name)
+                        .map_or(true, |id| !dead.is_dead(id, now))
+                })
+            };
+            busy = !due.is_empty();
+            let sent: Vec<BoxFuture<'_, Answer>> = due
+                .iter()
+                .map(|d| Box::pin(client.repair(d)) as BoxFuture<'_, _>)
+                .collect();
+            let answers = join_all(sent).await;
+            let now = now();
+            for (due, answer) in due.iter().zip(&answers) {
+                repairs.answered(due, answer, now);
+            }
+            client.inner.settled.notify_waiters();
+        }
+        if repairs.release_if_empty() {
+            role.released = true;
+            return;
+        }
+        // A round scans the queue: the next one soon while there was work
+        // (a grace period or a retry to come), else a tick later.
+        let wait = if busy { REPAIR_TICK / 10 } else { REPAIR_TICK };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Held by the drain task: gives the role up if the task ends before it
+/// found the queue empty (which gives it up under the queue's lock).
+struct DrainRole<'a> {
+    repairs: &'a Repairs,
+    released: bool,
+}
+
+impl Drop for DrainRole<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            self.repairs.queue.write().draining = false;
+        }
+    }
+}
