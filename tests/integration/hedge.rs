@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use memgroup::client::{Client, Hedge};
 
-use crate::support::{HeldClock, Memcached, let_io_happen};
+use crate::support::{HeldClock, Memcached, let_io_happen, two_zones};
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 const DELAY: Duration = Duration::from_millis(5);
@@ -17,18 +17,12 @@ const DELAY: Duration = Duration::from_millis(5);
 async fn cluster(
     configure: impl FnOnce(memgroup::client::ClientBuilder) -> memgroup::client::ClientBuilder,
 ) -> (Memcached, Memcached, Client) {
-    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
-    let builder = Client::builder()
-        .evcache_groups(&format!(
-            "sg1={};sg2={}",
-            sg1.addr_string(),
-            sg2.addr_string()
-        ))
-        .unwrap()
-        .zone("sg1")
-        .timeout(TIMEOUT)
-        .write_wait(memgroup::client::WriteWait::AllGroups);
-    let client = configure(builder).build().unwrap();
+    let (sg1, sg2, client) = two_zones(|b| {
+        configure(
+            b.timeout(TIMEOUT)
+                .write_wait(memgroup::client::WriteWait::AllGroups),
+        )
+    });
     for i in 0..20 {
         client
             .set(format!("k{i}"), format!("v{i}"), 0)

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use memgroup::client::{Client, ServerState};
 
-use crate::support::{HeldClock, Memcached, advance_until, raw};
+use crate::support::{HeldClock, Memcached, advance_until, raw, two_zones};
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 const BACKOFF: Duration = Duration::from_secs(1);
@@ -18,22 +18,12 @@ const TICK: Duration = crate::support::TICK;
 
 /// Groups `sg1` (the client's zone) and `sg2` of one server each.
 fn cluster() -> (Memcached, Memcached, Client) {
-    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
-    let client = Client::builder()
-        .evcache_groups(&format!(
-            "sg1={};sg2={}",
-            sg1.addr_string(),
-            sg2.addr_string()
-        ))
-        .unwrap()
-        .zone("sg1")
-        .timeout(TIMEOUT)
-        .backoff(BACKOFF, Duration::from_secs(8))
-        .repair_grace(GRACE)
-        .repair_queue(10_000)
-        .build()
-        .unwrap();
-    (sg1, sg2, client)
+    two_zones(|b| {
+        b.timeout(TIMEOUT)
+            .backoff(BACKOFF, Duration::from_secs(8))
+            .repair_grace(GRACE)
+            .repair_queue(10_000)
+    })
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
@@ -146,27 +136,18 @@ async fn a_delete_that_skipped_a_down_server_reaches_it_once_it_is_back() {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_full_repair_queue_drops_its_oldest_and_counts_them() {
     let _clock = HeldClock::hold();
-    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
     let events = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seen = events.clone();
-    let client = Client::builder()
-        .evcache_groups(&format!(
-            "sg1={};sg2={}",
-            sg1.addr_string(),
-            sg2.addr_string()
-        ))
-        .unwrap()
-        .zone("sg1")
-        .timeout(TIMEOUT)
-        .backoff(Duration::from_secs(60), Duration::from_secs(60))
-        .repair_queue(2)
-        .on_event(move |e| {
-            if matches!(e, memgroup::client::Event::RepairsDropped { capacity: 2 }) {
-                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        })
-        .build()
-        .unwrap();
+    let (_sg1, sg2, client) = two_zones(|b| {
+        b.timeout(TIMEOUT)
+            .backoff(Duration::from_secs(60), Duration::from_secs(60))
+            .repair_queue(2)
+            .on_event(move |e| {
+                if matches!(e, memgroup::client::Event::RepairsDropped { capacity: 2 }) {
+                    seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+    });
     client.set("warm", "up", 0).await.unwrap();
     advance_until(3 * TICK, || client.status().background_writes == 0).await;
     drop(sg2);

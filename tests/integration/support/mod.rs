@@ -184,6 +184,21 @@ impl HeldClock {
     }
 }
 
+/// Groups `sg1` (the builder's zone) and `sg2` of one fresh memcached
+/// each, with a builder for them that `configure` finishes.
+pub fn two_zones(
+    configure: impl FnOnce(memgroup::client::ClientBuilder) -> memgroup::client::ClientBuilder,
+) -> (Memcached, Memcached, memgroup::client::Client) {
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let builder = memgroup::client::Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .zone("sg1");
+    let client = configure(builder).build().unwrap();
+    (sg1, sg2, client)
+}
+
 /// The step [`advance_until`] moves a held clock by.
 pub const TICK: Duration = Duration::from_millis(100);
 
