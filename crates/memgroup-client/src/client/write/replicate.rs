@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use memgroup_topology::{GroupId, ServerId, Skipped, Target, Topology};
 
+use crate::client::repair::Tracking;
 use crate::client::trace::{self, Attempt};
 use crate::client::{Client, unexpected};
 use crate::clock::now;
@@ -46,8 +47,8 @@ impl Drop for Rest {
         let (client, snap, job) = (self.client.clone(), self.snap.clone(), self.job.clone());
         let background = client.inner.background();
         runtime.spawn(async move {
-            while let Some(part) = running.next().await {
-                client.repair_if_missed(&snap, &job, &part);
+            while let Some(mut part) = running.next().await {
+                client.repair_if_missed(&snap, &job, &mut part);
             }
             drop(background);
         });
@@ -59,7 +60,11 @@ struct Part {
     group: GroupId,
     /// The server written to (or, when the group was passed over, the key's own).
     server: ServerId,
+    /// The key's own server in the group.
+    own: ServerId,
     reply: Result<Option<Response>, Error>,
+    /// Its registration as a write in flight, with repairs on.
+    tracking: Option<Tracking>,
 }
 
 /// Whether a write's policy is decided by `parts`, with `outstanding`
@@ -123,7 +128,7 @@ impl Client {
         let only: Option<Vec<GroupId>> = only
             .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
-        let job = match (&wire.long, op) {
+        let mut job = match (&wire.long, op) {
             (None, op) => Job::new(&wire.bytes, op, None),
             (
                 Some(original),
@@ -150,6 +155,11 @@ impl Client {
                 ));
             }
         };
+        if self.inner.repairs.enabled() {
+            // Numbered as it starts: nothing awaits between here and its
+            // parts' registration.
+            job.number = self.inner.repairs.number_write();
+        }
         let name = job.op().command();
         let span = trace::operation_span(self, name, Some(key));
         let result = trace::await_in_span!(
@@ -212,9 +222,9 @@ impl Client {
             || self.inner.write_wait == WriteWait::AllGroups
             || self.inner.background_count() >= MAX_BACKGROUND;
         let mut parts: Vec<Part> = Vec::with_capacity(order.len());
-        while let Some(part) = rest.running.next().await {
+        while let Some(mut part) = rest.running.next().await {
             outstanding.retain(|&g| g != part.group);
-            self.repair_if_missed(snap, &job, &part);
+            self.repair_if_missed(snap, &job, &mut part);
             parts.push(part);
             if !wait_all && decided(&snap.topology, &parts, &outstanding) {
                 break;
@@ -257,41 +267,57 @@ impl Client {
         job: &Arc<Job>,
         target: Result<Target, Skipped>,
     ) -> BoxFuture<'static, Part> {
+        let (group, server) = match target {
+            Ok(t) => (t.group, t.server),
+            Err(skip) => (skip.group, skip.server),
+        };
+        let own = snap.topology.group(group).server_for(&job.key);
+        // Registered from the start (before any await): a later write that
+        // is applied there while this part runs is seen when it ends.
+        let repairs = &self.inner.repairs;
+        let tracking = (repairs.enabled() && job.op().repairs_on_miss())
+            .then(|| repairs.inflight.begin(snap.name(own), &job.key));
         let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
         Box::pin(async move {
-            match target {
-                Ok(t) => Part {
-                    group: t.group,
-                    server: t.server,
-                    reply: client.exec(&snap, t, &job.request(), Attempt::First).await,
-                },
-                Err(skip) => Part {
-                    group: skip.group,
-                    server: skip.server,
-                    reply: Err(Error::new(ErrorKind::ServerDead, "server is marked dead")
-                        .at(snap.name(skip.server))),
-                },
+            let reply = match target {
+                Ok(t) => client.exec(&snap, t, &job.request(), Attempt::First).await,
+                Err(_) => Err(Error::new(ErrorKind::ServerDead, "server is marked dead")
+                    .at(snap.name(server))),
+            };
+            Part {
+                group,
+                server,
+                own,
+                reply,
+                tracking,
             }
         })
     }
 
     /// Queues a repair when `part` did not reach the key's own server of its
-    /// group: it failed, or went to a failover replacement.
-    fn repair_if_missed(&self, snap: &Snapshot, job: &Job, part: &Part) {
-        if !job.op().repairs_on_miss() {
+    /// group (it failed, or went to a failover replacement) — unless a later
+    /// write was applied there while it ran; an applied part supersedes the
+    /// older repairs of the key there.
+    fn repair_if_missed(&self, snap: &Snapshot, job: &Job, part: &mut Part) {
+        let Some(tracking) = part.tracking.as_mut() else {
+            return;
+        };
+        let reached = part.reply.is_ok() && part.server == part.own;
+        let applied = reached && job.op().supersedes_repair();
+        let newest = tracking.finish(applied.then_some(job.number));
+        let own = snap.name(part.own);
+        if reached {
+            if applied {
+                self.write_applied(own, &job.key, job.number);
+            }
             return;
         }
-        let group = snap.topology.group(part.group);
-        let own = group.server_for(&job.key);
-        match &part.reply {
-            Ok(_) if part.server == own => {
-                if job.op().supersedes_repair() {
-                    self.write_applied(snap.name(own), &job.key);
-                }
-            }
-            Ok(_) => self.queue_repair(snap.name(own), group.name(), &job.key, None),
-            Err(e) => self.queue_repair(snap.name(own), group.name(), &job.key, Some(e)),
+        if newest > job.number {
+            // A later write of the key was applied there meanwhile.
+            return;
         }
+        let group = snap.topology.group(part.group).name();
+        self.queue_repair(own, group, &job.key, job.number, part.reply.as_ref().err());
     }
 
     /// The write policy over an outcome: every group for a targeted write,
