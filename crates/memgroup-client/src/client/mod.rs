@@ -310,9 +310,14 @@ impl Client {
     ) -> Result<Option<Response>, Error> {
         let pool = &self.inner.pool;
         let started = now();
-        let _outstanding = snap.counters(target.server).outstanding();
-        snap.counters(target.server)
-            .sent(crate::clock::nanos(started));
+        // What hedging and the read queue bound look at, kept only where
+        // there is another group to read from (shared atomics per request).
+        let watched = snap.topology.groups().len() > 1;
+        let _outstanding = watched.then(|| {
+            let counters = snap.counters(target.server);
+            counters.sent(crate::clock::nanos(started));
+            counters.outstanding()
+        });
         let call = async {
             let conn = pool.connection(snap, target.server, target.slot).await?;
             match conn.call(request).await {
@@ -330,7 +335,9 @@ impl Client {
                     if matches!(result, Ok(Some(_))) {
                         let counters = snap.counters(target.server);
                         counters.answered();
-                        counters.replied(crate::clock::nanos(now()));
+                        if watched {
+                            counters.replied(crate::clock::nanos(now()));
+                        }
                     }
                     result.and_then(|r| {
                         r.map(|r| check_reply(r, snap.name(target.server)))

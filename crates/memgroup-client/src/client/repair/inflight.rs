@@ -6,17 +6,52 @@
 //! while it runs, an applied one records its write's number (writes are
 //! numbered as they start), and a part that missed queues its repair only if
 //! no later write was applied there meanwhile. Entries live only while a
-//! part of that key is in flight, in 16 shards by key.
+//! part of that key is in flight, in 16 shards by key, keyed by the
+//! server's id in the part's snapshot and a 64-bit digest of the key (no
+//! allocation per part; two keys sharing a digest would at worst skip a
+//! repair, at odds of about one in 2^64 per pair in flight together; a
+//! server whose id changed with a topology change while a part ran is not
+//! matched, and a late miss there may still delete a newer value).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use memgroup_topology::ServerId;
 use parking_lot::Mutex;
 
 const SHARDS: usize = 16;
 
-/// One shard: per server, per wire key.
-type Shard = HashMap<Arc<str>, HashMap<Box<[u8]>, Track>>;
+/// One shard: by server id and key digest.
+type Shard = HashMap<(usize, u64), Track, BuildHasherDefault<Mix>>;
+
+/// Hashes an already well-mixed `(server, digest)` pair cheaply.
+#[derive(Default)]
+struct Mix(u64);
+
+impl Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// FNV-1a over the key: its digest here.
+fn digest(key: &[u8]) -> u64 {
+    key.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
 
 /// The registry, in shards by key.
 #[derive(Debug, Default)]
@@ -32,44 +67,25 @@ struct Track {
     applied: u64,
 }
 
-fn shard(key: &[u8]) -> usize {
-    let h = key
-        .iter()
-        .fold(key.len() as u32, |h, &b| h.rotate_left(5) ^ u32::from(b));
-    h as usize % SHARDS
+fn shard(digest: u64) -> usize {
+    (digest >> 59) as usize % SHARDS
 }
 
 impl Inflight {
     /// Registers a part of a write of `key` whose own server is `server`.
-    pub(crate) fn begin(self: &Arc<Self>, server: &Arc<str>, key: &[u8]) -> Tracking {
-        let mut shard = self.shards[shard(key)].lock();
-        let keys = shard.entry(server.clone()).or_default();
-        match keys.get_mut(key) {
-            Some(track) => track.parts += 1,
-            None => {
-                keys.insert(
-                    key.into(),
-                    Track {
-                        parts: 1,
-                        applied: 0,
-                    },
-                );
-            }
-        }
+    pub(crate) fn begin(self: &Arc<Self>, server: ServerId, key: &[u8]) -> Tracking {
+        let at = (server.0, digest(key));
+        self.shards[shard(at.1)].lock().entry(at).or_default().parts += 1;
         Tracking {
             inflight: self.clone(),
-            server: server.clone(),
-            key: key.into(),
+            at,
             done: false,
         }
     }
 
-    fn end(&self, server: &str, key: &[u8], applied: Option<u64>) -> u64 {
-        let mut shard = self.shards[shard(key)].lock();
-        let Some(keys) = shard.get_mut(server) else {
-            return 0;
-        };
-        let Some(track) = keys.get_mut(key) else {
+    fn end(&self, at: (usize, u64), applied: Option<u64>) -> u64 {
+        let mut shard = self.shards[shard(at.1)].lock();
+        let Some(track) = shard.get_mut(&at) else {
             return 0;
         };
         if let Some(number) = applied {
@@ -78,10 +94,7 @@ impl Inflight {
         let newest = track.applied;
         track.parts -= 1;
         if track.parts == 0 {
-            keys.remove(key);
-            if keys.is_empty() {
-                shard.remove(server);
-            }
+            shard.remove(&at);
         }
         newest
     }
@@ -91,8 +104,7 @@ impl Inflight {
 #[derive(Debug)]
 pub(crate) struct Tracking {
     inflight: Arc<Inflight>,
-    server: Arc<str>,
-    key: Box<[u8]>,
+    at: (usize, u64),
     done: bool,
 }
 
@@ -102,14 +114,14 @@ impl Tracking {
     /// in flight.
     pub(crate) fn finish(&mut self, applied: Option<u64>) -> u64 {
         self.done = true;
-        self.inflight.end(&self.server, &self.key, applied)
+        self.inflight.end(self.at, applied)
     }
 }
 
 impl Drop for Tracking {
     fn drop(&mut self) {
         if !self.done {
-            self.inflight.end(&self.server, &self.key, None);
+            self.inflight.end(self.at, None);
         }
     }
 }
@@ -121,14 +133,16 @@ mod tests {
     #[test]
     fn a_part_that_ends_late_sees_a_later_write_applied_meanwhile() {
         let inflight = Arc::new(Inflight::default());
-        let server: Arc<str> = "s:1".into();
-        let mut first = inflight.begin(&server, b"k");
-        let mut later = inflight.begin(&server, b"k");
-        let mut other = inflight.begin(&server, b"other");
+        let server = ServerId(3);
+        let mut first = inflight.begin(server, b"k");
+        let mut later = inflight.begin(server, b"k");
+        let mut other = inflight.begin(server, b"other");
+        let mut elsewhere = inflight.begin(ServerId(4), b"k");
         assert_eq!(later.finish(Some(7)), 7);
         // The first part, ending (failed) after the later one was applied.
         assert_eq!(first.finish(None), 7);
         assert_eq!(other.finish(None), 0);
+        assert_eq!(elsewhere.finish(None), 0, "another server's copy");
         // Nothing in flight: nothing kept.
         assert!(inflight.shards.iter().all(|s| s.lock().is_empty()));
     }
@@ -136,11 +150,14 @@ mod tests {
     #[test]
     fn a_dropped_part_ends_its_registration() {
         let inflight = Arc::new(Inflight::default());
-        let server: Arc<str> = "s:1".into();
-        let dropped = inflight.begin(&server, b"k");
+        let dropped = inflight.begin(ServerId(0), b"k");
         drop(dropped);
         assert!(inflight.shards.iter().all(|s| s.lock().is_empty()));
-        let mut alone = inflight.begin(&server, b"k");
-        assert_eq!(alone.finish(None), 0, "an old registration would carry over");
+        let mut alone = inflight.begin(ServerId(0), b"k");
+        assert_eq!(
+            alone.finish(None),
+            0,
+            "an old registration would carry over"
+        );
     }
 }

@@ -276,7 +276,7 @@ impl Client {
         // is applied there while this part runs is seen when it ends.
         let repairs = &self.inner.repairs;
         let tracking = (repairs.enabled() && job.op().repairs_on_miss())
-            .then(|| repairs.inflight.begin(snap.name(own), &job.key));
+            .then(|| repairs.inflight.begin(own, &job.key));
         let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
         Box::pin(async move {
             let reply = match target {

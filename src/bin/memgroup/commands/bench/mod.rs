@@ -56,9 +56,14 @@ pub(crate) struct Args {
     /// Skip writing every key once before the run.
     #[arg(long)]
     no_prefill: bool,
-    /// Hedge a get whose server has not answered within MS milliseconds to
-    /// the key's next group, for at most a tenth of gets (the library's
-    /// default, 5); 0 turns hedging off.
+    /// With --rate: requests scheduled in the first SECONDS are sent but not
+    /// counted (e.g. the client finding a stalled server): the figures are
+    /// of the rest of the run.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0, value_parser = warm_up, requires = "rate")]
+    warm_up: f64,
+    /// Hedge a get to the key's next group when its server has had a request
+    /// waiting MS milliseconds with nothing answered, for at most a tenth of
+    /// gets (the library's default, 5); 0 turns hedging off.
     #[arg(long, value_name = "MS", default_value_t = 5)]
     hedge_ms: u64,
 }
@@ -68,6 +73,14 @@ const WORKERS: usize = 32;
 
 /// The open loop's cap on outstanding requests, unless `--concurrency`.
 const OPEN_CAP: usize = 10_000;
+
+/// A warm-up: zero or more seconds, finite.
+fn warm_up(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
+        _ => Err(format!("{text:?} is not a number of seconds (0 or more)")),
+    }
+}
 
 /// A rate: a positive number of requests a second, at most one a nanosecond
 /// (the schedule's resolution).
@@ -326,6 +339,7 @@ pub(crate) async fn run(
                 total: args.ops.unwrap_or((seconds * rate).round().max(1.0) as u64),
                 cap: concurrency,
                 timeout: cluster.settings.timeout,
+                warm_up: Duration::from_secs_f64(args.warm_up),
             };
             open::run(client, &load, schedule, json).await
         }

@@ -32,6 +32,9 @@ pub(super) struct Schedule {
     pub(super) cap: usize,
     /// The client's per-operation timeout.
     pub(super) timeout: Duration,
+    /// Requests scheduled this long after the start are the first counted
+    /// (the ones before are sent, not timed).
+    pub(super) warm_up: Duration,
 }
 
 /// Runs the schedule and prints its summary and percentile table (one JSON
@@ -47,6 +50,7 @@ pub(super) async fn run(
         total,
         cap,
         timeout,
+        warm_up,
     } = schedule;
     let bar = ProgressBar::new(total).with_style(style("bench"));
     let shards = Tally::shards(cap);
@@ -72,10 +76,15 @@ pub(super) async fn run(
         }
         let (client, load, shards, bar) =
             (client.clone(), load.clone(), shards.clone(), bar.clone());
+        let counted = slot >= started + warm_up;
         tasks.spawn(async move {
             let lag = slot.elapsed();
             let (get, outcome) = load.issue(&client, splitmix(i)).await;
             let latency = slot.elapsed();
+            if !counted {
+                bar.inc(1);
+                return;
+            }
             let mut shard = shards[(i % shards.len() as u64) as usize].lock();
             shard.record(get, outcome, latency);
             shard.lag.saturating_record(micros(lag));
@@ -88,7 +97,8 @@ pub(super) async fn run(
     while let Some(done) = tasks.join_next().await {
         joined(done)?;
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    // What is counted began after the warm-up.
+    let elapsed = started.elapsed().saturating_sub(warm_up).as_secs_f64();
     bar.finish_and_clear();
 
     let total = Tally::merge(&shards);
