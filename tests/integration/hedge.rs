@@ -122,3 +122,26 @@ async fn a_server_over_the_read_queue_bound_is_passed_over_at_once() {
         assert!(w.await.unwrap().unwrap().is_some());
     }
 }
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_multi_get_batch_for_a_stalled_server_goes_to_the_next_group_at_once() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg1.stop();
+    // One get waits out its timeout: from then on the server looks stalled.
+    let (first, ()) = tokio::join!(client.get("k0"), async {
+        let_io_happen().await;
+        tokio::time::advance(TIMEOUT).await;
+    });
+    assert!(first.unwrap().is_some());
+    let sg2_hits = crate::support::raw::stat(sg2.addr(), "get_hits");
+    let keys: Vec<String> = (1..20).map(|i| format!("k{i}")).collect();
+    let started = tokio::time::Instant::now();
+    let got = client.get_multi(&keys).await.unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(got.hit_count(), keys.len());
+    // Every key came from sg2, and no batch was hedged (sent twice).
+    let served = crate::support::raw::stat(sg2.addr(), "get_hits") - sg2_hits;
+    assert_eq!(served, keys.len() as u64);
+    assert_eq!(client.status().hedged_reads, 0);
+}

@@ -16,7 +16,9 @@
 //!   Hedges come out of a budget — a share of reads (10 % by default) with a
 //!   small burst — since cross-zone traffic costs money and a fixed delay
 //!   would hedge a fixed share under load. Reads with a CAS unique, leases
-//!   or other meta flags, and multi-key reads, are never hedged.
+//!   or other meta flags are never hedged; a multi-key `get`'s batch for a
+//!   stalled-looking server is not sent twice but goes to the keys' next
+//!   group at once.
 //! - **The read queue's fast-fail** (EVCache's `max.read.queue.length`): a
 //!   server with as many requests outstanding as the bound is passed over by
 //!   a read's first try while it is over it ([`ErrorKind::Overloaded`](crate::ErrorKind::Overloaded)),
@@ -138,6 +140,31 @@ impl Hedging {
     }
 }
 
+impl Hedging {
+    /// Whether a multi-key `get`'s batch passes `target`'s server over: it
+    /// looks stalled (a request has waited the hedge delay with nothing
+    /// answered since) and another group can serve. A batch is not sent
+    /// twice: its keys go to their next group at once.
+    pub(crate) fn stalled(&self, snap: &Snapshot, target: Target) -> Option<Error> {
+        if !self.hedge.is_on() || snap.topology.groups().len() < 2 {
+            return None;
+        }
+        let counters = snap.counters(target.server);
+        counters
+            .looks_stalled(crate::clock::nanos(now()), self.hedge.delay)
+            .then(|| {
+                Error::new(
+                    ErrorKind::Overloaded,
+                    format!(
+                        "a request has waited over {:?} with nothing answered",
+                        self.hedge.delay
+                    ),
+                )
+                .at(snap.name(target.server))
+            })
+    }
+}
+
 /// A reply, and the target it came from.
 pub(crate) type Answer = (Target, Result<Option<Response>, Error>);
 
@@ -161,26 +188,15 @@ impl Client {
             return vec![(first, self.exec(snap, first, &request, attempt).await)];
         }
         hedging.earn();
-        let stalled = snap
-            .counters(first.server)
-            .looks_stalled(crate::clock::nanos(now()), hedging.hedge.delay);
-        if !stalled {
+        let Some(stalled) = hedging.stalled(snap, first) else {
             return vec![(first, self.exec(snap, first, &request, attempt).await)];
-        }
+        };
         if !hedging.take() {
             // No hedge in the budget: the read passes the stalled server
             // over for the next group (no second request), as the read
             // queue's fast-fail does. The hedges it did send go on timing
             // out there, so the server is marked down.
-            let error = Error::new(
-                ErrorKind::Overloaded,
-                format!(
-                    "a request has waited over {:?} with nothing answered",
-                    hedging.hedge.delay
-                ),
-            )
-            .at(snap.name(first.server));
-            return vec![(first, Err(error))];
+            return vec![(first, Err(stalled))];
         }
         let Some(second) = next() else {
             // Nowhere else to ask: the hedge goes back to the budget.

@@ -126,18 +126,25 @@ fn same_slot(a: &(Target, usize), b: &(Target, usize)) -> bool {
 
 impl Client {
     /// A read's request at `target`, unless it is the key's first try and
-    /// the server is over the read queue bound ([`crate::client::hedge`]):
-    /// then passed over at once for the next group (a fallback waits, so the
-    /// last candidate still answers).
+    /// the server is over the read queue bound, or (a batch of plain `get`s,
+    /// `stall_skip`) looks stalled ([`crate::client::hedge`]): then passed
+    /// over at once for the next group (a fallback waits, so the last
+    /// candidate still answers).
     async fn read_exec(
         &self,
         snap: &Snapshot,
         target: Target,
         request: &Request<'_>,
         attempt: Attempt,
+        stall_skip: bool,
     ) -> Result<Option<Response>, Error> {
+        let hedging = &self.inner.hedging;
         let overloaded = (attempt == Attempt::First)
-            .then(|| self.inner.hedging.overloaded(snap, target))
+            .then(|| {
+                hedging
+                    .overloaded(snap, target)
+                    .or_else(|| stall_skip.then(|| hedging.stalled(snap, target)).flatten())
+            })
             .flatten();
         match overloaded {
             Some(overloaded) => Err(overloaded),
@@ -173,7 +180,7 @@ impl Client {
                 } else {
                     vec![(
                         target,
-                        self.read_exec(snap, target, &op.request(&keys), attempt)
+                        self.read_exec(snap, target, &op.request(&keys), attempt, false)
                             .await,
                     )]
                 };
@@ -223,7 +230,7 @@ impl Client {
                 // The common case needs no joining.
                 let attempt = reads[batch[0].1].attempt;
                 let reply = self
-                    .read_exec(snap, batch[0].0, &op.request(keys), attempt)
+                    .read_exec(snap, batch[0].0, &op.request(keys), attempt, op.hedges())
                     .await;
                 settle(op, snap, &self.inner.repairs, reply, batch, keys, reads);
             } else {
@@ -233,8 +240,14 @@ impl Client {
                     .map(|(batch, keys)| {
                         let attempt = reads[batch[0].1].attempt;
                         Box::pin(async move {
-                            self.read_exec(snap, batch[0].0, &op.request(keys), attempt)
-                                .await
+                            self.read_exec(
+                                snap,
+                                batch[0].0,
+                                &op.request(keys),
+                                attempt,
+                                op.hedges(),
+                            )
+                            .await
                         }) as BoxFuture<'_, _>
                     })
                     .collect();
