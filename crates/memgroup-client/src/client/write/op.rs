@@ -31,6 +31,30 @@ pub(super) enum WriteOp<'a> {
 }
 
 impl<'a> WriteOp<'a> {
+    /// The same op with `data` and `flags` for its value and meta flags
+    /// (ops without them are unchanged).
+    fn with_value<'b>(&self, data: &'b [u8], flags: &'b [MetaFlag]) -> WriteOp<'b> {
+        match *self {
+            WriteOp::Store {
+                command,
+                flags: client_flags,
+                exptime,
+                noreply,
+                ..
+            } => WriteOp::Store {
+                command,
+                data,
+                flags: client_flags,
+                exptime,
+                noreply,
+            },
+            WriteOp::MetaSet { .. } => WriteOp::MetaSet { data, flags },
+            WriteOp::Delete { noreply } => WriteOp::Delete { noreply },
+            WriteOp::Touch { exptime } => WriteOp::Touch { exptime },
+            WriteOp::Arith { increment, delta } => WriteOp::Arith { increment, delta },
+        }
+    }
+
     /// Whether a group that missed it is repaired by deleting the key there
     /// ([`crate::client::repair`]): every plain write; not an `add` (a miss
     /// leaves what the add would have kept) nor a conditional write (the
@@ -152,28 +176,7 @@ impl Job {
             WriteOp::MetaSet { data: value, flags } => (value.to_vec(), flags.to_vec()),
             _ => (Vec::new(), Vec::new()),
         };
-        let op = match op {
-            WriteOp::Store {
-                command,
-                flags,
-                exptime,
-                noreply,
-                ..
-            } => WriteOp::Store {
-                command,
-                data: &[],
-                flags,
-                exptime,
-                noreply,
-            },
-            WriteOp::MetaSet { .. } => WriteOp::MetaSet {
-                data: &[],
-                flags: &[],
-            },
-            WriteOp::Delete { noreply } => WriteOp::Delete { noreply },
-            WriteOp::Touch { exptime } => WriteOp::Touch { exptime },
-            WriteOp::Arith { increment, delta } => WriteOp::Arith { increment, delta },
-        };
+        let op = op.with_value(&[], &[]);
         Job {
             key: key.to_vec(),
             number: 0,
@@ -185,26 +188,7 @@ impl Job {
 
     /// The op, borrowing its value and flags from the job.
     pub(super) fn op(&self) -> WriteOp<'_> {
-        match self.op {
-            WriteOp::Store {
-                command,
-                flags,
-                exptime,
-                noreply,
-                ..
-            } => WriteOp::Store {
-                command,
-                data: &self.data,
-                flags,
-                exptime,
-                noreply,
-            },
-            WriteOp::MetaSet { .. } => WriteOp::MetaSet {
-                data: &self.data,
-                flags: &self.flags,
-            },
-            other => other,
-        }
+        self.op.with_value(&self.data, &self.flags)
     }
 
     pub(super) fn request(&self) -> Request<'_> {
