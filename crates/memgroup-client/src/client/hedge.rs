@@ -128,19 +128,17 @@ impl Hedging {
         }
         let outstanding = snap.counters(target.server).outstanding_now();
         (outstanding >= self.max_read_queue).then(|| {
-            Error::new(
-                ErrorKind::Overloaded,
+            passed_over(
+                snap,
+                target,
                 format!(
                     "{outstanding} requests outstanding (read queue bound {})",
                     self.max_read_queue
                 ),
             )
-            .at(snap.name(target.server))
         })
     }
-}
 
-impl Hedging {
     /// Whether a multi-key `get`'s batch passes `target`'s server over: it
     /// looks stalled (a request has waited the hedge delay with nothing
     /// answered since) and another group can serve. A batch is not sent
@@ -153,16 +151,21 @@ impl Hedging {
         counters
             .looks_stalled(crate::clock::nanos(now()), self.hedge.delay)
             .then(|| {
-                Error::new(
-                    ErrorKind::Overloaded,
+                passed_over(
+                    snap,
+                    target,
                     format!(
                         "a request has waited over {:?} with nothing answered",
                         self.hedge.delay
                     ),
                 )
-                .at(snap.name(target.server))
             })
     }
+}
+
+/// The error of a read's try that passed `target`'s server over, saying why.
+fn passed_over(snap: &Snapshot, target: Target, why: String) -> Error {
+    Error::new(ErrorKind::Overloaded, why).at(snap.name(target.server))
 }
 
 /// A reply, and the target it came from.

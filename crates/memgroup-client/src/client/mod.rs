@@ -172,10 +172,7 @@ impl Client {
         Client {
             inner,
             timeout,
-            values: Codec {
-                format: crate::value::ValueFormat::Raw,
-                max_decompressed: crate::value::DEFAULT_MAX_DECOMPRESSED,
-            },
+            values: Codec::default(),
         }
     }
 

@@ -292,6 +292,16 @@ pub(crate) struct Codec {
     pub(crate) max_decompressed: usize,
 }
 
+impl Default for Codec {
+    /// Raw bytes, decompressing at most [`DEFAULT_MAX_DECOMPRESSED`].
+    fn default() -> Codec {
+        Codec {
+            format: ValueFormat::Raw,
+            max_decompressed: DEFAULT_MAX_DECOMPRESSED,
+        }
+    }
+}
+
 impl Codec {
     /// Encodes `value` into the bytes and flags to store.
     pub(crate) fn encode(&self, value: &Value) -> Result<(Bytes, u32), Error> {

@@ -18,7 +18,7 @@ use crate::events::{Event, Events, Observe};
 use crate::longkey::LongKeys;
 use crate::options::WriteWait;
 use crate::pool::GroupSecurity;
-use crate::value::{Codec, DEFAULT_MAX_DECOMPRESSED, ValueFormat};
+use crate::value::{Codec, ValueFormat};
 
 mod connection;
 
@@ -79,10 +79,7 @@ impl Default for ClientBuilder {
             op_timeout: Duration::from_millis(500),
             conn: ConnSettings::default(),
             max_value_size: 1024 * 1024,
-            values: Codec {
-                format: ValueFormat::Raw,
-                max_decompressed: DEFAULT_MAX_DECOMPRESSED,
-            },
+            values: Codec::default(),
             #[cfg(feature = "tls")]
             tls: None,
             groups: Vec::new(),

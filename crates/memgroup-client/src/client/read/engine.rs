@@ -173,9 +173,10 @@ impl Client {
                 let keys = [key];
                 // Only a key's first try hedges or passes a server over: a
                 // fallback waits, so the last candidate still answers.
-                let first = attempt == Attempt::First;
-                let over = first && self.inner.hedging.overloaded(snap, target).is_some();
-                let answers = if op.hedges() && first && !over {
+                let answers = if op.hedges()
+                    && attempt == Attempt::First
+                    && self.inner.hedging.overloaded(snap, target).is_none()
+                {
                     let pool = &self.inner.pool;
                     let next = || read.next(&pool.dead(), now());
                     self.hedged_get(snap, key, target, attempt, next).await

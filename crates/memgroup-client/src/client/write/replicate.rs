@@ -2,13 +2,12 @@
 //! group (one slot each, whatever the pool size), sent concurrently, and
 //! judged by the write policy on group ids.
 
-use memgroup_proto::{MetaStatus, Response, StoreCommand};
-
-use super::op::{Job, WriteOp};
 use std::sync::Arc;
 
+use memgroup_proto::{MetaStatus, Response, StoreCommand};
 use memgroup_topology::{GroupId, ServerId, Skipped, Target, Topology};
 
+use super::op::{Job, WriteOp};
 use crate::client::repair::Tracking;
 use crate::client::trace::{self, Attempt};
 use crate::client::{Client, unexpected};
@@ -63,6 +62,9 @@ struct Part {
     /// The key's own server in the group.
     own: ServerId,
     reply: Result<Option<Response>, Error>,
+    /// What the reply means for the group, as the outcome reports it and
+    /// the policy judges it: applied, refused by its condition, or failed.
+    result: Result<bool, Error>,
     /// Its registration as a write in flight, with repairs on.
     tracking: Option<Tracking>,
 }
@@ -71,13 +73,7 @@ struct Part {
 /// groups still to answer: met (and the local zone's read-write groups have
 /// answered), or out of reach even if every outstanding group succeeds.
 fn decided(topology: &Topology, parts: &[Part], outstanding: &[GroupId]) -> bool {
-    // As the policy is judged: an answer of an unexpected kind is no success.
-    let ok = |p: &&Part| match &p.reply {
-        Ok(None) => true,
-        Ok(Some(reply)) => applied(reply).is_ok(),
-        Err(_) => false,
-    };
-    let succeeded = || parts.iter().filter(ok).map(|p| p.group);
+    let succeeded = || parts.iter().filter(|p| p.result.is_ok()).map(|p| p.group);
     if topology.write_succeeded(succeeded()) {
         let local = topology.local_groups();
         return !outstanding.iter().any(|g| local.contains(g));
@@ -235,16 +231,11 @@ impl Client {
         let mut outcome = WriteOutcome::default();
         let mut replies = Vec::with_capacity(parts.len());
         for part in parts {
-            let result = match &part.reply {
-                Ok(None) => Ok(true),
-                Ok(Some(reply)) => applied(reply),
-                Err(e) => Err(e.clone()),
-            };
             outcome.groups.push(GroupOutcome {
                 id: part.group,
                 group: snap.topology.group(part.group).name().to_string(),
                 server: Some(snap.name(part.server).to_string()),
-                result,
+                result: part.result,
             });
             replies.push(part.reply.ok().flatten());
         }
@@ -284,11 +275,17 @@ impl Client {
                 Err(_) => Err(Error::new(ErrorKind::ServerDead, "server is marked dead")
                     .at(snap.name(server))),
             };
+            let result = match &reply {
+                Ok(None) => Ok(true),
+                Ok(Some(reply)) => applied(reply),
+                Err(e) => Err(e.clone()),
+            };
             Part {
                 group,
                 server,
                 own,
                 reply,
+                result,
                 tracking,
             }
         })
