@@ -159,3 +159,34 @@ async fn a_full_repair_queue_drops_its_oldest_and_counts_them() {
     assert_eq!((repairs.pending, repairs.dropped), (2, 3), "{repairs:?}");
     assert_eq!(events.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_write_from_another_zone_waits_for_the_arbiter() {
+    let _clock = HeldClock::hold();
+    // The arbiter is sg1 (first by name); this client's zone is sg2. A
+    // `gets` or `cas` right after a `set` is decided by the arbiter, so the
+    // set waits for it, even while it is stalled.
+    let (sg1, _sg2, client) = two_zones(|b| b.zone("sg2").timeout(TIMEOUT));
+    client.set("k", "v1", 0).await.unwrap();
+    assert_eq!(client.gets("k").await.unwrap().unwrap().value, "v1");
+    sg1.stop();
+    let started = tokio::time::Instant::now();
+    let ((outcome, took), ()) = tokio::join!(
+        async { (client.set("k", "v2", 0).await, started.elapsed()) },
+        async {
+            crate::support::let_io_happen().await;
+            tokio::time::advance(TIMEOUT).await;
+        }
+    );
+    let outcome = outcome.unwrap();
+    assert_eq!(took, TIMEOUT);
+    assert!(outcome.pending.is_empty(), "{outcome:?}");
+    let arbiter = outcome.groups.iter().find(|g| g.group == "sg1").unwrap();
+    assert!(
+        arbiter
+            .result
+            .as_ref()
+            .is_err_and(memgroup::client::Error::is_timeout),
+        "{outcome:?}"
+    );
+}

@@ -192,8 +192,9 @@ pub enum IfPresent {
 #[non_exhaustive]
 pub enum WriteWait {
     /// Once the write policy is decided: met (with the local zone's
-    /// read-write groups among the groups that answered, so a `set` then a
-    /// local `get` reads the new value), or out of reach. The other groups
+    /// read-write groups and the arbiter among the groups that answered, so
+    /// a `set` then a local `get`, or a `gets`/`cas`/`add` the arbiter
+    /// decides, sees the new value), or out of reach. The other groups
     /// finish in the background within the timeout; a group that misses
     /// queues a repair, and [`WriteOutcome::pending`](crate::WriteOutcome::pending)
     /// names the groups still outstanding at return. While 4,096 writes are

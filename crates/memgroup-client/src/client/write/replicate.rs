@@ -70,13 +70,17 @@ struct Part {
 }
 
 /// Whether a write's policy is decided by `parts`, with `outstanding`
-/// groups still to answer: met (and the local zone's read-write groups have
-/// answered), or out of reach even if every outstanding group succeeds.
+/// groups still to answer: met (and the local zone's read-write groups and
+/// the arbiter have answered, so a local `get`, and a `gets`, `cas` or other
+/// conditional write decided by the arbiter, see it), or out of reach even
+/// if every outstanding group succeeds.
 fn decided(topology: &Topology, parts: &[Part], outstanding: &[GroupId]) -> bool {
     let succeeded = || parts.iter().filter(|p| p.result.is_ok()).map(|p| p.group);
     if topology.write_succeeded(succeeded()) {
-        let local = topology.local_groups();
-        return !outstanding.iter().any(|g| local.contains(g));
+        let (local, arbiter) = (topology.local_groups(), topology.arbiter());
+        return !outstanding
+            .iter()
+            .any(|g| local.contains(g) || *g == arbiter);
     }
     !topology.write_succeeded(succeeded().chain(outstanding.iter().copied()))
 }
@@ -168,7 +172,8 @@ impl Client {
 
     /// [`Client::replicate`] once the key is checked and the request built.
     /// Returns as soon as the write policy is decided (met, with the local
-    /// zone's read-write groups among the answers, or no longer reachable);
+    /// zone's read-write groups and the arbiter among the answers, or no
+    /// longer reachable);
     /// the groups still outstanding then finish on a task of their own,
     /// bounded by the timeout. Every group that missed the key's own server
     /// queues a repair ([`crate::client::repair`]).
