@@ -15,6 +15,7 @@ mod longkeys;
 mod membership;
 mod migrate;
 mod proto;
+mod readrepair;
 mod repairs;
 mod replicas;
 mod soak;

@@ -76,15 +76,7 @@ pub mod raw {
 
     /// Stores `value` under `key` (flags 0, no expiry).
     pub fn set(addr: SocketAddr, key: &[u8], value: &[u8]) {
-        let request = Request::Store {
-            command: memgroup::proto::StoreCommand::Set,
-            key: Key::new(key).unwrap(),
-            flags: 0,
-            exptime: 0,
-            data: value,
-            noreply: false,
-        };
-        assert_eq!(call(addr, request), Response::Stored);
+        set_with(addr, key, value, 0, 0);
     }
 
     /// Deletes `key` (whether or not it is there).
@@ -98,6 +90,43 @@ pub mod raw {
             matches!(reply, Response::Deleted | Response::NotFound),
             "{reply:?}"
         );
+    }
+
+    /// `key`'s value, client flags and remaining TTL (`-1`: none), if
+    /// stored.
+    pub fn copy(addr: SocketAddr, key: &[u8]) -> Option<(Vec<u8>, u32, i64)> {
+        use memgroup::proto::{MetaFlag, MetaStatus};
+        let flags = [
+            MetaFlag::ReturnValue,
+            MetaFlag::ReturnFlags,
+            MetaFlag::ReturnTtl,
+        ];
+        let request = Request::MetaGet {
+            key: Key::new(key).unwrap(),
+            flags: &flags,
+        };
+        match call(addr, request) {
+            Response::Meta(m) if m.status == MetaStatus::En => None,
+            Response::Meta(m) => Some((
+                m.value.clone().unwrap().to_vec(),
+                m.flag_u64(b'f').unwrap() as u32,
+                m.ttl().unwrap(),
+            )),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Stores `value` under `key` with client `flags` and `exptime`.
+    pub fn set_with(addr: SocketAddr, key: &[u8], value: &[u8], flags: u32, exptime: u32) {
+        let request = Request::Store {
+            command: memgroup::proto::StoreCommand::Set,
+            key: Key::new(key).unwrap(),
+            flags,
+            exptime,
+            data: value,
+            noreply: false,
+        };
+        assert_eq!(call(addr, request), Response::Stored);
     }
 
     /// The value stored under `key`, if any.

@@ -78,6 +78,10 @@ pub(crate) struct Inner {
     pub(crate) hedging: hedge::Hedging,
     /// Deletes owed to servers that missed a write.
     pub(crate) repairs: Arc<repair::Repairs>,
+    /// Whether fallback hits are copied into the groups that missed.
+    pub(crate) read_repair: bool,
+    /// Copies a read repair or a consistent read stored (or deleted).
+    pub(crate) read_repairs: AtomicU64,
     /// Writes still finishing for groups their caller did not wait for.
     background: AtomicUsize,
     /// Woken when a background write ends or repairs are drained
@@ -137,6 +141,8 @@ pub(crate) struct Parts {
     pub(crate) repairs: (usize, Duration),
     /// Hedged reads, and the read queue bound (0: off).
     pub(crate) hedge: (Hedge, usize),
+    /// Read repair on.
+    pub(crate) read_repair: bool,
 }
 
 impl Client {
@@ -157,6 +163,8 @@ impl Client {
                 long_keys: parts.long_keys,
                 write_wait: parts.write_wait,
                 repairs: Arc::new(repair::Repairs::new(parts.repairs.0, parts.repairs.1)),
+                read_repair: parts.read_repair,
+                read_repairs: AtomicU64::new(0),
                 hedging: hedge::Hedging::new(parts.hedge.0, parts.hedge.1),
                 background: AtomicUsize::new(0),
                 settled: tokio::sync::Notify::new(),

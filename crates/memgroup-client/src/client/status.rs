@@ -73,6 +73,11 @@ pub struct Status {
     pub repairs: RepairStatus,
     /// Hedged reads sent since the client started ([`Hedge`](crate::Hedge)).
     pub hedged_reads: u64,
+    /// Copies brought in line by read repair
+    /// ([`ClientBuilder::read_repair`](crate::ClientBuilder::read_repair))
+    /// and consistent reads ([`Client::get_consistent`]): values added to
+    /// groups that missed, minority copies deleted.
+    pub read_repairs: u64,
     /// Writes still finishing for groups their caller did not wait for
     /// ([`WriteWait::Policy`](crate::WriteWait::Policy)).
     pub background_writes: usize,
@@ -150,6 +155,10 @@ impl Client {
                 .inner
                 .hedging
                 .hedged
+                .load(std::sync::atomic::Ordering::Relaxed),
+            read_repairs: self
+                .inner
+                .read_repairs
                 .load(std::sync::atomic::Ordering::Relaxed),
             background_writes: self.inner.background_count(),
         }

@@ -58,6 +58,7 @@ pub struct ClientBuilder {
     write_wait: WriteWait,
     repair_queue: usize,
     repair_grace: Duration,
+    read_repair: bool,
     hedge: Hedge,
     max_read_queue: usize,
 }
@@ -89,6 +90,7 @@ impl Default for ClientBuilder {
             write_wait: WriteWait::Policy,
             repair_queue: 10_000,
             repair_grace: Duration::from_secs(1),
+            read_repair: false,
             hedge: Hedge::default(),
             max_read_queue: 256,
         }
@@ -330,6 +332,23 @@ impl ClientBuilder {
         self
     }
 
+    /// Read repair (off by default): after a read that missed in some
+    /// groups and hit in a later one, the hit's value is `add`ed, with its
+    /// flags and remaining TTL, into the groups that answered with a miss.
+    /// It runs on a task of its own (the read returns at once) and costs one
+    /// `mg` of the copy (for its TTL) plus one `add` per group that missed;
+    /// counted in [`Status::read_repairs`](crate::Status::read_repairs).
+    /// Never from or into a copy awaiting a repair. A write of the key that
+    /// starts in this client meanwhile cancels it, or has the copies it made
+    /// deleted again; a write from another process at that moment can leave
+    /// a group holding the value read just before that write (memcached
+    /// has no conditional write across servers), until it expires or the
+    /// key is written again.
+    pub fn read_repair(mut self, on: bool) -> Self {
+        self.read_repair = on;
+        self
+    }
+
     /// Hedged reads (default [`Hedge::default`]: after 5 ms, for at most
     /// 10 % of reads; [`Hedge::off`]): a single-key `get` whose server is
     /// slow asks the key's next group too and takes the first hit. With one
@@ -412,6 +431,7 @@ impl ClientBuilder {
             long_keys: self.long_keys,
             write_wait: self.write_wait,
             repairs: (self.repair_queue, self.repair_grace),
+            read_repair: self.read_repair,
             hedge: (self.hedge, self.max_read_queue),
         }))
     }

@@ -56,6 +56,10 @@ pub(super) struct KeyRead<'a, T> {
     last_group: Option<GroupId>,
     /// Which try the current target is.
     attempt: Attempt,
+    /// Where the hit came from.
+    pub(super) hit_at: Option<Target>,
+    /// With read repair on: the targets that answered with a miss.
+    pub(super) missed: Option<Vec<Target>>,
 }
 
 impl<'a, T> KeyRead<'a, T> {
@@ -69,7 +73,18 @@ impl<'a, T> KeyRead<'a, T> {
             looking: true,
             last_group: None,
             attempt: Attempt::First,
+            hit_at: None,
+            missed: None,
         }
+    }
+
+    /// Records the targets that answer with a miss, for a read repair
+    /// ([`super::backfill`]).
+    pub(super) fn noting_misses(mut self, on: bool) -> Self {
+        if on {
+            self.missed = Some(Vec::new());
+        }
+        self
     }
 
     /// Asks the cursor for the next target (given the dead hosts at `now`),
@@ -285,6 +300,7 @@ fn settle<R: ReadOp>(
                 }
                 let read = &mut reads[batch[j].1];
                 read.hit = Some(hit);
+                read.hit_at = Some(batch[j].0);
                 read.looking = false;
             })
         });
@@ -303,9 +319,15 @@ fn settle<R: ReadOp>(
         snap.counters(batch[0].0.server)
             .reads(hits, misses, fallbacks);
     }
-    for &(_, i) in batch {
+    for &(target, i) in batch {
         match &result {
-            Ok(()) => reads[i].answered = true,
+            Ok(()) => {
+                let read = &mut reads[i];
+                read.answered = true;
+                if let (None, Some(missed)) = (&read.hit, &mut read.missed) {
+                    missed.push(target);
+                }
+            }
             // A refused login stays the reported cause: a later group's
             // failure must not hide it.
             Err(e) if reads[i].error.as_ref().is_some_and(Error::is_refusal) && !e.is_refusal() => {

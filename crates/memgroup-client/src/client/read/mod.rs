@@ -25,6 +25,7 @@ use crate::join::{BoxFuture, join_all};
 use crate::longkey;
 use crate::options::Expiry;
 
+mod backfill;
 mod distinct;
 mod engine;
 
@@ -127,10 +128,15 @@ impl Client {
     async fn read_one<R: ReadOp>(&self, key: &[u8], op: &R) -> Result<Option<R::Hit>, Error> {
         let snap = self.snapshot();
         let wire = self.wire_key(&snap, key)?;
-        let mut reads = [KeyRead::new(&snap, &wire, self.rotation())];
+        let repairing = self.inner.read_repair && op.hedges();
+        let since = self.inner.repairs.reading();
+        let mut reads = [KeyRead::new(&snap, &wire, self.rotation()).noting_misses(repairing)];
         let name = op.request(std::slice::from_ref(&reads[0].key)).command();
         let span = trace::operation_span(self, name, Some(key));
         trace::await_in_span!(span, self.read(&snap, op, &mut reads));
+        if repairing {
+            self.read_repair(&snap, &reads, since);
+        }
         let [read] = reads;
         let mut result = read.outcome(&snap, &self.inner.pool);
         if let (Some(original), Ok(hit)) = (&wire.long, &mut result) {
@@ -231,12 +237,17 @@ impl Client {
             }
         }
         let rotation = self.rotation();
+        let repairing = self.inner.read_repair;
+        let since = self.inner.repairs.reading();
         let mut reads: Vec<KeyRead<'_, Item>> = wires
             .iter()
-            .map(|w| KeyRead::new(&snap, w, rotation))
+            .map(|w| KeyRead::new(&snap, w, rotation).noting_misses(repairing))
             .collect();
         let span = trace::operation_span(self, "get_multi", None);
         trace::await_in_span!(span, self.read(&snap, &Retrieve::Get, &mut reads));
+        if repairing {
+            self.read_repair(&snap, &reads, since);
+        }
         let mut found = MultiGet::with_capacity(keys.len());
         for ((key, read), wire) in given.into_iter().zip(reads).zip(&wires) {
             let outcome = read.outcome(&snap, &self.inner.pool).map(|hit| {

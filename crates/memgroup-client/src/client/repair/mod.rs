@@ -79,7 +79,14 @@ pub(crate) struct Repairs {
     pub(crate) inflight: Arc<Inflight>,
     /// Numbers writes as they start.
     writes: AtomicU64,
+    /// The highest write number started per bucket of keys ([`MARKS`]):
+    /// lets a read repair tell that a write of its key began since it read.
+    marks: Box<[AtomicU64]>,
 }
+
+/// Buckets of [`Repairs::marks`]: 32 KiB per client. Keys sharing a bucket
+/// make a read repair skip now and then, never copy a stale value.
+const MARKS: usize = 4096;
 
 #[derive(Debug, Default)]
 struct Queue {
@@ -152,6 +159,7 @@ impl Repairs {
             dropped: AtomicU64::new(0),
             inflight: Arc::default(),
             writes: AtomicU64::new(1),
+            marks: (0..MARKS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -160,9 +168,24 @@ impl Repairs {
         self.capacity > 0
     }
 
-    /// The next write's number (ascending as writes start).
-    pub(crate) fn number_write(&self) -> u64 {
-        self.writes.fetch_add(1, Ordering::Relaxed)
+    /// The next write's number (ascending as writes start), for a write of
+    /// the wire key `key`, whose bucket it marks.
+    pub(crate) fn number_write(&self, key: &[u8]) -> u64 {
+        let number = self.writes.fetch_add(1, Ordering::AcqRel);
+        self.marks[inflight::digest(key) as usize % MARKS].fetch_max(number, Ordering::AcqRel);
+        number
+    }
+
+    /// The number the next write will get: a read taking it can later ask
+    /// [`Repairs::written_since`].
+    pub(crate) fn reading(&self) -> u64 {
+        self.writes.load(Ordering::Acquire)
+    }
+
+    /// Whether a write of `key` (or of a key sharing its bucket) started at
+    /// or after [`Repairs::reading`] returned `since`.
+    pub(crate) fn written_since(&self, key: &[u8], since: u64) -> bool {
+        self.marks[inflight::digest(key) as usize % MARKS].load(Ordering::Acquire) >= since
     }
 
     /// The counters now.

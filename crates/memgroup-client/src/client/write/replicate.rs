@@ -155,11 +155,9 @@ impl Client {
                 ));
             }
         };
-        if self.inner.repairs.enabled() {
-            // Numbered as it starts: nothing awaits between here and its
-            // parts' registration.
-            job.number = self.inner.repairs.number_write();
-        }
+        // Numbered as it starts: nothing awaits between here and its parts'
+        // registration.
+        job.number = self.inner.repairs.number_write(&wire.bytes);
         let name = job.op().command();
         let span = trace::operation_span(self, name, Some(key));
         let result = trace::await_in_span!(
