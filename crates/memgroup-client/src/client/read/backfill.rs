@@ -2,22 +2,24 @@
 //! after a fallback hit ([`ClientBuilder::read_repair`](crate::ClientBuilder::read_repair)),
 //! and the consistent read ([`Client::get_consistent`]).
 //!
-//! Both copy a value only with `add` (never over a copy a write put there
-//! meanwhile), with the flags and remaining TTL of the copy read (`mg … v f
-//! t`), never from or into a copy awaiting a repair. A write of the key that
-//! starts in this client after the read cancels the copy, or — when it
-//! started while the `add` was on its way — has the copies made deleted
-//! again through the repair queue, so a replica never ends older than the
-//! write. A write from another process in that window is not seen: that
-//! group may then hold the value read until it expires or the key is
-//! written again.
+//! Both copy a value only in `add` mode (`ms … ME`, never over a copy a
+//! write put there meanwhile), with the flags and remaining TTL of the copy
+//! read (`mg … v f t c`), never from or into a copy awaiting a repair. A
+//! write of the key that starts in this client after the read cancels the
+//! copy, or — when it started while the copy was on its way — has the copies
+//! made deleted again, each only if it is still the one copied (`md … C`,
+//! with the CAS unique the copy got), so a replica never ends older than the
+//! write and a newer value is never deleted. Deletes of differing copies
+//! are conditional the same way, on the CAS unique read. A write from
+//! another process in that window is not seen: that group may then hold the
+//! value read until it expires or the key is written again.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use memgroup_proto::{Key, MetaFlag, MetaStatus, Request, Response, StoreCommand};
+use memgroup_proto::{Key, MetaFlag, MetaStatus, Request, Response, SetMode};
 use memgroup_topology::{GroupId, Target};
 
 use super::engine::KeyRead;
@@ -31,20 +33,23 @@ use crate::longkey;
 use crate::options::Expiry;
 use crate::pool::Snapshot;
 
-/// The flags a copy is read with to be copied: value, client flags, TTL.
-const COPY_FLAGS: [MetaFlag; 3] = [
+/// The flags a copy is read with to be copied: value, client flags, TTL,
+/// CAS unique.
+const COPY_FLAGS: [MetaFlag; 4] = [
     MetaFlag::ReturnValue,
     MetaFlag::ReturnFlags,
     MetaFlag::ReturnTtl,
+    MetaFlag::ReturnCas,
 ];
 
-/// One copy as read for copying: value, flags and the `exptime` that gives
-/// its remaining TTL.
+/// One copy as read for copying: value, flags, the `exptime` that gives its
+/// remaining TTL, and its CAS unique on the server it was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Copy {
     value: Bytes,
     flags: u32,
     exptime: u32,
+    cas: u64,
 }
 
 /// One key a read repair brings in line.
@@ -145,17 +150,19 @@ impl Client {
             _ => return Ok(None),
         };
         let flags = u32::try_from(meta.flag_u64(b'f').unwrap_or(0)).unwrap_or(0);
+        let cas = meta.flag_u64(b'c').unwrap_or(0);
         Ok(meta.value.map(|value| Copy {
             value,
             flags,
             exptime,
+            cas,
         }))
     }
 
-    /// `add`s `copy` of `key` at each of `targets` not awaiting a repair,
+    /// Adds `copy` of `key` at each of `targets` not awaiting a repair,
     /// unless a write of the key started since `since`; if one started
-    /// while the adds were on their way, the copies made are queued for
-    /// deletion. Returns how many were stored.
+    /// while the copies were on their way, each copy made is deleted again
+    /// if it is still there. Returns how many stayed.
     async fn copy_into(
         &self,
         snap: &Snapshot,
@@ -168,14 +175,16 @@ impl Client {
         if repairs.written_since(key, since) {
             return 0;
         }
-        let wire = Key::new(key).expect("a valid wire key");
-        let request = Request::Store {
-            command: StoreCommand::Add,
-            key: wire,
-            flags: copy.flags,
-            exptime: copy.exptime,
+        let flags = [
+            MetaFlag::SetMode(SetMode::Add),
+            MetaFlag::SetFlags(copy.flags),
+            MetaFlag::Ttl(copy.exptime),
+            MetaFlag::ReturnCas,
+        ];
+        let request = Request::MetaSet {
+            key: Key::new(key).expect("a valid wire key"),
             data: &copy.value,
-            noreply: false,
+            flags: &flags,
         };
         let open: Vec<Target> = targets
             .iter()
@@ -186,15 +195,19 @@ impl Client {
             .iter()
             .map(|&t| Box::pin(self.exec(snap, t, &request, Attempt::Repair)) as BoxFuture<'_, _>)
             .collect();
-        let stored: Vec<Target> = open
+        let stored: Vec<(Target, u64)> = open
             .into_iter()
             .zip(join_all(adds).await)
-            .filter(|(_, reply)| matches!(reply, Ok(Some(Response::Stored))))
-            .map(|(t, _)| t)
+            .filter_map(|(t, reply)| match reply {
+                Ok(Some(Response::Meta(m))) if m.status == MetaStatus::Hd => {
+                    Some((t, m.flag_u64(b'c').unwrap_or(0)))
+                }
+                _ => None,
+            })
             .collect();
         if repairs.written_since(key, since) {
             // Possibly landed after that write's own copy was deleted.
-            self.queue_deletes(snap, key, &stored);
+            self.delete_if_unchanged(snap, key, &stored).await;
             return 0;
         }
         self.inner
@@ -203,13 +216,42 @@ impl Client {
         stored.len() as u64
     }
 
-    /// Queues a repair (a delete) of `key` at each of `targets`.
-    fn queue_deletes(&self, snap: &Snapshot, key: &[u8], targets: &[Target]) {
-        for t in targets {
-            let number = self.inner.repairs.number_write(key);
-            let group = snap.topology.group(t.group).name();
-            self.queue_repair(snap.name(t.server), group, key, number, None);
+    /// Deletes `key` at each target whose copy still has the CAS unique
+    /// given (`md … C`): a newer write there stays. Where the server cannot
+    /// be asked, a repair is queued (the copy may be the older one).
+    /// Returns how many were deleted.
+    async fn delete_if_unchanged(
+        &self,
+        snap: &Snapshot,
+        key: &[u8],
+        copies: &[(Target, u64)],
+    ) -> u64 {
+        let wire = Key::new(key).expect("a valid wire key");
+        let flags: Vec<[MetaFlag; 1]> = copies
+            .iter()
+            .map(|&(_, cas)| [MetaFlag::CompareCas(cas)])
+            .collect();
+        let deletes: Vec<BoxFuture<'_, _>> = copies
+            .iter()
+            .zip(&flags)
+            .map(|(&(t, _), flags)| {
+                let request = Request::MetaDelete { key: wire, flags };
+                Box::pin(async move { self.exec(snap, t, &request, Attempt::Repair).await })
+                    as BoxFuture<'_, _>
+            })
+            .collect();
+        let mut deleted = 0;
+        for (&(t, _), reply) in copies.iter().zip(join_all(deletes).await) {
+            match reply {
+                Ok(Some(Response::Meta(m))) => deleted += u64::from(m.status == MetaStatus::Hd),
+                _ => {
+                    let number = self.inner.repairs.number_write(key);
+                    let group = snap.topology.group(t.group).name();
+                    self.queue_repair(snap.name(t.server), group, key, number, None);
+                }
+            }
         }
+        deleted
     }
 
     /// Reads a key from every group that serves reads and returns the copy
@@ -302,7 +344,8 @@ impl Client {
     }
 
     /// After a consistent read: the groups whose copy is not `winner` are
-    /// brought in line, on a task of their own.
+    /// brought in line, on a task of their own: a differing copy deleted if
+    /// unchanged since it was read, the winner added where it was absent.
     fn reconcile(
         &self,
         snap: &Arc<Snapshot>,
@@ -319,24 +362,26 @@ impl Client {
                 (Vote::Held(c), Some(w)) if same(c, w) => {}
                 (Vote::Absent, None) => {}
                 (Vote::Absent, Some(_)) => absent.push(*target),
-                (Vote::Held(_), _) => differ.push(*target),
+                (Vote::Held(c), _) => differ.push((*target, c.cas)),
                 (Vote::Silent(_), _) => {}
             }
         }
-        if !differ.is_empty() {
-            self.queue_deletes(snap, key, &differ);
-            self.inner
-                .read_repairs
-                .fetch_add(differ.len() as u64, Ordering::Relaxed);
-        }
-        let Some(winner) = winner.filter(|_| !absent.is_empty()) else {
+        let winner = winner.filter(|_| !absent.is_empty());
+        if differ.is_empty() && winner.is_none() {
             return;
-        };
+        }
         let (client, snap, key) = (self.clone(), snap.clone(), Box::<[u8]>::from(key));
         let background = self.inner.background();
         tokio::spawn(async move {
             let _background = background;
-            client.copy_into(&snap, &key, &winner, &absent, since).await;
+            let deleted = client.delete_if_unchanged(&snap, &key, &differ).await;
+            client
+                .inner
+                .read_repairs
+                .fetch_add(deleted, Ordering::Relaxed);
+            if let Some(winner) = winner {
+                client.copy_into(&snap, &key, &winner, &absent, since).await;
+            }
         });
     }
 }
@@ -396,6 +441,7 @@ mod tests {
             value: v.into(),
             flags: 0,
             exptime: 0,
+            cas: 1,
         })
     }
 
@@ -433,6 +479,7 @@ mod tests {
             value: "a".into(),
             flags: 7,
             exptime: 0,
+            cas: 2,
         });
         let winner = tally(&[held("a"), flagged, held("a")], Some(1)).unwrap();
         assert_eq!(winner.map(|c| c.flags), Some(0));

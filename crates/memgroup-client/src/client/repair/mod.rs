@@ -210,7 +210,7 @@ impl Repairs {
             .servers
             .get(server)
             .and_then(|keys| keys.get(key))
-            .is_some_and(|e| e.write < write)
+            .is_some_and(|e| e.write < write && !e.may_land)
     }
 
     /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
@@ -348,7 +348,10 @@ impl Repairs {
 
     /// A later write of `key` was applied on `server`: a repair for a missed
     /// write that cannot land any more is superseded (the server holds the
-    /// newest value) and counted as done.
+    /// newest value) and counted as done. One whose write timed out is not:
+    /// that write may still land after the later one (from another
+    /// connection of a server that was stalled), so the server ends with
+    /// nothing rather than the older value.
     fn superseded(&self, server: &str, key: &[u8], write: u64) {
         if self.pending.load(Ordering::Acquire) == 0 || !self.blocks_superseded(server, key, write)
         {
@@ -359,7 +362,7 @@ impl Repairs {
             .servers
             .get(server)
             .and_then(|keys| keys.get(key))
-            .filter(|e| e.write < write)
+            .filter(|e| e.write < write && !e.may_land)
             .map(|e| e.number)
         else {
             return;

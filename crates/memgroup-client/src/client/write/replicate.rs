@@ -312,8 +312,10 @@ impl Client {
             }
             return;
         }
-        if newest > job.number {
-            // A later write of the key was applied there meanwhile.
+        let may_land = part.reply.as_ref().err().is_some_and(Error::is_timeout);
+        if newest > job.number && !may_land {
+            // A later write of the key was applied there meanwhile, and
+            // this one cannot land after it.
             return;
         }
         let group = snap.topology.group(part.group).name();

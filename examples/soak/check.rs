@@ -1,0 +1,197 @@
+//! The soak's verdicts, read from every group's copy on the servers: lost
+//! acknowledged writes, and — once the faults stopped and the repair queue
+//! drained — whether the groups converged.
+
+use std::time::Instant;
+
+use memgroup::client::Client;
+use memgroup::topology::Topology;
+
+use crate::load::{Acked, Counts, counter_key, key, parse};
+use crate::{COUNTERS, KEYS_PER_TASK, TASKS};
+
+/// Acknowledged writes checked, excused and lost.
+#[derive(Debug, Default)]
+pub(crate) struct Losses {
+    pub(crate) checked: u64,
+    /// Every group's server for the key was killed since the write.
+    pub(crate) excused: u64,
+    pub(crate) lost: u64,
+    pub(crate) examples: Vec<String>,
+}
+
+/// Every key whose last write (a set or a delete) was acknowledged under
+/// the ALL policy reads back that value or a newer one (for a delete:
+/// nothing, or a newer value) from at least one group whose server for the
+/// key was not killed since the acknowledgement.
+pub(crate) async fn losses(
+    verifiers: &[Client],
+    topology: &Topology,
+    acked: &[(String, Acked)],
+    killed_at: &[Option<Instant>],
+) -> Losses {
+    let mut out = Losses::default();
+    for (k, ack) in acked {
+        let (version, at) = ack.version_at();
+        let mut held = false;
+        let mut survivors = 0;
+        for (g, verifier) in verifiers.iter().enumerate() {
+            let server = topology.groups()[g].server_for(k.as_bytes()).0;
+            if killed_at[server].is_some_and(|kill| kill >= at) {
+                continue;
+            }
+            survivors += 1;
+            let Ok(found) = verifier.get(k).await else {
+                continue;
+            };
+            let newer_or_same = |v: &[u8]| parse(v).is_some_and(|(_, got)| got >= version);
+            held |= match ack {
+                Acked::Set { maybe_deleted, .. } => match found {
+                    Some(item) => newer_or_same(&item.value),
+                    None => *maybe_deleted,
+                },
+                Acked::Deleted { .. } => found
+                    .is_none_or(|item| parse(&item.value).is_some_and(|(_, got)| got > version)),
+            };
+        }
+        if survivors == 0 {
+            out.excused += 1;
+            continue;
+        }
+        out.checked += 1;
+        if !held {
+            out.lost += 1;
+            if out.examples.len() < 5 {
+                out.examples.push(format!("{k}: {ack:?}"));
+            }
+        }
+    }
+    out
+}
+
+/// How far the groups are from agreeing, after the heal.
+#[derive(Debug, Default)]
+pub(crate) struct Convergence {
+    /// Keys read in every group (values and counters).
+    pub(crate) keys: u64,
+    /// Copies (key, group) older than the key's last acknowledged write —
+    /// for a counter, lower than another group's copy.
+    pub(crate) stale: u64,
+    /// Keys two groups hold different values of (absence allowed).
+    pub(crate) divergent: u64,
+    /// Copies no group answered for.
+    pub(crate) unread: u64,
+    /// Counters whose arbiter's copy is below the highest value an `incr`
+    /// sent since its server last restarted returned.
+    pub(crate) counters_behind: u64,
+    pub(crate) counters_checked: u64,
+    pub(crate) examples: Vec<String>,
+}
+
+impl Convergence {
+    fn example(&mut self, what: String) {
+        if self.examples.len() < 5 {
+            self.examples.push(what);
+        }
+    }
+}
+
+/// Reads every key's copy in every group: for every key, no group holds a
+/// version older than the key's last acknowledged write, and no two groups
+/// hold different versions.
+pub(crate) async fn convergence(
+    verifiers: &[Client],
+    topology: &Topology,
+    acked: &[(String, Acked)],
+    counts: &Counts,
+    killed_at: &[Option<Instant>],
+) -> Convergence {
+    let last: std::collections::HashMap<&str, &Acked> =
+        acked.iter().map(|(k, a)| (k.as_str(), a)).collect();
+    let mut out = Convergence::default();
+    for t in 0..TASKS {
+        for i in 0..KEYS_PER_TASK {
+            let k = key(t, i);
+            let mut versions = Vec::new();
+            for verifier in verifiers {
+                match verifier.get(&k).await {
+                    Ok(Some(item)) => versions.push(parse(&item.value).map_or(0, |(_, v)| v)),
+                    Ok(None) => {}
+                    Err(_) => out.unread += 1,
+                }
+            }
+            out.keys += 1;
+            if let Some(ack) = last.get(k.as_str()) {
+                for &v in &versions {
+                    let stale = match ack {
+                        Acked::Set { version, .. } => v < *version,
+                        Acked::Deleted { version, .. } => v <= *version,
+                    };
+                    if stale {
+                        out.stale += 1;
+                        out.example(format!("{k}: a copy of version {v} after {ack:?}"));
+                    }
+                }
+            }
+            if versions.windows(2).any(|w| w[0] != w[1]) {
+                out.divergent += 1;
+                out.example(format!(
+                    "{k}: versions {versions:?} (groups in order, absent left out)"
+                ));
+            }
+        }
+    }
+    let arbiter = topology.arbiter().0;
+    for j in 0..COUNTERS {
+        let k = counter_key(j);
+        let mut copies: Vec<(usize, u64)> = Vec::new();
+        for (g, verifier) in verifiers.iter().enumerate() {
+            match verifier.get(&k).await {
+                Ok(Some(item)) => {
+                    let n = std::str::from_utf8(&item.value)
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                        .unwrap_or(0);
+                    copies.push((g, n));
+                }
+                Ok(None) => {}
+                Err(_) => out.unread += 1,
+            }
+        }
+        out.keys += 1;
+        let high = copies.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        for &(g, n) in &copies {
+            if n < high {
+                out.stale += 1;
+                out.example(format!("{k}: group {g} holds {n}, another {high}"));
+            }
+        }
+        if copies.windows(2).any(|w| w[0].1 != w[1].1) {
+            out.divergent += 1;
+        }
+        // What the arbiter's server acknowledged since it last restarted
+        // (empty): the incrs that started after that.
+        let server = topology.groups()[arbiter].server_for(k.as_bytes()).0;
+        let counted = counts
+            .counted
+            .lock()
+            .iter()
+            .filter(|&&(c, started, _)| c == j && killed_at[server].is_none_or(|k| started > k))
+            .map(|&(_, _, n)| n)
+            .max();
+        if let Some(counted) = counted {
+            out.counters_checked += 1;
+            let at_arbiter = copies
+                .iter()
+                .find(|&&(g, _)| g == arbiter)
+                .map_or(0, |&(_, n)| n);
+            if at_arbiter < counted {
+                out.counters_behind += 1;
+                out.example(format!(
+                    "{k}: arbiter holds {at_arbiter}, an incr returned {counted}"
+                ));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,220 @@
+//! The load: many tasks of reads, multi-key reads, sets, deletes and
+//! counter increments. Each value key has one writer task, so its last
+//! acknowledged write is well defined; the counters are shared by every
+//! task, so several increment one at once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+use memgroup::client::{Client, Error};
+use parking_lot::Mutex;
+
+use crate::measure::{Latency, Rng};
+use crate::{COUNTERS, KEYS_PER_TASK, TASKS};
+
+/// Operations done and what came of them.
+#[derive(Default)]
+pub(crate) struct Counts {
+    pub(crate) gets: AtomicU64,
+    pub(crate) multi: AtomicU64,
+    pub(crate) sets: AtomicU64,
+    pub(crate) deletes: AtomicU64,
+    pub(crate) incrs: AtomicU64,
+    pub(crate) acked: AtomicU64,
+    pub(crate) misdelivered: AtomicU64,
+    pub(crate) errors: Mutex<HashMap<&'static str, u64>>,
+    /// Acknowledged `incr`s: the counter, when the call started, the value
+    /// it returned.
+    pub(crate) counted: Mutex<Vec<(usize, Instant, u64)>>,
+}
+
+impl Counts {
+    fn error(&self, e: &Error) {
+        *self.errors.lock().entry(e.kind().name()).or_default() += 1;
+    }
+}
+
+pub(crate) fn key(task: usize, i: u64) -> String {
+    format!("soak:{task}:{i}")
+}
+
+pub(crate) fn counter_key(j: usize) -> String {
+    format!("soak:counter:{j}")
+}
+
+fn value(key: &str, version: u64) -> Vec<u8> {
+    let mut v = format!("{key}|{version}|").into_bytes();
+    v.resize(v.len() + 64 + (version as usize % 200), b'x');
+    v
+}
+
+/// The key and version a value carries.
+pub(crate) fn parse(value: &[u8]) -> Option<(&str, u64)> {
+    let text = std::str::from_utf8(value).ok()?;
+    let mut parts = text.splitn(3, '|');
+    let key = parts.next()?;
+    let version = parts.next()?.parse().ok()?;
+    Some((key, version))
+}
+
+/// The last acknowledged write of a key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Acked {
+    /// `maybe_deleted`: a later delete was not acknowledged, but a server
+    /// may still have applied it (a timed-out request is not an unsent
+    /// one: a stalled server processes it when it resumes).
+    Set {
+        version: u64,
+        at: Instant,
+        maybe_deleted: bool,
+    },
+    Deleted {
+        version: u64,
+        at: Instant,
+    },
+}
+
+impl Acked {
+    pub(crate) fn version_at(&self) -> (u64, Instant) {
+        match *self {
+            Acked::Set { version, at, .. } | Acked::Deleted { version, at } => (version, at),
+        }
+    }
+}
+
+/// Where a task records how long each operation took.
+pub(crate) struct Timing {
+    pub(crate) faulting: Arc<AtomicBool>,
+    pub(crate) calm: Arc<Latency>,
+    pub(crate) stormy: Arc<Latency>,
+}
+
+/// Task `t`'s load until `stop`: returns its keys' last acknowledged writes.
+pub(crate) async fn task(
+    t: usize,
+    client: Client,
+    stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
+    timing: Timing,
+) -> HashMap<u64, Acked> {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1));
+    let mut versions = vec![0u64; KEYS_PER_TASK as usize];
+    let mut acked: HashMap<u64, Acked> = HashMap::new();
+    while !stop.load(Relaxed) {
+        let started = Instant::now();
+        let roll = rng.below(100);
+        // Reads may ask any task's keys; writes only this task's.
+        let other = rng.below(TASKS as u64) as usize;
+        let i = rng.below(KEYS_PER_TASK);
+        match roll {
+            0..50 => {
+                counts.gets.fetch_add(1, Relaxed);
+                let k = key(other, i);
+                match client.get(&k).await {
+                    Ok(Some(item)) => {
+                        if parse(&item.value).map(|(key, _)| key) != Some(k.as_str()) {
+                            counts.misdelivered.fetch_add(1, Relaxed);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => counts.error(&e),
+                }
+            }
+            50..60 => {
+                counts.multi.fetch_add(1, Relaxed);
+                let keys: Vec<String> = (0..10)
+                    .map(|j| key(other, (i + j * 37) % KEYS_PER_TASK))
+                    .collect();
+                match client.get_multi(&keys).await {
+                    Ok(found) => {
+                        for (k, item) in found.hits() {
+                            if parse(&item.value).map(|(key, _)| key.as_bytes()) != Some(k) {
+                                counts.misdelivered.fetch_add(1, Relaxed);
+                            }
+                        }
+                        // Keys no group answered count as errors, once each call.
+                        if let Some((_, e)) = found.errors().next() {
+                            counts.error(e);
+                        }
+                    }
+                    Err(e) => counts.error(&e),
+                }
+            }
+            60..88 => {
+                counts.sets.fetch_add(1, Relaxed);
+                let k = key(t, i);
+                let slot = &mut versions[i as usize];
+                *slot += 1;
+                let version = *slot;
+                match client.set(&k, value(&k, version), 0).await {
+                    Ok(outcome) if outcome.applied() => {
+                        counts.acked.fetch_add(1, Relaxed);
+                        acked.insert(
+                            i,
+                            Acked::Set {
+                                version,
+                                at: Instant::now(),
+                                maybe_deleted: false,
+                            },
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(e) => counts.error(&e),
+                }
+            }
+            88..92 => {
+                counts.incrs.fetch_add(1, Relaxed);
+                let j = rng.below(COUNTERS as u64) as usize;
+                let k = counter_key(j);
+                match client.incr(&k, 1).await {
+                    Ok(Some(n)) => counts.counted.lock().push((j, started, n)),
+                    // Absent: create it (`add`: one creator wins).
+                    Ok(None) => {
+                        if let Err(e) = client.add(&k, "0", 0).await {
+                            counts.error(&e);
+                        }
+                    }
+                    Err(e) => counts.error(&e),
+                }
+            }
+            _ => {
+                counts.deletes.fetch_add(1, Relaxed);
+                let k = key(t, i);
+                let slot = &mut versions[i as usize];
+                *slot += 1;
+                let version = *slot;
+                match client.delete(&k).await {
+                    // Applied or not found: either way absent everywhere.
+                    Ok(outcome) if outcome.groups.iter().all(|g| g.result.is_ok()) => {
+                        counts.acked.fetch_add(1, Relaxed);
+                        acked.insert(
+                            i,
+                            Acked::Deleted {
+                                version,
+                                at: Instant::now(),
+                            },
+                        );
+                    }
+                    failed => {
+                        if let Err(e) = &failed {
+                            counts.error(e);
+                        }
+                        if let Some(Acked::Set { maybe_deleted, .. }) = acked.get_mut(&i) {
+                            *maybe_deleted = true;
+                        }
+                    }
+                }
+            }
+        }
+        let took = started.elapsed();
+        if timing.faulting.load(Relaxed) {
+            &timing.stormy
+        } else {
+            &timing.calm
+        }
+        .record(took);
+    }
+    acked
+}
