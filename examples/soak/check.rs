@@ -172,12 +172,11 @@ pub(crate) async fn convergence(
         // What the arbiter's server acknowledged since it last restarted
         // (empty): the incrs that started after that.
         let server = topology.groups()[arbiter].server_for(k.as_bytes()).0;
-        let counted = counts
-            .counted
+        let counted = counts.counted[j]
             .lock()
             .iter()
-            .filter(|&&(c, started, _)| c == j && killed_at[server].is_none_or(|k| started > k))
-            .map(|&(_, _, n)| n)
+            .filter(|&&(started, _)| killed_at[server].is_none_or(|k| started > k))
+            .map(|&(_, n)| n)
             .max();
         if let Some(counted) = counted {
             out.counters_checked += 1;

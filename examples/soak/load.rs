@@ -25,9 +25,10 @@ pub(crate) struct Counts {
     pub(crate) acked: AtomicU64,
     pub(crate) misdelivered: AtomicU64,
     pub(crate) errors: Mutex<HashMap<&'static str, u64>>,
-    /// Acknowledged `incr`s: the counter, when the call started, the value
-    /// it returned.
-    pub(crate) counted: Mutex<Vec<(usize, Instant, u64)>>,
+    /// Acknowledged `incr`s per counter: when the call started and the
+    /// value it returned, only those no later-started one returned more
+    /// than (all a check needs, and bounded by the restarts).
+    pub(crate) counted: [Mutex<Vec<(Instant, u64)>>; COUNTERS],
 }
 
 impl Counts {
@@ -169,7 +170,13 @@ pub(crate) async fn task(
                 let j = rng.below(COUNTERS as u64) as usize;
                 let k = counter_key(j);
                 match client.incr(&k, 1).await {
-                    Ok(Some(n)) => counts.counted.lock().push((j, started, n)),
+                    Ok(Some(n)) => {
+                        let mut acks = counts.counted[j].lock();
+                        if !acks.iter().any(|&(s, m)| s >= started && m >= n) {
+                            acks.retain(|&(s, m)| !(s <= started && m <= n));
+                            acks.push((started, n));
+                        }
+                    }
                     // Absent: create it (`add`: one creator wins).
                     Ok(None) => {
                         if let Err(e) = client.add(&k, "0", 0).await {

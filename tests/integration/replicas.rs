@@ -183,3 +183,116 @@ async fn a_meta_set_in_add_mode_is_decided_by_the_arbiter_too() {
     far.meta_set("p", "v", &[]).await.unwrap();
     assert_eq!(raw::get(sg2.addr(), b"p").as_deref(), Some(&b"v"[..]));
 }
+
+/// Three groups of one server each; the arbiter is `sg1`.
+fn three_groups() -> ([Memcached; 3], String) {
+    let servers = [Memcached::spawn(), Memcached::spawn(), Memcached::spawn()];
+    let groups = format!(
+        "sg3={};sg2={};sg1={}",
+        servers[2].addr_string(),
+        servers[1].addr_string(),
+        servers[0].addr_string()
+    );
+    (servers, groups)
+}
+
+/// With three groups, cas, incr and decr from any zone leave the arbiter
+/// deciding and no other group holding another value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_three_groups_cas_and_counters_leave_no_group_disagreeing() {
+    let (servers, groups) = three_groups();
+    let others = || servers[1..].iter().map(|s| raw::get(s.addr(), b"k"));
+    for zone in ["sg1", "sg2", "sg3"] {
+        let c = client(&groups, zone);
+        c.set("k", "v0", 0).await.unwrap();
+        let cas = c.gets("k").await.unwrap().unwrap().cas.unwrap();
+        assert!(c.cas("k", zone, cas, 0).await.unwrap().applied(), "{zone}");
+        assert_eq!(
+            raw::get(servers[0].addr(), b"k").as_deref(),
+            Some(zone.as_bytes())
+        );
+        assert!(others().all(|copy| copy.is_none() || copy.as_deref() == Some(zone.as_bytes())));
+        // A stale unique is refused by the arbiter, and changes nothing.
+        assert!(!c.cas("k", "late", cas, 0).await.unwrap().applied());
+        assert!(others().all(|copy| copy.as_deref() != Some(&b"late"[..])));
+    }
+    let c = client(&groups, "sg3");
+    c.set("n", "100", 0).await.unwrap();
+    raw::set(servers[2].addr(), b"n", b"7");
+    assert_eq!(c.incr("n", 5).await.unwrap(), Some(105));
+    assert_eq!(c.decr("n", 10).await.unwrap(), Some(95));
+    // (memcached pads a counter that shrank in place with spaces.)
+    let counter = raw::get(servers[0].addr(), b"n").map(|v| String::from_utf8(v).unwrap());
+    assert_eq!(counter.as_deref().map(str::trim), Some("95"));
+    for s in &servers[1..] {
+        assert_eq!(raw::get(s.addr(), b"n"), None);
+    }
+}
+
+/// `add` from two zones at once while a non-arbiter group's server is
+/// stalled: exactly one wins each round, and once the server is back (and
+/// its repairs drained) no group holds the loser's value.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn add_races_with_a_stalled_replica_grant_one_lock() {
+    use std::time::Duration;
+
+    use memgroup::client::{Error, ErrorKind, WriteOutcome};
+
+    use crate::support::{HeldClock, TICK, advance_until};
+    let _clock = HeldClock::hold();
+    let (servers, groups) = three_groups();
+    let build = |zone: &str| {
+        Client::builder()
+            .evcache_groups(&groups)
+            .unwrap()
+            .zone(zone)
+            .timeout(Duration::from_millis(300))
+            .backoff(Duration::from_secs(1), Duration::from_secs(8))
+            .build()
+            .unwrap()
+    };
+    let (near, far) = (build("sg1"), build("sg3"));
+    servers[1].stop();
+    let mut winners = Vec::new();
+    for round in 0..5 {
+        let key = format!("lock:{round}");
+        let adds = [(near.clone(), "near"), (far.clone(), "far")].map(|(c, v)| {
+            let key = key.clone();
+            tokio::spawn(async move { c.add(&key, v, 60).await })
+        });
+        advance_until(10 * TICK, || adds.iter().all(|a| a.is_finished())).await;
+        let [a, b] = adds;
+        let (a, b) = (a.await.unwrap(), b.await.unwrap());
+        let applied = |r: &Result<WriteOutcome, Error>| {
+            r.as_ref().is_ok_and(|o| o.applied())
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() == ErrorKind::WritePolicy)
+        };
+        // A policy miss (the stalled group) is the arbiter's yes all the same.
+        let (a_won, b_won) = (applied(&a), applied(&b));
+        let refused = |r: &Result<WriteOutcome, Error>| r.as_ref().is_ok_and(|o| !o.applied());
+        assert!(
+            (a_won && refused(&b)) || (b_won && refused(&a)),
+            "round {round}: exactly one wins: {a:?} / {b:?}"
+        );
+        winners.push((key, if a_won { "near" } else { "far" }));
+    }
+    servers[1].resume();
+    advance_until(30 * TICK, || {
+        near.status().repairs.pending == 0 && far.status().repairs.pending == 0
+    })
+    .await;
+    for (key, winner) in &winners {
+        assert_eq!(
+            raw::get(servers[0].addr(), key.as_bytes()).as_deref(),
+            Some(winner.as_bytes())
+        );
+        for s in &servers[1..] {
+            let copy = raw::get(s.addr(), key.as_bytes());
+            assert!(
+                copy.is_none() || copy.as_deref() == Some(winner.as_bytes()),
+                "{key}: {copy:?}"
+            );
+        }
+    }
+}

@@ -305,7 +305,7 @@ fn compare_tracing() -> Result<()> {
 }
 
 /// `cargo xtask soak [--duration SECONDS]`: the soak under faults
-/// (`examples/soak.rs`), in release; exits non-zero on any violation.
+/// (`examples/soak/`), in release; exits non-zero on any violation.
 fn soak(args: &[String]) -> Result<()> {
     ensure_memcached()?;
     let mut run_args = vec!["run", "--release", "--example", "soak", "--"];

@@ -15,13 +15,14 @@
 //!   part that misses ends — and queues its repair — when its timeout fires,
 //!   possibly after a later write of the key was applied on that server; so
 //!   every part registers with the key's own server while it runs
-//!   ([`inflight`]), and a miss queues nothing when a later write was
-//!   applied there meanwhile. A write applied there later supersedes a
-//!   queued repair of an older one. The corner left: a timed-out write
-//!   still in a stalled server's old socket that lands after a later write
-//!   (then that server is stale until the key's next write or expiry), and
-//!   a repair's delete in flight while a later write is applied (then it
-//!   holds nothing).
+//!   ([`inflight`]), and a miss that failed outright queues nothing when a
+//!   later write was applied there meanwhile. A write applied there later
+//!   supersedes a queued repair of an older one. Not so for a write that
+//!   timed out: it may still land from a stalled server's old socket after
+//!   the later write, so its repair stands and that server ends holding
+//!   nothing rather than the older value. The corner left: a repair's
+//!   delete in flight while a later write is applied (then it holds
+//!   nothing).
 //! - **Bounded and in memory.** At most
 //!   [`ClientBuilder::repair_queue`](crate::ClientBuilder::repair_queue)
 //!   entries (one per server and key); a full queue drops its oldest entry,
