@@ -1111,7 +1111,7 @@ fn main() {
         let (best_name, best_peer) = peers(n)
             .into_iter()
             .max_by(|a, b| a.1.ops_per_sec.total_cmp(&b.1.ops_per_sec))
-        .unwrap();
+            .unwrap();
         let r1 = tput(mg1c, n).ops_per_sec / best_peer.ops_per_sec;
         let r4 = tput(mg4c, n).ops_per_sec / best_peer.ops_per_sec;
         let r_nm = tput(mg_nomerge, n).ops_per_sec / best_peer.ops_per_sec;
@@ -1128,7 +1128,7 @@ fn main() {
         let (best_name, best_peer) = peers(n)
             .into_iter()
             .min_by(|a, b| a.1.cpu_us_per_op.total_cmp(&b.1.cpu_us_per_op))
-        .unwrap();
+            .unwrap();
         let r1 = tput(mg1c, n).cpu_us_per_op / best_peer.cpu_us_per_op;
         let r4 = tput(mg4c, n).cpu_us_per_op / best_peer.cpu_us_per_op;
         let r_nm = tput(mg_nomerge, n).cpu_us_per_op / best_peer.cpu_us_per_op;

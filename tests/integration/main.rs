@@ -8,6 +8,7 @@ mod auth;
 mod cli;
 mod client;
 mod config;
+mod fill;
 mod hedge;
 mod hostile;
 mod interop;

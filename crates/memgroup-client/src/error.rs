@@ -50,11 +50,15 @@ pub enum ErrorKind {
     /// a read passes it over for the next group instead of queueing behind
     /// a server that is not answering.
     Overloaded,
+    /// The fill of [`Client::get_or_fill`](crate::Client::get_or_fill)
+    /// failed; its error is the [`source`](std::error::Error::source). The
+    /// lease was released, so another caller may fill.
+    Fill,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 17] = [
         ErrorKind::Timeout,
         ErrorKind::Connection,
         ErrorKind::ServerDead,
@@ -70,6 +74,8 @@ impl ErrorKind {
         ErrorKind::InvalidArgument,
         ErrorKind::Auth,
         ErrorKind::Tls,
+        ErrorKind::Overloaded,
+        ErrorKind::Fill,
     ];
 
     /// The kind's position in [`ErrorKind::ALL`].
@@ -97,6 +103,7 @@ impl ErrorKind {
             ErrorKind::Auth => "auth",
             ErrorKind::Tls => "tls",
             ErrorKind::Overloaded => "overloaded",
+            ErrorKind::Fill => "fill",
         }
     }
 }
@@ -147,6 +154,15 @@ impl Error {
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {
         self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// With a cause given boxed (a caller's error).
+    pub(crate) fn with_boxed_source(
+        mut self,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    ) -> Error {
+        self.source = Some(Arc::from(source));
         self
     }
 

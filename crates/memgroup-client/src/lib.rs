@@ -143,8 +143,8 @@ mod client;
 pub use client::Client;
 pub use client::crawler;
 pub use client::{
-    ClientBuilder, ClientUrl, GroupStatus, Hedge, MigrationStatus, Probe, RepairStatus,
-    ServerState, ServerStatus, Status, Watcher,
+    ClientBuilder, ClientUrl, Fill, Filled, Freshness, GroupStatus, Hedge, MigrationStatus, Probe,
+    RepairStatus, ServerState, ServerStatus, Status, Watcher,
 };
 pub use conn::Credentials;
 #[cfg(feature = "tls")]
@@ -154,7 +154,7 @@ pub use error::{Error, ErrorKind};
 pub use events::Event;
 pub use item::{GroupOutcome, Item, MultiGet, ServerStats, WriteOutcome};
 pub use longkey::{DigestFn, KeyDigest, LongKeys};
-pub use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus};
+pub use memgroup_proto::{ArithMode, MetaFlag, MetaResponse, MetaStatus, SetMode};
 // What the builder takes, from the crates that define it (see "One
 // dependency" above): the same types under a second path.
 pub use memgroup_hash::{HashStrategy, LocatorConfig, NodeNaming};

@@ -217,6 +217,24 @@ impl MetaResponse {
     pub fn ttl(&self) -> Option<i64> {
         std::str::from_utf8(self.flag(b't')?).ok()?.parse().ok()
     }
+
+    /// `W`: this caller won the right to fill (or refresh) the item — a
+    /// miss vivified by `N`, a stale item, or one whose TTL fell below `R`.
+    pub fn won(&self) -> bool {
+        self.flag(b'W').is_some()
+    }
+
+    /// `X`: the item is stale (marked by `md … I`); its value may be served
+    /// while someone refills it.
+    pub fn is_stale(&self) -> bool {
+        self.flag(b'X').is_some()
+    }
+
+    /// `Z`: another caller already won the right to fill the item; wait for
+    /// its value (or serve a stale one).
+    pub fn win_sent(&self) -> bool {
+        self.flag(b'Z').is_some()
+    }
 }
 
 /// One complete reply from the server.
@@ -275,6 +293,24 @@ mod tests {
             cas: None,
             data: Bytes::from_static(b"v"),
         }
+    }
+
+    /// The lease flags as memcached 1.6.18 sends them: a won miss, a stale
+    /// item whose win was sent, a plain hit.
+    #[test]
+    fn lease_flags_read_as_won_stale_and_win_sent() {
+        let meta = |flags: &'static [u8]| MetaResponse {
+            status: MetaStatus::Va,
+            flags: Bytes::from_static(flags),
+            value: Some(Bytes::new()),
+        };
+        let won = meta(b"s0 t30 c1 W");
+        assert!(won.won() && !won.is_stale() && !won.win_sent());
+        let waiting = meta(b"t30 c3 Z X");
+        assert!(!waiting.won() && waiting.is_stale() && waiting.win_sent());
+        let hit = meta(b"t-1 c7");
+        assert!(!hit.won() && !hit.is_stale() && !hit.win_sent());
+        assert_eq!(hit.ttl(), Some(-1));
     }
 
     #[test]

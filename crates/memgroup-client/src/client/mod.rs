@@ -17,6 +17,7 @@ use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 mod admin;
 mod builder;
 pub mod crawler;
+mod fill;
 pub(crate) mod hedge;
 mod migrate;
 mod read;
@@ -30,6 +31,7 @@ mod write;
 
 pub use admin::Probe;
 pub use builder::ClientBuilder;
+pub use fill::{Fill, Filled, Freshness};
 pub use hedge::Hedge;
 pub use migrate::MigrationStatus;
 pub use repair::RepairStatus;
@@ -78,6 +80,8 @@ pub(crate) struct Inner {
     pub(crate) hedging: hedge::Hedging,
     /// Deletes owed to servers that missed a write.
     pub(crate) repairs: Arc<repair::Repairs>,
+    /// Concurrent `get_or_fill` calls per key, sharing one flight.
+    pub(crate) flights: Arc<fill::flight::Flights>,
     /// Whether fallback hits are copied into the groups that missed.
     pub(crate) read_repair: bool,
     /// Copies a read repair or a consistent read stored (or deleted).
@@ -165,6 +169,7 @@ impl Client {
                 repairs: Arc::new(repair::Repairs::new(parts.repairs.0, parts.repairs.1)),
                 read_repair: parts.read_repair,
                 read_repairs: AtomicU64::new(0),
+                flights: Arc::default(),
                 hedging: hedge::Hedging::new(parts.hedge.0, parts.hedge.1),
                 background: AtomicUsize::new(0),
                 settled: tokio::sync::Notify::new(),
@@ -398,6 +403,17 @@ fn check_reply(reply: Response, server: &str) -> Result<Response, Error> {
         Response::Error => Err(Error::new(ErrorKind::Client, "ERROR (unknown command)").at(server)),
         other => Ok(other),
     }
+}
+
+/// Refuses quiet mode (`q`) for `command`: its replies would not pair.
+pub(crate) fn refuse_quiet(flags: &[memgroup_proto::MetaFlag], command: &str) -> Result<(), Error> {
+    if flags.iter().any(|f| f.is_quiet()) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("quiet mode (q) is not supported by {command}"),
+        ));
+    }
+    Ok(())
 }
 
 /// A reply of an unexpected kind (or none where one was due).

@@ -19,7 +19,7 @@ use crate::client::migrate::Migration;
 use crate::client::trace::{self};
 use crate::client::{Client, unexpected};
 use crate::conn::merge::circular;
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::item::{Item, MultiGet};
 use crate::join::{BoxFuture, join_all};
 use crate::longkey;
@@ -294,12 +294,7 @@ impl Client {
         key: impl AsRef<[u8]>,
         flags: &[MetaFlag],
     ) -> Result<Option<MetaResponse>, Error> {
-        if flags.iter().any(|f| f.is_quiet()) {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "quiet mode (q) is not supported by meta_get",
-            ));
-        }
+        crate::client::refuse_quiet(flags, "meta_get")?;
         self.read_one(key.as_ref(), &MetaGet(flags)).await
     }
 }

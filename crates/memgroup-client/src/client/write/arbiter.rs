@@ -18,7 +18,7 @@
 //! cluster opts into [`Settings::arbiter_failover`](memgroup_topology::Settings::arbiter_failover).
 
 use memgroup_proto::{Key, Request, Response};
-use memgroup_topology::GroupId;
+use memgroup_topology::{GroupId, Target};
 
 use super::op::WriteOp;
 use crate::client::Client;
@@ -26,6 +26,7 @@ use crate::client::trace::Attempt;
 use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::item::{Item, WriteOutcome};
+use crate::pool::Snapshot;
 
 impl Client {
     /// A conditional write: decided by the arbiter, then the other groups'
@@ -92,32 +93,44 @@ impl Client {
         Err(unreachable.expect("at least one arbiter was tried"))
     }
 
+    /// `group`'s server for the wire key `wire`, unless it is dead.
+    pub(crate) fn group_target(
+        &self,
+        snap: &Snapshot,
+        wire: &[u8],
+        group: GroupId,
+    ) -> Option<Target> {
+        let dead = self.inner.pool.dead();
+        snap.topology
+            .targeted_write_targets(wire, &[group], &dead, now(), self.rotation(), None)
+            .next()
+            .and_then(Result::ok)
+    }
+
+    /// The arbiter group's server for the wire key `wire`; unreachable, an
+    /// error saying `why` it matters.
+    pub(crate) fn arbiter_target(
+        &self,
+        snap: &Snapshot,
+        wire: &[u8],
+        why: &str,
+    ) -> Result<Target, Error> {
+        let arbiter = snap.topology.arbiter();
+        self.group_target(snap, wire, arbiter).ok_or_else(|| {
+            let name = snap.topology.group(arbiter).name();
+            Error::new(
+                ErrorKind::ServerDead,
+                format!("the arbiter group {name:?} is unreachable: {why}"),
+            )
+        })
+    }
+
     /// `gets` from the arbiter's copy alone (no fallback): its CAS unique is
     /// the one a later `cas` is checked against.
     pub(crate) async fn gets_from_arbiter(&self, key: &[u8]) -> Result<Option<Item>, Error> {
         let snap = self.snapshot();
         let wire = self.wire_key(&snap, key)?;
-        let arbiter = snap.topology.arbiter();
-        let target = {
-            let dead = self.inner.pool.dead();
-            snap.topology
-                .targeted_write_targets(
-                    &wire.bytes,
-                    &[arbiter],
-                    &dead,
-                    now(),
-                    self.rotation(),
-                    None,
-                )
-                .next()
-        };
-        let name = snap.topology.group(arbiter).name();
-        let Some(Ok(target)) = target else {
-            return Err(Error::new(
-                ErrorKind::ServerDead,
-                format!("the arbiter group {name:?} is unreachable: gets reads its copy only"),
-            ));
-        };
+        let target = self.arbiter_target(&snap, &wire.bytes, "gets reads its copy only")?;
         let keys: [Key<'_>; 1] = [wire.key()];
         let reply = self
             .exec(

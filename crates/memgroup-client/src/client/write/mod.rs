@@ -15,7 +15,7 @@ use op::WriteOp;
 use memgroup_proto::{MetaFlag, Response, StoreCommand};
 
 use crate::client::Client;
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::item::WriteOutcome;
 use crate::options::{Expiry, IfPresent, WriteOptions};
 
@@ -31,8 +31,10 @@ impl Client {
         // A delete or touch finds no copy in a group that has none (after a
         // conditional write only the arbiter holds the key): when some group
         // held it, the others had nothing to do.
-        if matches!(op, WriteOp::Delete { .. } | WriteOp::Touch { .. })
-            && outcome.groups.iter().any(|g| matches!(g.result, Ok(true)))
+        if matches!(
+            op,
+            WriteOp::Delete { .. } | WriteOp::Touch { .. } | WriteOp::MetaDelete { .. }
+        ) && outcome.groups.iter().any(|g| matches!(g.result, Ok(true)))
         {
             for group in &mut outcome.groups {
                 if matches!(group.result, Ok(false)) {
@@ -271,14 +273,62 @@ impl Client {
     ) -> Result<WriteOutcome, Error> {
         let value = value.as_ref();
         self.check_value(value)?;
-        if flags.iter().any(|f| f.is_quiet()) {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "quiet mode (q) is not supported by meta_set",
-            ));
-        }
+        crate::client::refuse_quiet(flags, "meta_set")?;
         self.write(key.as_ref(), WriteOp::MetaSet { data: value, flags })
             .await
+    }
+
+    /// A meta delete (`md`) with the given flags, in every group like
+    /// [`Client::delete`] (with `C<cas>`, through the arbiter). With
+    /// [`MetaFlag::Invalidate`] the value is marked stale rather than
+    /// deleted: see [`Client::invalidate`].
+    pub async fn meta_delete(
+        &self,
+        key: impl AsRef<[u8]>,
+        flags: &[MetaFlag],
+    ) -> Result<WriteOutcome, Error> {
+        crate::client::refuse_quiet(flags, "meta_delete")?;
+        self.write(key.as_ref(), WriteOp::MetaDelete { flags })
+            .await
+    }
+
+    /// Marks a key's value stale in every group (`md <key> I T<secs>`)
+    /// instead of deleting it: for `stale_for` more, readers of
+    /// [`Client::get_or_fill`] are served the stale value while exactly one
+    /// caller of the cluster refills it (the one the arbiter grants). A
+    /// plain [`Client::get`] still returns the stale value as a hit.
+    pub async fn invalidate(
+        &self,
+        key: impl AsRef<[u8]>,
+        stale_for: impl Into<Expiry>,
+    ) -> Result<WriteOutcome, Error> {
+        let flags = [
+            MetaFlag::Invalidate,
+            MetaFlag::Ttl(stale_for.into().exptime()?),
+        ];
+        self.write(key.as_ref(), WriteOp::MetaDelete { flags: &flags })
+            .await
+    }
+
+    /// A meta arithmetic command (`ma`) with the given flags (mode
+    /// [`MetaFlag::ArithMode`], delta `D`, auto-create `N` with initial
+    /// value `J`, return flags `v`, `t`, `c`), decided by the arbiter like
+    /// [`Client::incr`]; the other groups' copies are deleted. `Ok(None)`
+    /// when the counter is absent (`NF`); otherwise the arbiter's reply.
+    pub async fn meta_arith(
+        &self,
+        key: impl AsRef<[u8]>,
+        flags: &[MetaFlag],
+    ) -> Result<Option<memgroup_proto::MetaResponse>, Error> {
+        crate::client::refuse_quiet(flags, "meta_arith")?;
+        let (_, replies) = self
+            .conditional(key.as_ref(), WriteOp::MetaArith { flags })
+            .await?;
+        match replies.into_iter().flatten().next() {
+            Some(Response::Meta(m)) if m.status == memgroup_proto::MetaStatus::Nf => Ok(None),
+            Some(Response::Meta(m)) => Ok(Some(m)),
+            other => Err(crate::client::unexpected(other.as_ref())),
+        }
     }
 
     /// The cache warmer's write (EVCache `addOrSet`): writes the key into the

@@ -28,6 +28,14 @@ pub(super) enum WriteOp<'a> {
         data: &'a [u8],
         flags: &'a [MetaFlag],
     },
+    /// `md`: with `I`, marks the value stale instead of deleting it.
+    MetaDelete {
+        flags: &'a [MetaFlag],
+    },
+    /// `ma`: always through the arbiter.
+    MetaArith {
+        flags: &'a [MetaFlag],
+    },
 }
 
 impl<'a> WriteOp<'a> {
@@ -49,6 +57,8 @@ impl<'a> WriteOp<'a> {
                 noreply,
             },
             WriteOp::MetaSet { .. } => WriteOp::MetaSet { data, flags },
+            WriteOp::MetaDelete { .. } => WriteOp::MetaDelete { flags },
+            WriteOp::MetaArith { .. } => WriteOp::MetaArith { flags },
             WriteOp::Delete { noreply } => WriteOp::Delete { noreply },
             WriteOp::Touch { exptime } => WriteOp::Touch { exptime },
             WriteOp::Arith { increment, delta } => WriteOp::Arith { increment, delta },
@@ -95,6 +105,7 @@ impl<'a> WriteOp<'a> {
     pub(super) fn is_conditional(&self) -> bool {
         match self {
             WriteOp::Arith { .. }
+            | WriteOp::MetaArith { .. }
             | WriteOp::Store {
                 command:
                     StoreCommand::Add
@@ -114,6 +125,9 @@ impl<'a> WriteOp<'a> {
                         )
                 )
             }),
+            WriteOp::MetaDelete { flags } => {
+                flags.iter().any(|f| matches!(f, MetaFlag::CompareCas(_)))
+            }
             _ => false,
         }
     }
@@ -150,6 +164,8 @@ impl<'a> WriteOp<'a> {
                 noreply: false,
             },
             WriteOp::MetaSet { data, flags } => Request::MetaSet { key, data, flags },
+            WriteOp::MetaDelete { flags } => Request::MetaDelete { key, flags },
+            WriteOp::MetaArith { flags } => Request::MetaArith { key, flags },
         }
     }
 }
@@ -174,6 +190,9 @@ impl Job {
                 (data.unwrap_or_else(|| value.to_vec()), Vec::new())
             }
             WriteOp::MetaSet { data: value, flags } => (value.to_vec(), flags.to_vec()),
+            WriteOp::MetaDelete { flags } | WriteOp::MetaArith { flags } => {
+                (Vec::new(), flags.to_vec())
+            }
             _ => (Vec::new(), Vec::new()),
         };
         let op = op.with_value(&[], &[]);

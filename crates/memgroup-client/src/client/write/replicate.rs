@@ -142,9 +142,10 @@ impl Client {
                     ..
                 },
             ) => Job::new(&wire.bytes, op, Some(longkey::wrap(original, data)?)),
-            (Some(_), op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. })) => {
-                Job::new(&wire.bytes, op, None)
-            }
+            (
+                Some(_),
+                op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. } | WriteOp::MetaDelete { .. }),
+            ) => Job::new(&wire.bytes, op, None),
             (Some(_), other) => {
                 return Err(Error::new(
                     ErrorKind::InvalidArgument,

@@ -1,0 +1,444 @@
+//! Reads that protect the backend: [`Client::get_or_fill`] runs a missing
+//! (or stale) value's fill at most once per lease across every caller of
+//! the cluster, with memcached's meta-protocol leases.
+//!
+//! - **Within the process**, concurrent callers for one key share one
+//!   flight ([`flight`]): one caller reads and, if need be, fills; the
+//!   others get its answer. A burst of a thousand callers sends the
+//!   requests of one.
+//! - **Across processes and zones**, leases are per server, so per group:
+//!   the key is read in the local group first (`mg … v f t c`); on a miss, a
+//!   stale value or a lease stub, the lease is asked of the arbiter's server
+//!   (`mg … N<lease>`), the one every memgroup client of the cluster agrees
+//!   on. The caller it grants (`W`) fills and writes the value to every
+//!   group (a plain `set`, which replaces the stub); the others (`Z`) are
+//!   served the stale value when there is one, or poll the arbiter with a
+//!   backoff (5 ms doubling to 50 ms) until the value is there, for at most
+//!   [`Fill::wait`].
+//! - **A fill that fails** releases its lease: the stub is deleted, or a
+//!   stale value invalidated again (which lets the next caller win), each
+//!   only if unchanged since (`md … C<cas>`).
+//! - **Stale-while-revalidate**: after [`Client::invalidate`] a value is
+//!   stale (`X`) for a while: readers get it while the arbiter's winner
+//!   refills. With [`Fill::refresh_before`], a value whose remaining TTL
+//!   fell below it is refreshed early by one caller (`R`), the others served
+//!   the current value meanwhile.
+//!
+//! What other clients of a mixed fleet see: a lease stub is an ordinary
+//! empty item (flags 0) to a classic `get` — Java or Python clients read an
+//! empty value while a fill runs, as does memgroup's own [`Client::get`] —
+//! and a stale value is an ordinary hit. Only `get_or_fill` reads them as
+//! what they are.
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request, Response};
+
+use crate::client::Client;
+use crate::client::trace::Attempt;
+use crate::error::{Error, ErrorKind};
+use crate::item::Item;
+use crate::options::Expiry;
+
+pub(crate) mod flight;
+
+use flight::Role;
+
+/// How [`Client::get_or_fill`] fills: the value's expiry and the lease's
+/// terms. `From` an expiry (`300`, a [`Duration`], an [`Expiry`]) with the
+/// defaults for the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Fill {
+    /// The filled value's expiry.
+    pub ttl: Expiry,
+    /// How long a won lease lives (default 30 s): a filler that dies holds
+    /// the key that long at most before another caller may win.
+    pub lease: Duration,
+    /// How long a caller that lost the lease waits for the winner's value
+    /// (default 10 s), after which it fails with [`ErrorKind::Timeout`].
+    pub wait: Duration,
+    /// Refresh early (default off): a value whose remaining TTL fell below
+    /// this is refilled by one caller, the others served it meanwhile.
+    pub refresh_before: Option<Duration>,
+    /// Serve a stale value while another caller refills it (default on);
+    /// off, callers wait for the new value.
+    pub stale_ok: bool,
+}
+
+impl Fill {
+    /// A fill whose value expires as `ttl` says, with the default lease.
+    pub fn new(ttl: impl Into<Expiry>) -> Fill {
+        Fill {
+            ttl: ttl.into(),
+            lease: Duration::from_secs(30),
+            wait: Duration::from_secs(10),
+            refresh_before: None,
+            stale_ok: true,
+        }
+    }
+
+    /// Sets [`Fill::lease`].
+    pub fn lease(mut self, lease: Duration) -> Fill {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets [`Fill::wait`].
+    pub fn wait(mut self, wait: Duration) -> Fill {
+        self.wait = wait;
+        self
+    }
+
+    /// Sets [`Fill::refresh_before`].
+    pub fn refresh_before(mut self, before: Duration) -> Fill {
+        self.refresh_before = Some(before);
+        self
+    }
+
+    /// Sets [`Fill::stale_ok`].
+    pub fn stale_ok(mut self, ok: bool) -> Fill {
+        self.stale_ok = ok;
+        self
+    }
+}
+
+impl<E: Into<Expiry>> From<E> for Fill {
+    fn from(ttl: E) -> Fill {
+        Fill::new(ttl)
+    }
+}
+
+/// What [`Client::get_or_fill`] returned, and how fresh it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Filled {
+    /// The value (client flags as stored; a filled value has flags 0).
+    pub item: Item,
+    /// Where it came from.
+    pub freshness: Freshness,
+}
+
+/// Where a [`Filled`] value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Freshness {
+    /// Read from the cache, as fresh as the cache is.
+    Cached,
+    /// This call ran the fill.
+    Filled,
+    /// Another caller's fill (in this process or another), read once done.
+    Waited,
+    /// A stale value (invalidated, or due for refresh), served while
+    /// another caller refills it.
+    Stale,
+}
+
+/// What one meta reply says about the key.
+#[derive(Debug, PartialEq, Eq)]
+enum Found {
+    /// A value to serve as it is.
+    Fresh,
+    /// A value due for refresh (`R`), which this caller won.
+    RefreshWon,
+    /// A stale value; `won`: this caller may refill it.
+    Stale { won: bool },
+    /// A lease stub (a fill in progress, or won by this caller).
+    Stub { won: bool },
+}
+
+fn found(m: &MetaResponse) -> Found {
+    let empty = m.value.as_ref().is_none_or(Bytes::is_empty);
+    if m.is_stale() {
+        Found::Stale { won: m.won() }
+    } else if empty && (m.won() || m.win_sent()) {
+        Found::Stub { won: m.won() }
+    } else if m.won() {
+        Found::RefreshWon
+    } else {
+        Found::Fresh
+    }
+}
+
+fn item(m: &MetaResponse) -> Item {
+    Item {
+        value: m.value.clone().unwrap_or_default(),
+        flags: u32::try_from(m.flag_u64(b'f').unwrap_or(0)).unwrap_or(0),
+        cas: m.flag_u64(b'c'),
+    }
+}
+
+fn served(m: &MetaResponse, freshness: Freshness) -> Filled {
+    Filled {
+        item: item(m),
+        freshness,
+    }
+}
+
+/// Whole seconds of `d`, at least 1, as a meta flag's token.
+fn secs(d: Duration) -> u32 {
+    u32::try_from(d.as_secs().max(1)).unwrap_or(u32::MAX)
+}
+
+impl Client {
+    /// Reads `key`, or fills it: the cached value when there is one;
+    /// otherwise `fill` runs — at most once per lease across every caller of
+    /// every process of the cluster, in every zone — and its value is
+    /// written to every group and returned. Callers that did not get the
+    /// lease are served a stale value when there is one, or wait for the
+    /// filler's value. See the [module docs](self) for the protocol and
+    /// what other clients see.
+    ///
+    /// `Err` with [`ErrorKind::Fill`] when this caller's fill failed (its
+    /// error is the source), [`ErrorKind::Timeout`] when another caller's
+    /// fill did not land within [`Fill::wait`], and the usual errors when
+    /// the arbiter's server cannot be reached (the lease lives there, as
+    /// conditional writes do). Long keys stored under digests are refused.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// let user = client
+    ///     .get_or_fill("user:42", 300, || async {
+    ///         // The backend is asked once, however many callers miss at once.
+    ///         Ok::<_, std::io::Error>(b"{\"name\":\"Ada\"}".to_vec())
+    ///     })
+    ///     .await?;
+    /// println!("{} bytes ({:?})", user.item.value.len(), user.freshness);
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_or_fill<F, Fut, V, E>(
+        &self,
+        key: impl AsRef<[u8]>,
+        fill: impl Into<Fill>,
+        f: F,
+    ) -> Result<Filled, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+        V: Into<Bytes>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let key = key.as_ref();
+        let fill = fill.into();
+        let wire = {
+            let snap = self.snapshot();
+            let wire = self.wire_key(&snap, key)?;
+            if wire.long.is_some() {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    "get_or_fill cannot lease a long key stored under a digest",
+                ));
+            }
+            wire.bytes.into_owned()
+        };
+        loop {
+            match self.inner.flights.join(&wire) {
+                Role::Follower(flight) => {
+                    if let Some(answer) = flight::follow(flight).await {
+                        return answer.map(|mut shared| {
+                            if shared.freshness == Freshness::Filled {
+                                shared.freshness = Freshness::Waited;
+                            }
+                            shared
+                        });
+                    }
+                    // The leader was cancelled: start over.
+                }
+                Role::Leader(leader) => {
+                    let answer = self.fly(key, &wire, &fill, f).await;
+                    leader.land(&answer);
+                    return answer;
+                }
+            }
+        }
+    }
+
+    /// The leader's work: the local read, then the lease at the arbiter.
+    async fn fly<F, Fut, V, E>(
+        &self,
+        key: &[u8],
+        wire: &[u8],
+        fill: &Fill,
+        f: F,
+    ) -> Result<Filled, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+        V: Into<Bytes>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut flags = vec![
+            MetaFlag::ReturnValue,
+            MetaFlag::ReturnFlags,
+            MetaFlag::ReturnTtl,
+            MetaFlag::ReturnCas,
+        ];
+        if let Some(before) = fill.refresh_before {
+            flags.push(MetaFlag::Recache(secs(before)));
+        }
+        // The local group's copy, unless the local group is the arbiter's
+        // (then the lease request reads it): any `mg` of a stale value hands
+        // out that server's win, so the local read goes to no other group.
+        // A failed local read is no answer: the arbiter decides then.
+        let mut in_hand = None;
+        if let Ok(Some(local)) = self.read_local(wire, &flags).await {
+            match found(&local) {
+                Found::Fresh => return Ok(served(&local, Freshness::Cached)),
+                Found::Stale { .. } | Found::RefreshWon => in_hand = Some(local),
+                Found::Stub { .. } => {}
+            }
+        }
+        flags.push(MetaFlag::Vivify(secs(fill.lease)));
+        let request = Request::MetaGet {
+            key: Key::new(wire).expect("validated"),
+            flags: &flags,
+        };
+        let started = crate::clock::now();
+        let (mut backoff, mut waited) = (Duration::from_millis(5), false);
+        loop {
+            let lease = self.at_arbiter(wire, &request).await?;
+            match found(&lease) {
+                Found::Fresh if waited => return Ok(served(&lease, Freshness::Waited)),
+                Found::Fresh => return Ok(served(&lease, Freshness::Cached)),
+                Found::Stub { won: true } | Found::Stale { won: true } | Found::RefreshWon => {
+                    return self.run_fill(key, wire, fill, f, &lease).await;
+                }
+                Found::Stale { won: false } if fill.stale_ok => {
+                    return Ok(served(&lease, Freshness::Stale));
+                }
+                Found::Stale { won: false } | Found::Stub { won: false } => {
+                    if let Some(held) = in_hand.as_ref().filter(|_| fill.stale_ok) {
+                        return Ok(served(held, Freshness::Stale));
+                    }
+                    if crate::clock::now().saturating_duration_since(started) + backoff > fill.wait
+                    {
+                        return Err(Error::new(
+                            ErrorKind::Timeout,
+                            format!(
+                                "another caller's fill of this key did not land within {:?}",
+                                fill.wait
+                            ),
+                        ));
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(50));
+                    waited = true;
+                }
+            }
+        }
+    }
+
+    /// This caller holds the lease: fills, writes every group, or releases
+    /// the lease when the fill (or its write at the arbiter) fails.
+    async fn run_fill<F, Fut, V, E>(
+        &self,
+        key: &[u8],
+        wire: &[u8],
+        fill: &Fill,
+        f: F,
+        lease: &MetaResponse,
+    ) -> Result<Filled, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+        V: Into<Bytes>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let value: Bytes = match f().await {
+            Ok(value) => value.into(),
+            Err(e) => {
+                self.release(wire, lease).await;
+                return Err(
+                    Error::new(ErrorKind::Fill, "the fill failed; its lease is released")
+                        .with_boxed_source(e.into()),
+                );
+            }
+        };
+        let written = self.set(key, &value, fill.ttl).await;
+        let arbiter = self.snapshot().topology.arbiter();
+        let at_arbiter = written.as_ref().is_ok_and(|w| {
+            w.groups
+                .iter()
+                .any(|g| g.id == arbiter && matches!(g.result, Ok(true)))
+        });
+        if !at_arbiter {
+            // Waiters poll the arbiter: free the key for the next caller.
+            self.release(wire, lease).await;
+        }
+        Ok(Filled {
+            item: Item {
+                value,
+                flags: 0,
+                cas: None,
+            },
+            freshness: Freshness::Filled,
+        })
+    }
+
+    /// Gives a won lease back, if the arbiter's copy is still the one the
+    /// lease came with: a stub is deleted, a stale value invalidated again
+    /// (which lets the next caller win); a won refresh is left to expire.
+    async fn release(&self, wire: &[u8], lease: &MetaResponse) {
+        let Some(cas) = lease.flag_u64(b'c') else {
+            return;
+        };
+        let flags = match found(lease) {
+            Found::Stub { .. } => vec![MetaFlag::CompareCas(cas)],
+            Found::Stale { .. } => {
+                let left = lease.ttl().filter(|&t| t > 0).unwrap_or(1);
+                vec![
+                    MetaFlag::Invalidate,
+                    MetaFlag::Ttl(u32::try_from(left).unwrap_or(u32::MAX)),
+                    MetaFlag::CompareCas(cas),
+                ]
+            }
+            Found::Fresh | Found::RefreshWon => return,
+        };
+        let request = Request::MetaDelete {
+            key: Key::new(wire).expect("validated"),
+            flags: &flags,
+        };
+        let _ = self.at_arbiter(wire, &request).await;
+    }
+
+    /// `mg` of the wire key `wire` in the first local group, unless there
+    /// is none or it is the arbiter's; `None` on a miss.
+    async fn read_local(
+        &self,
+        wire: &[u8],
+        flags: &[MetaFlag],
+    ) -> Result<Option<MetaResponse>, Error> {
+        let snap = self.snapshot();
+        let topology = &snap.topology;
+        let Some(&local) = topology.local_groups().first() else {
+            return Ok(None);
+        };
+        if local == topology.arbiter() {
+            return Ok(None);
+        }
+        let Some(target) = self.group_target(&snap, wire, local) else {
+            return Ok(None);
+        };
+        let request = Request::MetaGet {
+            key: Key::new(wire).expect("validated"),
+            flags,
+        };
+        match self.exec(&snap, target, &request, Attempt::First).await? {
+            Some(Response::Meta(m)) if m.status == MetaStatus::En => Ok(None),
+            Some(Response::Meta(m)) => Ok(Some(m)),
+            other => Err(crate::client::unexpected(other.as_ref())),
+        }
+    }
+
+    /// One meta request at the arbiter's server for the wire key `wire`.
+    async fn at_arbiter(&self, wire: &[u8], request: &Request<'_>) -> Result<MetaResponse, Error> {
+        let snap = self.snapshot();
+        let target = self.arbiter_target(&snap, wire, "leases live there")?;
+        match self.exec(&snap, target, request, Attempt::First).await? {
+            Some(Response::Meta(m)) if m.status != MetaStatus::En => Ok(m),
+            other => Err(crate::client::unexpected(other.as_ref())),
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! `get_or_fill`: one fill per lease across every caller of the cluster,
+//! stale values served while one caller refills, a failed fill's lease
+//! released. Real memcached leases (`mg … N`, `md … I`); tokio's clock held
+//! by the test, so the fills' and waits' durations are exact.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use memgroup::client::{Client, ErrorKind, Filled, Freshness};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::support::{HeldClock, Memcached, let_io_happen, raw};
+
+const FILL_TAKES: Duration = Duration::from_millis(50);
+const STEP: Duration = Duration::from_millis(5);
+
+/// Groups `sg1` (the arbiter) and `sg2`, and a client in each zone: two
+/// clients share no state, as two processes would not.
+fn cluster() -> (Memcached, Memcached, Client, Client) {
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg2={};sg1={}", sg2.addr_string(), sg1.addr_string());
+    let client = |zone: &str| {
+        Client::builder()
+            .evcache_groups(&groups)
+            .unwrap()
+            .zone(zone)
+            .timeout(Duration::from_millis(500))
+            .build()
+            .unwrap()
+    };
+    let (near, far) = (client("sg1"), client("sg2"));
+    (sg1, sg2, near, far)
+}
+
+/// A caller of `get_or_fill` whose fill takes [`FILL_TAKES`] and counts
+/// itself in `fills`; returns what it got and how long it waited.
+fn caller(
+    client: &Client,
+    key: &'static str,
+    value: &'static str,
+    fills: &Arc<AtomicUsize>,
+) -> JoinHandle<(Filled, Duration)> {
+    let (client, fills) = (client.clone(), fills.clone());
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let got = client
+            .get_or_fill(key, 300, || async move {
+                fills.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(FILL_TAKES).await;
+                Ok::<_, std::io::Error>(value)
+            })
+            .await
+            .unwrap();
+        (got, started.elapsed())
+    })
+}
+
+/// Moves the held clock in small steps, letting I/O happen, until every
+/// task is done (for at most `bound` of clock time).
+async fn run_all<T>(tasks: Vec<JoinHandle<T>>, bound: Duration) -> Vec<T> {
+    let mut moved = Duration::ZERO;
+    while !tasks.iter().all(JoinHandle::is_finished) {
+        assert!(moved <= bound, "callers still waiting after {moved:?}");
+        let_io_happen().await;
+        tokio::time::advance(STEP).await;
+        moved += STEP;
+    }
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.unwrap());
+    }
+    out
+}
+
+/// Every `get` request the servers have answered (`mg` counts as a get).
+fn gets(servers: &[&Memcached]) -> u64 {
+    servers.iter().map(|s| raw::stat(s.addr(), "cmd_get")).sum()
+}
+
+/// 1,000 callers in one process and 100 in another zone's client, on a
+/// missing key with a 50 ms fill: the fill runs once, everyone gets its
+/// value, and nobody waits longer than the fill plus one retry step.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_thousand_callers_on_a_missing_key_fill_it_once() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, near, far) = cluster();
+    let fills = Arc::new(AtomicUsize::new(0));
+    let mut tasks: Vec<_> = (0..1000)
+        .map(|_| caller(&near, "hot", "computed", &fills))
+        .collect();
+    tasks.extend((0..100).map(|_| caller(&far, "hot", "computed", &fills)));
+    let results = run_all(tasks, Duration::from_secs(1)).await;
+    assert_eq!(fills.load(Ordering::SeqCst), 1, "one fill for the cluster");
+    let mut by_freshness = std::collections::HashMap::new();
+    for (got, waited) in &results {
+        assert_eq!(&got.item.value[..], b"computed");
+        // The fill, plus at most one poll step (50 ms) and the test's step.
+        assert!(
+            *waited <= FILL_TAKES + Duration::from_millis(50) + STEP,
+            "{waited:?}"
+        );
+        *by_freshness.entry(got.freshness).or_insert(0) += 1;
+    }
+    assert_eq!(by_freshness[&Freshness::Filled], 1, "{by_freshness:?}");
+    assert_eq!(by_freshness[&Freshness::Waited], 1099, "{by_freshness:?}");
+    // One flight per process: a local read, the lease, and the far
+    // client's polls — not a request per caller.
+    let requests = gets(&[&sg1, &sg2]);
+    assert!(requests < 20, "{requests} gets for 1,100 callers");
+    // Written to both groups; read back as cached.
+    assert_eq!(
+        raw::get(sg1.addr(), b"hot").as_deref(),
+        Some(&b"computed"[..])
+    );
+    assert_eq!(
+        raw::get(sg2.addr(), b"hot").as_deref(),
+        Some(&b"computed"[..])
+    );
+    let again = near
+        .get_or_fill("hot", 300, || async { Err::<Vec<u8>, _>("not called") })
+        .await
+        .unwrap();
+    assert_eq!(again.freshness, Freshness::Cached);
+}
+
+/// After `invalidate`, callers in both zones get the old value while
+/// exactly one refills it (the arbiter's winner); later callers get the new
+/// one, from every group.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_invalidated_value_is_served_stale_while_one_caller_refills() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, near, far) = cluster();
+    near.set("k", "old", 300).await.unwrap();
+    near.invalidate("k", 30).await.unwrap();
+    // A plain get still sees the stale value as a hit.
+    assert_eq!(&far.get("k").await.unwrap().unwrap().value[..], b"old");
+    let fills = Arc::new(AtomicUsize::new(0));
+    let mut tasks: Vec<_> = (0..10).map(|_| caller(&near, "k", "new", &fills)).collect();
+    tasks.extend((0..10).map(|_| caller(&far, "k", "new", &fills)));
+    let results = run_all(tasks, Duration::from_secs(1)).await;
+    assert_eq!(fills.load(Ordering::SeqCst), 1);
+    for (got, _) in &results {
+        match got.freshness {
+            Freshness::Filled => assert_eq!(&got.item.value[..], b"new"),
+            Freshness::Stale => assert_eq!(&got.item.value[..], b"old"),
+            // The filler's own flight-mates wait for it.
+            Freshness::Waited => assert_eq!(&got.item.value[..], b"new"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(results.iter().any(|(g, _)| g.freshness == Freshness::Stale));
+    for server in [&sg1, &sg2] {
+        assert_eq!(raw::get(server.addr(), b"k").as_deref(), Some(&b"new"[..]));
+    }
+    let later = far
+        .get_or_fill("k", 300, || async { Err::<Vec<u8>, _>("not called") })
+        .await
+        .unwrap();
+    assert_eq!(
+        (later.freshness, &later.item.value[..]),
+        (Freshness::Cached, &b"new"[..])
+    );
+}
+
+/// A fill that fails is an error of its own kind, and releases the lease:
+/// the next caller wins at once rather than waiting out the lease.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_failed_fill_releases_its_lease() {
+    let _clock = HeldClock::hold();
+    let (sg1, _sg2, near, far) = cluster();
+    let error = near
+        .get_or_fill("k", 300, || async { Err::<Vec<u8>, _>("backend down") })
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Fill);
+    let source = std::error::Error::source(&error).map(ToString::to_string);
+    assert_eq!(source.as_deref(), Some("backend down"));
+    assert_eq!(raw::get(sg1.addr(), b"k"), None, "the stub is gone");
+    let started = Instant::now();
+    let got = far
+        .get_or_fill("k", 300, || async { Ok::<_, std::io::Error>("v") })
+        .await
+        .unwrap();
+    assert_eq!(got.freshness, Freshness::Filled);
+    assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a lease");
+}
