@@ -260,11 +260,14 @@ async fn add_races_with_a_stalled_replica_grant_one_lock() {
             let key = key.clone();
             tokio::spawn(async move { c.add(&key, v, 60).await })
         });
-        advance_until(10 * TICK, || adds.iter().all(|a| a.is_finished())).await;
+        advance_until(10 * TICK, || {
+            adds.iter().all(tokio::task::JoinHandle::is_finished)
+        })
+        .await;
         let [a, b] = adds;
         let (a, b) = (a.await.unwrap(), b.await.unwrap());
         let applied = |r: &Result<WriteOutcome, Error>| {
-            r.as_ref().is_ok_and(|o| o.applied())
+            r.as_ref().is_ok_and(WriteOutcome::applied)
                 || r.as_ref()
                     .is_err_and(|e| e.kind() == ErrorKind::WritePolicy)
         };
