@@ -186,3 +186,50 @@ async fn a_failed_fill_releases_its_lease() {
     assert_eq!(got.freshness, Freshness::Filled);
     assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a lease");
 }
+
+/// The tool's meta commands print the typed reply: a vivified miss won,
+/// then a win sent; `invalidate` makes the value stale for `mg`; bad flags
+/// are usage errors.
+#[test]
+fn the_tool_prints_typed_meta_replies() {
+    use crate::support::memgroup;
+    let server = Memcached::spawn();
+    let servers = server.addr_string();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["--servers", &servers, "--json"];
+        all.extend_from_slice(args);
+        let out = memgroup(&all);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
+    };
+    let first = json(&["mg", "hot", "v", "N30", "t", "c"]);
+    assert_eq!(
+        (first["won"].as_bool(), first["ttl"].as_i64()),
+        (Some(true), Some(30))
+    );
+    let second = json(&["mg", "hot", "v", "N30"]);
+    assert_eq!(
+        (second["won"].as_bool(), second["win_sent"].as_bool()),
+        (Some(false), Some(true))
+    );
+    let counter = json(&["ma", "n", "N0", "J5", "v"]);
+    assert_eq!(counter["value"].as_str(), Some("5"));
+    memgroup(&["--servers", &servers, "ms", "k", "v1", "T60"]);
+    memgroup(&[
+        "--servers",
+        &servers,
+        "invalidate",
+        "k",
+        "--stale-for",
+        "20",
+    ]);
+    let stale = json(&["mg", "k", "v", "t"]);
+    assert_eq!(
+        (stale["stale"].as_bool(), stale["won"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(stale["value"].as_str(), Some("v1"));
+    let bad = memgroup(&["--servers", &servers, "mg", "k", "T"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let missing = memgroup(&["--servers", &servers, "mg", "absent", "v"]);
+    assert_eq!(missing.status.code(), Some(1));
+}

@@ -170,6 +170,71 @@ impl MetaFlag {
     pub fn is_quiet(self) -> bool {
         self == MetaFlag::Quiet
     }
+
+    /// Parses one flag as `protocol.txt` writes it (`v`, `T30`, `N30`,
+    /// `C12`, `MA`, …) for meta command `command` (`mg`, `ms`, `md`, `ma`):
+    /// a mode (`M…`) is a set mode for `ms`, an arithmetic one for `ma`.
+    /// The error says what is wrong with the token.
+    ///
+    /// ```
+    /// use memgroup_proto::{MetaFlag, SetMode};
+    /// assert_eq!(MetaFlag::parse("mg", "N30"), Ok(MetaFlag::Vivify(30)));
+    /// assert_eq!(MetaFlag::parse("ms", "ME"), Ok(MetaFlag::SetMode(SetMode::Add)));
+    /// assert!(MetaFlag::parse("mg", "T").is_err());
+    /// ```
+    pub fn parse(command: &str, token: &str) -> Result<MetaFlag, String> {
+        let mut chars = token.chars();
+        let letter = chars.next().ok_or("an empty flag")?;
+        let rest = chars.as_str();
+        let number = || -> Result<u64, String> {
+            rest.parse()
+                .map_err(|_| format!("flag {letter} needs a number: {token:?}"))
+        };
+        let small = || -> Result<u32, String> {
+            u32::try_from(number()?).map_err(|_| format!("flag {letter}'s number is too large"))
+        };
+        let bare = |flag: MetaFlag| {
+            if rest.is_empty() {
+                Ok(flag)
+            } else {
+                Err(format!("flag {letter} takes no value: {token:?}"))
+            }
+        };
+        match letter {
+            'b' => bare(MetaFlag::Base64Key),
+            'c' => bare(MetaFlag::ReturnCas),
+            'f' => bare(MetaFlag::ReturnFlags),
+            'h' => bare(MetaFlag::ReturnHit),
+            'k' => bare(MetaFlag::ReturnKey),
+            'l' => bare(MetaFlag::ReturnLastAccess),
+            'q' => bare(MetaFlag::Quiet),
+            's' => bare(MetaFlag::ReturnSize),
+            't' => bare(MetaFlag::ReturnTtl),
+            'u' => bare(MetaFlag::NoLruBump),
+            'v' => bare(MetaFlag::ReturnValue),
+            'I' => bare(MetaFlag::Invalidate),
+            'O' => small().map(MetaFlag::Opaque),
+            'N' => small().map(MetaFlag::Vivify),
+            'R' => small().map(MetaFlag::Recache),
+            'T' => small().map(MetaFlag::Ttl),
+            'F' => small().map(MetaFlag::SetFlags),
+            'C' => number().map(MetaFlag::CompareCas),
+            'E' => number().map(MetaFlag::ExplicitCas),
+            'D' => number().map(MetaFlag::Delta),
+            'J' => number().map(MetaFlag::Initial),
+            'M' => match (command, rest) {
+                ("ms", "E" | "e") => Ok(MetaFlag::SetMode(SetMode::Add)),
+                ("ms", "A" | "a") => Ok(MetaFlag::SetMode(SetMode::Append)),
+                ("ms", "P" | "p") => Ok(MetaFlag::SetMode(SetMode::Prepend)),
+                ("ms", "R" | "r") => Ok(MetaFlag::SetMode(SetMode::Replace)),
+                ("ms", "S" | "s") => Ok(MetaFlag::SetMode(SetMode::Set)),
+                ("ma", "I" | "i" | "+") => Ok(MetaFlag::ArithMode(ArithMode::Increment)),
+                ("ma", "D" | "d" | "-") => Ok(MetaFlag::ArithMode(ArithMode::Decrement)),
+                _ => Err(format!("no mode {token:?} for {command}")),
+            },
+            _ => Err(format!("unknown meta flag {token:?}")),
+        }
+    }
 }
 
 /// One memcached command, ready to encode.

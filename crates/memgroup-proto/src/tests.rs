@@ -1099,3 +1099,55 @@ fn an_endless_multi_item_reply_is_refused_at_the_reply_limit() {
         assert!(matches!(dec.decode(&mut buf, expect), Ok(Some(_))));
     }
 }
+
+/// Every meta flag parses back from the token it encodes to, for the
+/// commands it belongs to.
+#[test]
+fn meta_flags_parse_back_from_their_tokens() {
+    use crate::{ArithMode, MetaFlag, SetMode};
+    let flags = [
+        ("mg", MetaFlag::Base64Key),
+        ("mg", MetaFlag::ReturnCas),
+        ("mg", MetaFlag::ReturnFlags),
+        ("mg", MetaFlag::ReturnHit),
+        ("mg", MetaFlag::ReturnKey),
+        ("mg", MetaFlag::ReturnLastAccess),
+        ("mg", MetaFlag::Opaque(7)),
+        ("mg", MetaFlag::Quiet),
+        ("mg", MetaFlag::ReturnSize),
+        ("mg", MetaFlag::ReturnTtl),
+        ("mg", MetaFlag::NoLruBump),
+        ("mg", MetaFlag::ReturnValue),
+        ("mg", MetaFlag::Vivify(30)),
+        ("mg", MetaFlag::Recache(5)),
+        ("mg", MetaFlag::Ttl(60)),
+        ("ms", MetaFlag::CompareCas(u64::MAX)),
+        ("ms", MetaFlag::ExplicitCas(9)),
+        ("ms", MetaFlag::SetFlags(u32::MAX)),
+        ("md", MetaFlag::Invalidate),
+        ("ms", MetaFlag::SetMode(SetMode::Add)),
+        ("ms", MetaFlag::SetMode(SetMode::Append)),
+        ("ms", MetaFlag::SetMode(SetMode::Prepend)),
+        ("ms", MetaFlag::SetMode(SetMode::Replace)),
+        ("ms", MetaFlag::SetMode(SetMode::Set)),
+        ("ma", MetaFlag::ArithMode(ArithMode::Increment)),
+        ("ma", MetaFlag::ArithMode(ArithMode::Decrement)),
+        ("ma", MetaFlag::Delta(3)),
+        ("ma", MetaFlag::Initial(5)),
+    ];
+    for (command, flag) in flags {
+        let mut buf = bytes::BytesMut::new();
+        crate::Request::MetaGet {
+            key: crate::Key::new(b"k").unwrap(),
+            flags: &[flag],
+        }
+        .encode(&mut buf);
+        let line = std::str::from_utf8(&buf).unwrap();
+        let token = line.trim_end().rsplit(' ').next().unwrap();
+        assert_eq!(MetaFlag::parse(command, token), Ok(flag), "{line:?}");
+    }
+    assert!(MetaFlag::parse("mg", "MA").is_err(), "no mode for mg");
+    assert!(MetaFlag::parse("mg", "vx").is_err());
+    assert!(MetaFlag::parse("mg", "N99999999999").is_err());
+    assert!(MetaFlag::parse("mg", "Y").is_err());
+}

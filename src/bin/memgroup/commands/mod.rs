@@ -5,6 +5,7 @@ mod bench;
 mod generate;
 mod keys;
 mod load;
+mod meta;
 mod read;
 mod route;
 mod server;
@@ -52,6 +53,22 @@ pub(crate) enum Command {
     Prepend(write::StoreArgs),
     /// Store only if the item still has the CAS unique from `gets`.
     Cas(write::CasArgs),
+    /// A meta get with memcached's own flags, printing the typed reply
+    /// (won, stale, win sent, TTL, CAS, …).
+    #[command(
+        after_help = "Exit 1 on a miss (EN).\n\nExamples:\n  memgroup --servers h1:11211 mg user:42 v t c\n  memgroup --config cluster.toml mg hot:key v N30 --json"
+    )]
+    Mg(meta::Args),
+    /// A meta set with memcached's own flags (`ME` add, `MR` replace, `I`,
+    /// `C<cas>` go through the arbiter).
+    Ms(meta::SetArgs),
+    /// A meta delete in every group (`I T30`: mark stale instead).
+    Md(meta::Args),
+    /// Meta arithmetic, decided by the arbiter (`N0 J5 v`: create at 5).
+    Ma(meta::Args),
+    /// Mark values stale in every group: `get_or_fill` callers are served
+    /// them while one caller refills.
+    Invalidate(meta::InvalidateArgs),
     /// Each server's version, with its group.
     Version,
     /// Each server's state: reachable, round trip, version, up, down (its
@@ -131,6 +148,11 @@ impl Command {
             Command::Append(args) => write::store(&args, Conditional::Append, flags, json).await,
             Command::Prepend(args) => write::store(&args, Conditional::Prepend, flags, json).await,
             Command::Cas(args) => write::cas(&args, flags, json).await,
+            Command::Mg(args) => meta::get(&args, flags, json).await,
+            Command::Ms(args) => meta::set(&args, flags, json).await,
+            Command::Md(args) => meta::delete(&args, flags, json).await,
+            Command::Ma(args) => meta::arith(&args, flags, json).await,
+            Command::Invalidate(args) => meta::invalidate(&args, flags, json).await,
             Command::Version => server::version(flags, json).await,
             Command::Status(args) => status::run(&args, flags, json).await,
             Command::Ping(args) => server::ping(&args, flags, json).await,

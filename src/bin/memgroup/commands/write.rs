@@ -113,7 +113,7 @@ pub(crate) async fn set(
 }
 
 /// A value argument: the text itself, or stdin for `-`.
-fn read_value(value: &str) -> Result<Vec<u8>, Failure> {
+pub(crate) fn read_value(value: &str) -> Result<Vec<u8>, Failure> {
     if value != "-" {
         return Ok(value.as_bytes().to_vec());
     }
@@ -255,7 +255,11 @@ pub(crate) async fn delete(
 
 /// One key's write reported ([`output::write_outcome`]; with `json` as an
 /// array of one record), and its exit code.
-fn write_report(key: &str, outcome: &memgroup::client::WriteOutcome, json: bool) -> ExitCode {
+pub(crate) fn write_report(
+    key: &str,
+    outcome: &memgroup::client::WriteOutcome,
+    json: bool,
+) -> ExitCode {
     let mut records = Vec::new();
     let done = output::write_outcome(key, outcome, json, &mut records);
     if json {

@@ -1,0 +1,217 @@
+//! The meta commands as an operator types them — `mg KEY FLAG…`, `ms KEY
+//! VALUE FLAG…`, `md KEY FLAG…`, `ma KEY FLAG…` with memcached's own flag
+//! tokens — printing the typed reply, and `invalidate`.
+
+use std::process::ExitCode;
+
+use memgroup::client::{MetaFlag, MetaResponse};
+use serde_json::json;
+
+use super::write::{read_value, write_report};
+use crate::cluster::Cluster;
+use crate::exit::{self, Failure};
+use crate::flags::ClusterFlags;
+use crate::output::{self, Report};
+
+/// A key and meta flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The key.
+    key: String,
+    /// Flags as `protocol.txt` writes them: `v` (value), `f` (client
+    /// flags), `t` (TTL), `c` (CAS), `h`, `l`, `s`, `k`, `N30` (vivify on a
+    /// miss), `R30`, `T60`, `C<cas>`, `I`, `MI`/`MD` (`ma`), `D<delta>`,
+    /// `J<initial>`.
+    #[arg(allow_hyphen_values = true)]
+    flags: Vec<String>,
+}
+
+/// A key, a value and meta flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SetArgs {
+    /// The key.
+    key: String,
+    /// The value, or `-` for stdin.
+    value: String,
+    /// Flags as `protocol.txt` writes them: `T60`, `F5`, `C<cas>`, `I`,
+    /// `ME` (add), `MR` (replace), `MA` (append), `MP` (prepend).
+    flags: Vec<String>,
+}
+
+/// Keys to mark stale.
+#[derive(Debug, clap::Args)]
+pub(crate) struct InvalidateArgs {
+    /// The keys.
+    #[arg(required = true)]
+    keys: Vec<String>,
+    /// How long the stale value may still be served, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    stale_for: u32,
+}
+
+fn parse(command: &str, tokens: &[String]) -> Result<Vec<MetaFlag>, Failure> {
+    tokens
+        .iter()
+        .map(|t| MetaFlag::parse(command, t).map_err(Failure::Usage))
+        .collect()
+}
+
+/// Prints a meta reply field by field: the status, what the lease flags
+/// say, and every return flag named.
+fn print_reply(key: &str, reply: &MetaResponse, json: bool) {
+    let number = |letter| reply.flag_u64(letter);
+    if json {
+        let mut record = json!({
+            "key": key,
+            "status": reply.status.code(),
+            "won": reply.won(),
+            "stale": reply.is_stale(),
+            "win_sent": reply.win_sent(),
+        });
+        for (name, letter) in [
+            ("flags", b'f'),
+            ("cas", b'c'),
+            ("size", b's'),
+            ("last_access", b'l'),
+            ("opaque", b'O'),
+        ] {
+            if let Some(n) = number(letter) {
+                record[name] = n.into();
+            }
+        }
+        if let Some(ttl) = reply.ttl() {
+            record["ttl"] = ttl.into();
+        }
+        if let Some(hit) = reply.flag(b'h') {
+            record["hit_before"] = (hit == b"1").into();
+        }
+        if let Some(value) = &reply.value {
+            output::json_value(
+                &mut record,
+                &memgroup::client::value::Value::Bytes(value.clone()),
+            );
+        }
+        output::record(record);
+        return;
+    }
+    let mut report = Report::new(&["field", "value"]);
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+    report.row(vec!["status".into(), reply.status.code().into()]);
+    report.row(vec!["won (W)".into(), yes(reply.won())]);
+    report.row(vec!["stale (X)".into(), yes(reply.is_stale())]);
+    report.row(vec!["win sent (Z)".into(), yes(reply.win_sent())]);
+    for (name, letter) in [
+        ("flags (f)", b'f'),
+        ("cas (c)", b'c'),
+        ("ttl (t)", b't'),
+        ("size (s)", b's'),
+        ("hit before (h)", b'h'),
+        ("last access (l)", b'l'),
+        ("opaque (O)", b'O'),
+        ("key (k)", b'k'),
+    ] {
+        if let Some(token) = reply.flag(letter) {
+            report.row(vec![name.into(), output::show(token)]);
+        }
+    }
+    if let Some(value) = &reply.value {
+        report.row(vec!["value".into(), output::show(value)]);
+    }
+    report.print_table();
+}
+
+/// `mg`: a meta get (local group first, fallback per the read policy).
+pub(crate) async fn get(
+    args: &Args,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let meta = parse("mg", &args.flags)?;
+    let client = Cluster::from_flags(flags)?.client()?;
+    match client.meta_get(&args.key, &meta).await? {
+        Some(reply) => {
+            print_reply(&args.key, &reply, json);
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            if json {
+                output::record(json!({"key": args.key, "status": "EN"}));
+            } else {
+                output::warn(Some(&args.key), "not found (EN)");
+            }
+            Ok(exit::code(false))
+        }
+    }
+}
+
+/// `ms`: a meta set, replicated (through the arbiter for a mode other
+/// than set, a CAS or an invalidation).
+pub(crate) async fn set(
+    args: &SetArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let meta = parse("ms", &args.flags)?;
+    let value = read_value(&args.value)?;
+    let client = Cluster::from_flags(flags)?.client()?;
+    let outcome = client.meta_set(&args.key, value, &meta).await?;
+    Ok(write_report(&args.key, &outcome, json))
+}
+
+/// `md`: a meta delete in every group (`I` marks stale instead).
+pub(crate) async fn delete(
+    args: &Args,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let meta = parse("md", &args.flags)?;
+    let client = Cluster::from_flags(flags)?.client()?;
+    let outcome = client.meta_delete(&args.key, &meta).await?;
+    Ok(write_report(&args.key, &outcome, json))
+}
+
+/// `ma`: meta arithmetic, decided by the arbiter.
+pub(crate) async fn arith(
+    args: &Args,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let meta = parse("ma", &args.flags)?;
+    let client = Cluster::from_flags(flags)?.client()?;
+    match client.meta_arith(&args.key, &meta).await? {
+        Some(reply) => {
+            print_reply(&args.key, &reply, json);
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            if json {
+                output::record(json!({"key": args.key, "status": "NF"}));
+            } else {
+                output::warn(Some(&args.key), "not found (NF; N<ttl> creates it)");
+            }
+            Ok(exit::code(false))
+        }
+    }
+}
+
+/// `invalidate`: mark values stale in every group (`md … I T<secs>`).
+pub(crate) async fn invalidate(
+    args: &InvalidateArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client()?;
+    let mut done = exit::Done::Everywhere;
+    let mut records = Vec::new();
+    for key in &args.keys {
+        let outcome = match client.invalidate(key, args.stale_for).await {
+            Ok(outcome) => outcome,
+            Err(e) => return Err(output::records_before(json, &records, e.into())),
+        };
+        done = done.max(output::write_outcome(key, &outcome, json, &mut records));
+    }
+    if json {
+        output::records(&records);
+    }
+    Ok(done.code())
+}
