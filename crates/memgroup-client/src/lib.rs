@@ -112,6 +112,7 @@
 //!   request to one target) and every file that adds methods to it:
 //!   `builder/`, `url`, `read/` (the read engine), `write/` (replication, and
 //!   conditional writes through the arbiter), `repair` (the repair queue),
+//!   `fill` (`get_or_fill`: leases and one flight per key),
 //!   `hedge` (hedged reads, the read queue's fast-fail),
 //!   `admin`, `typed`, `watch`, `crawler`, `status`, `trace`, `migrate`.
 //!   Only files under `client/` name `Client`.

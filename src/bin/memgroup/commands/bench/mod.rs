@@ -3,14 +3,17 @@
 //! `--rate` the open loop ([`open`]) issues requests on a fixed schedule and
 //! times each from its slot, so a stalled server cannot hide its delay.
 
+mod herd;
 mod open;
+mod tally;
+
+use tally::Tally;
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use memgroup::client::{Client, Hedge, WriteWait};
 use serde_json::json;
@@ -18,7 +21,7 @@ use serde_json::json;
 use crate::cluster::Cluster;
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
-use crate::output::{self, Report, outln};
+use crate::output::{self, outln};
 
 /// Load-generator settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -66,6 +69,25 @@ pub(crate) struct Args {
     /// gets (the library's default, 5); 0 turns hedging off.
     #[arg(long, value_name = "MS", default_value_t = 5)]
     hedge_ms: u64,
+    /// The thundering herd: --concurrency callers on --herd-keys keys that
+    /// expire every --herd-ttl seconds, each read through `get_or_fill`
+    /// (one fill per expiry across the cluster); reports the fills per
+    /// expiry and the callers' latency.
+    #[arg(long, conflicts_with_all = ["rate", "ops", "ratio"])]
+    herd: bool,
+    /// With --herd: the hot keys.
+    #[arg(long, default_value_t = 10, requires = "herd")]
+    herd_keys: u64,
+    /// With --herd: the keys' TTL in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2, requires = "herd")]
+    herd_ttl: u32,
+    /// With --herd: how long a fill (the backend) takes, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 50, requires = "herd")]
+    fill_ms: u64,
+    /// With --herd: read cache-aside (`get`, then `set` after a fill on a
+    /// miss) instead of through leases, to compare.
+    #[arg(long, requires = "herd")]
+    no_lease: bool,
 }
 
 /// The closed loop's workers, and the prefill's, unless `--concurrency`.
@@ -167,126 +189,6 @@ impl Load {
     }
 }
 
-/// Latency histograms are kept in this many shards, whatever the
-/// concurrency: a worker (or the open loop's request) records into shard
-/// `n % SHARDS`, so memory stays flat at 10,000 in flight while contention
-/// on a shard stays low.
-const SHARDS: usize = 16;
-
-/// A latency in whole microseconds, at least 1 (the histograms' floor).
-fn micros(latency: Duration) -> u64 {
-    u64::try_from(latency.as_micros())
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
-
-/// Results, per shard, merged at the end.
-struct Tally {
-    get: Histogram<u64>,
-    set: Histogram<u64>,
-    hits: u64,
-    misses: u64,
-    errors: u64,
-    /// Requests that failed or took longer than the client's timeout (the
-    /// open loop's; the closed loop leaves it 0).
-    slow: u64,
-    /// How long after its slot each request was sent (the open loop's; the
-    /// closed loop leaves it empty).
-    lag: Histogram<u64>,
-}
-
-impl Tally {
-    fn new() -> Tally {
-        let h = || Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
-        Tally {
-            get: h(),
-            set: h(),
-            hits: 0,
-            misses: 0,
-            errors: 0,
-            slow: 0,
-            lag: h(),
-        }
-    }
-
-    /// Counts one request: a get or a set, what it got, how long it took.
-    fn record(&mut self, get: bool, outcome: Outcome, latency: Duration) {
-        match outcome {
-            Outcome::Hit => self.hits += 1,
-            Outcome::Miss => self.misses += 1,
-            Outcome::Stored => {}
-            Outcome::Failed => self.errors += 1,
-        }
-        let h = if get { &mut self.get } else { &mut self.set };
-        h.saturating_record(micros(latency));
-    }
-
-    /// Empty shards for `concurrency` workers or requests in flight.
-    fn shards(concurrency: usize) -> Arc<Vec<parking_lot::Mutex<Tally>>> {
-        Arc::new(
-            (0..SHARDS.min(concurrency))
-                .map(|_| parking_lot::Mutex::new(Tally::new()))
-                .collect(),
-        )
-    }
-
-    /// The shards' results, merged.
-    fn merge(shards: &[parking_lot::Mutex<Tally>]) -> Tally {
-        let mut total = Tally::new();
-        for shard in shards {
-            let shard = shard.lock();
-            total.get.add(&shard.get).expect("same bounds");
-            total.set.add(&shard.set).expect("same bounds");
-            total.hits += shard.hits;
-            total.misses += shard.misses;
-            total.errors += shard.errors;
-            total.slow += shard.slow;
-            total.lag.add(&shard.lag).expect("same bounds");
-        }
-        total
-    }
-
-    /// Requests counted.
-    fn ops(&self) -> u64 {
-        self.get.len() + self.set.len()
-    }
-
-    /// The percentile table, a row (and a JSON record) per operation, its
-    /// rate over `elapsed` seconds.
-    fn report(&self, elapsed: f64) -> Report {
-        let mut report = Report::new(&[
-            "OP",
-            "COUNT",
-            "OPS/S",
-            "P50 µs",
-            "P90 µs",
-            "P99 µs",
-            "P99.9 µs",
-            "MAX µs",
-        ]);
-        for (name, h) in [("get", &self.get), ("set", &self.set)] {
-            if h.is_empty() {
-                continue;
-            }
-            let per_second = h.len() as f64 / elapsed;
-            report.row(vec![
-                name.to_string(),
-                h.len().to_string(),
-                format!("{per_second:.0}"),
-                h.value_at_quantile(0.5).to_string(),
-                h.value_at_quantile(0.9).to_string(),
-                h.value_at_quantile(0.99).to_string(),
-                h.value_at_quantile(0.999).to_string(),
-                h.max().to_string(),
-            ]);
-            report.record(json!({"op": name, "count": h.len(), "ops_per_second": per_second,
-                "p50_us": h.value_at_quantile(0.5), "p90_us": h.value_at_quantile(0.9), "p99_us": h.value_at_quantile(0.99),
-                "p999_us": h.value_at_quantile(0.999), "max_us": h.max()}));
-        }
-        report
-    }
-}
-
 /// `bench`: prefill, then gets and sets at the ratio for the duration or
 /// the number of operations, in a closed loop or (`--rate`) an open one,
 /// following changes to the `--config` file; exit 1 if a request failed.
@@ -304,6 +206,18 @@ pub(crate) async fn run(
     };
     let client = &cluster.client()?;
     let _watch = cluster.watch(client, |spec| spec);
+    if args.herd {
+        let herd = herd::Herd {
+            keys: args.herd_keys,
+            ttl: args.herd_ttl,
+            fill: Duration::from_millis(args.fill_ms),
+            callers: args.concurrency.unwrap_or(WORKERS),
+            duration: Duration::from_secs_f64(args.duration.unwrap_or(10.0)),
+            lease: !args.no_lease,
+            prefix: format!("{}herd:", args.prefix),
+        };
+        return herd::run(client, herd, json).await;
+    }
     let (gets, sets) = parse_ratio(&args.ratio)?;
     let concurrency = args.concurrency.unwrap_or(if args.rate.is_some() {
         OPEN_CAP

@@ -15,7 +15,8 @@ use serde_json::json;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::{Load, Outcome, Tally, joined, micros, style};
+use super::tally::micros;
+use super::{Load, Outcome, Tally, joined, style};
 use crate::exit::{self, Failure};
 use crate::output::{self, outln};
 
