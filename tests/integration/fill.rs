@@ -233,3 +233,44 @@ fn the_tool_prints_typed_meta_replies() {
     let missing = memgroup(&["--servers", &servers, "mg", "absent", "v"]);
     assert_eq!(missing.status.code(), Some(1));
 }
+
+/// `bench --herd`: through leases each expiry costs one fill; cache-aside
+/// (`--no-lease`) lets the herd through.
+#[test]
+fn the_herd_bench_counts_fills_per_expiry() {
+    use crate::support::memgroup;
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "--groups",
+            &groups,
+            "--zone",
+            "sg2",
+            "--json",
+            "bench",
+            "--herd",
+            "--concurrency",
+            "50",
+            "--herd-keys",
+            "2",
+            "--herd-ttl",
+            "5",
+            "--duration",
+            "0.3",
+        ];
+        args.extend_from_slice(extra);
+        let out = memgroup(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
+    };
+    let leased = run(&[]);
+    assert_eq!(leased["fills"].as_u64(), Some(2), "{leased}");
+    assert_eq!(leased["fills_per_expiry"].as_f64(), Some(1.0));
+    let herd = run(&["--no-lease", "--prefix", "other:"]);
+    assert!(herd["fills_per_expiry"].as_f64().unwrap() > 1.0, "{herd}");
+}
