@@ -15,6 +15,7 @@ mod interop;
 mod longkeys;
 mod membership;
 mod migrate;
+mod near;
 mod proto;
 mod readrepair;
 mod repairs;

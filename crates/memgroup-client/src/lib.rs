@@ -117,8 +117,8 @@
 //!   `admin`, `typed`, `watch`, `crawler`, `status`, `trace`, `migrate`.
 //!   Only files under `client/` name `Client`.
 //!
-//! Rooms for what is coming, so it lands in one place: the near cache in
-//! `client/near.rs`, the discovery
+//! `client/near.rs` is the near cache. Rooms for what is coming, so it
+//! lands in one place: the discovery
 //! poller in `client/discover.rs` (its parser in `memgroup-proto`), metrics
 //! export beside `counters`, in `client/metrics.rs`.
 
@@ -144,8 +144,8 @@ mod client;
 pub use client::Client;
 pub use client::crawler;
 pub use client::{
-    ClientBuilder, ClientUrl, Fill, Filled, Freshness, GroupStatus, Hedge, MigrationStatus, Probe,
-    RepairStatus, ServerState, ServerStatus, Status, Watcher,
+    ClientBuilder, ClientUrl, Fill, Filled, Freshness, GroupStatus, Hedge, MigrationStatus,
+    NearCache, NearStatus, Probe, RepairStatus, ServerState, ServerStatus, Status, Watcher,
 };
 pub use conn::Credentials;
 #[cfg(feature = "tls")]

@@ -20,6 +20,7 @@ pub mod crawler;
 mod fill;
 pub(crate) mod hedge;
 mod migrate;
+pub(crate) mod near;
 mod read;
 pub(crate) mod repair;
 mod status;
@@ -34,6 +35,7 @@ pub use builder::ClientBuilder;
 pub use fill::{Fill, Filled, Freshness};
 pub use hedge::Hedge;
 pub use migrate::MigrationStatus;
+pub use near::{NearCache, NearStatus};
 pub use repair::RepairStatus;
 pub use status::{GroupStatus, ServerState, ServerStatus, Status};
 pub use url::ClientUrl;
@@ -80,6 +82,8 @@ pub(crate) struct Inner {
     pub(crate) hedging: hedge::Hedging,
     /// Deletes owed to servers that missed a write.
     pub(crate) repairs: Arc<repair::Repairs>,
+    /// The near cache, when on.
+    pub(crate) near: Option<near::Near>,
     /// Concurrent `get_or_fill` calls per key, sharing one flight.
     pub(crate) flights: Arc<fill::flight::Flights>,
     /// Whether fallback hits are copied into the groups that missed.
@@ -147,6 +151,8 @@ pub(crate) struct Parts {
     pub(crate) hedge: (Hedge, usize),
     /// Read repair on.
     pub(crate) read_repair: bool,
+    /// The near cache, when on.
+    pub(crate) near: Option<NearCache>,
 }
 
 impl Client {
@@ -170,6 +176,7 @@ impl Client {
                 read_repair: parts.read_repair,
                 read_repairs: AtomicU64::new(0),
                 flights: Arc::default(),
+                near: parts.near.map(near::Near::new),
                 hedging: hedge::Hedging::new(parts.hedge.0, parts.hedge.1),
                 background: AtomicUsize::new(0),
                 settled: tokio::sync::Notify::new(),

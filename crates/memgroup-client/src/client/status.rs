@@ -78,6 +78,9 @@ pub struct Status {
     /// and consistent reads ([`Client::get_consistent`]): values added to
     /// groups that missed, minority copies deleted.
     pub read_repairs: u64,
+    /// The near cache's counters, when it is on
+    /// ([`ClientBuilder::near_cache`](crate::ClientBuilder::near_cache)).
+    pub near_cache: Option<crate::client::NearStatus>,
     /// Writes still finishing for groups their caller did not wait for
     /// ([`WriteWait::Policy`](crate::WriteWait::Policy)).
     pub background_writes: usize,
@@ -160,6 +163,11 @@ impl Client {
                 .inner
                 .read_repairs
                 .load(std::sync::atomic::Ordering::Relaxed),
+            near_cache: self
+                .inner
+                .near
+                .as_ref()
+                .map(crate::client::near::Near::status),
             background_writes: self.inner.background_count(),
         }
     }

@@ -59,6 +59,7 @@ pub struct ClientBuilder {
     repair_queue: usize,
     repair_grace: Duration,
     read_repair: bool,
+    near_cache: Option<crate::client::NearCache>,
     hedge: Hedge,
     max_read_queue: usize,
 }
@@ -91,6 +92,7 @@ impl Default for ClientBuilder {
             repair_queue: 10_000,
             repair_grace: Duration::from_secs(1),
             read_repair: false,
+            near_cache: None,
             hedge: Hedge::default(),
             max_read_queue: 256,
         }
@@ -349,6 +351,16 @@ impl ClientBuilder {
         self
     }
 
+    /// The near cache (off by default): hot keys — hit before and read
+    /// within [`NearCache::hot_within`](crate::NearCache::hot_within), as
+    /// memcached reports them — kept in process for a short TTL; single-key
+    /// `get`s become meta gets. See [`NearCache`](crate::NearCache) for what
+    /// it costs.
+    pub fn near_cache(mut self, near: crate::client::NearCache) -> Self {
+        self.near_cache = Some(near);
+        self
+    }
+
     /// Hedged reads (default [`Hedge::default`]: after 5 ms, for at most
     /// 10 % of reads; [`Hedge::off`]): a single-key `get` whose server is
     /// slow asks the key's next group too and takes the first hit. With one
@@ -432,6 +444,7 @@ impl ClientBuilder {
             write_wait: self.write_wait,
             repairs: (self.repair_queue, self.repair_grace),
             read_repair: self.read_repair,
+            near: self.near_cache,
             hedge: (self.hedge, self.max_read_queue),
         }))
     }

@@ -15,7 +15,10 @@
 
 use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request, Response};
 
+use std::time::Duration;
+
 use crate::client::migrate::Migration;
+use crate::client::near::Near;
 use crate::client::trace::{self};
 use crate::client::{Client, unexpected};
 use crate::conn::merge::circular;
@@ -158,11 +161,60 @@ impl Client {
     /// ```
     pub async fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Item>, Error> {
         let key = key.as_ref();
-        let found = self.read_one(key, &Retrieve::Get).await;
+        let found = match &self.inner.near {
+            Some(near) => self.get_near(near, key).await,
+            None => self.read_one(key, &Retrieve::Get).await,
+        };
         match (found, &self.inner.migration) {
             (Ok(None), Some(migration)) => Ok(migration.fill(self, key).await),
             (found, _) => found,
         }
+    }
+
+    /// A `get` with the near cache on ([`crate::client::near`]): from the
+    /// cache while fresh, else a meta get whose hot answer is kept.
+    async fn get_near(&self, near: &Near, key: &[u8]) -> Result<Option<Item>, Error> {
+        const FLAGS: [MetaFlag; 5] = [
+            MetaFlag::ReturnValue,
+            MetaFlag::ReturnFlags,
+            MetaFlag::ReturnTtl,
+            MetaFlag::ReturnHit,
+            MetaFlag::ReturnLastAccess,
+        ];
+        let wire = {
+            let snap = self.snapshot();
+            self.wire_key(&snap, key)?.bytes.into_owned()
+        };
+        let now = crate::clock::now();
+        if let Some(item) = near.get(&wire, now) {
+            return Ok(Some(item));
+        }
+        let Some(meta) = self.read_one(key, &MetaGet(&FLAGS)).await? else {
+            return Ok(None);
+        };
+        let empty = meta.value.as_ref().is_none_or(bytes::Bytes::is_empty);
+        if empty && (meta.won() || meta.win_sent()) {
+            // A lease stub of `get_or_fill`: a fill is running.
+            return Ok(None);
+        }
+        let item = Item {
+            value: meta.value.clone().unwrap_or_default(),
+            flags: u32::try_from(meta.flag_u64(b'f').unwrap_or(0)).unwrap_or(0),
+            cas: None,
+        };
+        let hot = meta.flag(b'h') == Some(b"1")
+            && meta
+                .flag_u64(b'l')
+                .is_some_and(|l| l <= near.settings.hot_within.as_secs());
+        if hot {
+            // Never past the copy's own expiry.
+            let left = match meta.ttl() {
+                Some(t) if t >= 0 => Duration::from_secs(t.unsigned_abs()),
+                _ => near.settings.ttl,
+            };
+            near.put(&wire, item.clone(), now + near.settings.ttl.min(left));
+        }
+        Ok(Some(item))
     }
 
     /// Reads a key with its CAS unique, for a later [`Client::cas`]: with

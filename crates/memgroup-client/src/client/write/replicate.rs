@@ -159,6 +159,9 @@ impl Client {
         // Numbered as it starts: nothing awaits between here and its parts'
         // registration.
         job.number = self.inner.repairs.number_write(&wire.bytes);
+        if let Some(near) = &self.inner.near {
+            near.forget(&wire.bytes);
+        }
         let name = job.op().command();
         let span = trace::operation_span(self, name, Some(key));
         let result = trace::await_in_span!(
