@@ -10,10 +10,12 @@ fuzz_target!(|data: &[u8]| {
     let Some((&control, input)) = data.split_first() else {
         return;
     };
-    // A retrieval of 1 to 8 keys, stats, or a single reply.
+    // A retrieval of 1 to 8 keys, stats, a quiet batch of 1 to 8
+    // commands, or a single reply.
     let expect = match control % 4 {
         0 => Expect::values(usize::from(control >> 5) + 1),
         1 => Expect::Stats,
+        2 => Expect::MetaBatch { max_replies: usize::from(control >> 5) + 1 },
         _ => Expect::Single,
     };
     let chunk = usize::from(control / 4).max(1);

@@ -5,6 +5,7 @@
 #![allow(unreachable_pub)]
 
 mod auth;
+mod batch;
 mod cli;
 mod client;
 mod config;

@@ -145,7 +145,8 @@ pub use client::Client;
 pub use client::crawler;
 pub use client::{
     ClientBuilder, ClientUrl, Fill, Filled, Freshness, GroupStatus, Hedge, MigrationStatus,
-    NearCache, NearStatus, Probe, RepairStatus, ServerState, ServerStatus, Status, Watcher,
+    MultiWrite, NearCache, NearStatus, Probe, RepairStatus, ServerState, ServerStatus, Status,
+    Watcher,
 };
 pub use conn::Credentials;
 #[cfg(feature = "tls")]

@@ -92,6 +92,12 @@ pub enum Expect {
     Stats,
     /// One reply line, or a meta reply with its value (everything else).
     Single,
+    /// The replies of a quiet batch ([`Request::MetaBatch`](crate::Request::MetaBatch))
+    /// up to `MN`: at most `max_replies` of them, one per command.
+    MetaBatch {
+        /// The commands sent.
+        max_replies: usize,
+    },
 }
 
 /// The stream is corrupt or exceeded a limit; the connection must be closed.
@@ -222,6 +228,8 @@ pub struct Decoder {
     stats: Vec<Stat>,
     /// Bytes of the multi-item reply in progress (see [`Limits::max_reply`]).
     reply_bytes: usize,
+    /// The replies of a quiet batch so far.
+    batch: Vec<Response>,
 }
 
 #[derive(Debug)]
@@ -291,7 +299,10 @@ impl Decoder {
     /// Whether the decoder holds part of a reply (items of an unfinished
     /// retrieval or stats reply, or a header waiting for its data).
     pub fn is_mid_reply(&self) -> bool {
-        self.pending.is_some() || !self.values.is_empty() || !self.stats.is_empty()
+        self.pending.is_some()
+            || !self.values.is_empty()
+            || !self.stats.is_empty()
+            || !self.batch.is_empty()
     }
 
     /// Decodes the next complete reply from the front of `buf`.
@@ -342,11 +353,16 @@ impl Decoder {
                         continue;
                     }
                     Head::Meta { .. } => {
-                        return Ok(Some(Response::Meta(MetaResponse {
+                        let reply = Response::Meta(MetaResponse {
                             status: MetaStatus::Va,
                             flags: head,
                             value: Some(data),
-                        })));
+                        });
+                        if let Expect::MetaBatch { max_replies } = expect {
+                            self.batched(reply, total, max_replies)?;
+                            continue;
+                        }
+                        return Ok(Some(reply));
                     }
                 }
             }
@@ -389,7 +405,34 @@ impl Decoder {
                         head,
                     });
                 }
-                (Line::MetaValue { len, flags }, Expect::Single) => {
+                (Line::Meta { status, flags }, Expect::MetaBatch { max_replies }) => {
+                    let line = split_line(buf, line_len);
+                    if status == MetaStatus::Mn {
+                        self.reply_bytes = 0;
+                        return Ok(Some(Response::MetaBatch(std::mem::take(&mut self.batch))));
+                    }
+                    let reply = Response::Meta(MetaResponse {
+                        status,
+                        flags: line.slice(flags),
+                        value: None,
+                    });
+                    self.batched(reply, line_len + 2, max_replies)?;
+                }
+                (Line::Plain(response), Expect::MetaBatch { max_replies })
+                    if response.is_error() =>
+                {
+                    buf.advance(line_len + 2);
+                    self.batched(response, line_len + 2, max_replies)?;
+                }
+                (Line::ClientError(r), Expect::MetaBatch { max_replies }) => {
+                    let text = split_line(buf, line_len).slice(r);
+                    self.batched(Response::ClientError(text), line_len + 2, max_replies)?;
+                }
+                (Line::ServerError(r), Expect::MetaBatch { max_replies }) => {
+                    let text = split_line(buf, line_len).slice(r);
+                    self.batched(Response::ServerError(text), line_len + 2, max_replies)?;
+                }
+                (Line::MetaValue { len, flags }, Expect::Single | Expect::MetaBatch { .. }) => {
                     let data_len = self.check_len(len)?;
                     self.pending = Some(Pending {
                         line_len,
@@ -446,6 +489,23 @@ impl Decoder {
                 _ => return Err(unexpected(buf)),
             }
         }
+    }
+
+    /// One more reply of a quiet batch of `max_replies` commands: each
+    /// command answers once at most (errors included), and the batch's
+    /// bytes count against [`Limits::max_reply`].
+    fn batched(
+        &mut self,
+        reply: Response,
+        bytes: usize,
+        max_replies: usize,
+    ) -> Result<(), ProtoError> {
+        if self.batch.len() >= max_replies {
+            return Err(ProtoError::TooManyItems { asked: max_replies });
+        }
+        self.count_reply(bytes + ITEM_OVERHEAD, self.limits.max_reply)?;
+        self.batch.push(reply);
+        Ok(())
     }
 
     /// An error reply ends whatever multi-item reply was in progress.

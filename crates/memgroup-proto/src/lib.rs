@@ -53,5 +53,5 @@ pub use decode::{Decoder, Expect, ITEM_OVERHEAD, Limits, MAX_ITEM_SIZE, ProtoErr
 pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};
 pub use metadump::{DEFAULT_MAX_DUMP_LINE, DumpEntry, DumpLine, MetadumpDecoder, percent_decode};
 pub use multiget::{GrowingRetrieval, MAX_GROWN_KEYS, MAX_GROWN_LINE};
-pub use request::{ArithMode, MetaFlag, Request, SetMode, StoreCommand};
+pub use request::{ArithMode, MetaCommand, MetaFlag, Request, SetMode, StoreCommand};
 pub use response::{MetaResponse, MetaStatus, Response, Stat, Value, Values};

@@ -430,6 +430,56 @@ pub enum Request<'a> {
         /// The key.
         key: Key<'a>,
     },
+    /// A quiet batch: every command sent with `q` and `O<index>` added to
+    /// its flags, then `mn`. The server answers only what is worth an
+    /// answer — a hit (`VA`), a refusal (`NS`, `EX`, `NF`), an error — and
+    /// then `MN`; the replies' opaques say which command each belongs to, and
+    /// a command with no reply had the common outcome (`EN` for `mg`, `HD`
+    /// otherwise). One request and one reply ([`Response::MetaBatch`]) to
+    /// the connection, so the replies stay paired.
+    ///
+    /// ```text
+    /// ms a 1 T60 q O0\r\nx\r\nms b 1 T60 q O1\r\ny\r\nmn\r\n
+    /// ```
+    MetaBatch {
+        /// The commands, at most [`u32::MAX`].
+        commands: &'a [MetaCommand<'a>],
+    },
+}
+
+/// One command of a [`Request::MetaBatch`].
+#[derive(Debug, Clone, Copy)]
+pub enum MetaCommand<'a> {
+    /// `mg <key> <flags>*`.
+    Get {
+        /// The key.
+        key: Key<'a>,
+        /// Its flags (without `q` or `O`: the batch adds them).
+        flags: &'a [MetaFlag],
+    },
+    /// `ms <key> <datalen> <flags>*` and the data.
+    Set {
+        /// The key.
+        key: Key<'a>,
+        /// The value.
+        data: &'a [u8],
+        /// Its flags (without `q` or `O`).
+        flags: &'a [MetaFlag],
+    },
+    /// `md <key> <flags>*`.
+    Delete {
+        /// The key.
+        key: Key<'a>,
+        /// Its flags (without `q` or `O`).
+        flags: &'a [MetaFlag],
+    },
+    /// `ma <key> <flags>*`.
+    Arith {
+        /// The key.
+        key: Key<'a>,
+        /// Its flags (without `q` or `O`).
+        flags: &'a [MetaFlag],
+    },
 }
 
 impl Request<'_> {
@@ -466,6 +516,7 @@ impl Request<'_> {
             Request::MetaArith { .. } => "ma",
             Request::MetaNoop => "mn",
             Request::MetaDebug { .. } => "me",
+            Request::MetaBatch { .. } => "mn",
         }
     }
 
@@ -565,6 +616,29 @@ impl Request<'_> {
             Request::MetaArith { key, flags } => encode_meta(buf, b"ma ", key, None, flags),
             Request::MetaNoop => buf.put_slice(b"mn\r\n"),
             Request::MetaDebug { key } => encode_meta(buf, b"me ", key, None, &[]),
+            Request::MetaBatch { commands } => {
+                for (i, command) in commands.iter().enumerate() {
+                    let opaque = Some(u32::try_from(i).unwrap_or(u32::MAX));
+                    match *command {
+                        MetaCommand::Get { key, flags } => {
+                            encode_meta_with(buf, b"mg ", key, None, flags, opaque);
+                        }
+                        MetaCommand::Set { key, data, flags } => {
+                            buf.reserve(key.len() + 32 + flags.len() * 8 + data.len());
+                            encode_meta_with(buf, b"ms ", key, Some(data.len()), flags, opaque);
+                            buf.put_slice(data);
+                            buf.put_slice(b"\r\n");
+                        }
+                        MetaCommand::Delete { key, flags } => {
+                            encode_meta_with(buf, b"md ", key, None, flags, opaque);
+                        }
+                        MetaCommand::Arith { key, flags } => {
+                            encode_meta_with(buf, b"ma ", key, None, flags, opaque);
+                        }
+                    }
+                }
+                buf.put_slice(b"mn\r\n");
+            }
         }
     }
 
@@ -596,6 +670,9 @@ impl Request<'_> {
             | Request::MetaArith { .. }
             | Request::MetaNoop
             | Request::MetaDebug { .. } => Some(Expect::Single),
+            Request::MetaBatch { commands } => Some(Expect::MetaBatch {
+                max_replies: commands.len(),
+            }),
         }
     }
 }
@@ -622,6 +699,18 @@ fn encode_meta(
     datalen: Option<usize>,
     flags: &[MetaFlag],
 ) {
+    encode_meta_with(buf, name, key, datalen, flags, None);
+}
+
+/// A meta command's line; with `quiet`, `q O<quiet>` after its flags.
+fn encode_meta_with(
+    buf: &mut BytesMut,
+    name: &[u8],
+    key: Key<'_>,
+    datalen: Option<usize>,
+    flags: &[MetaFlag],
+    quiet: Option<u32>,
+) {
     buf.put_slice(name);
     buf.put_slice(key.as_bytes());
     if let Some(len) = datalen {
@@ -630,6 +719,10 @@ fn encode_meta(
     }
     for flag in flags {
         flag.encode(buf);
+    }
+    if let Some(opaque) = quiet {
+        buf.put_slice(b" q O");
+        put_u64(buf, u64::from(opaque));
     }
     buf.put_slice(b"\r\n");
 }

@@ -270,6 +270,10 @@ pub enum Response {
     ServerError(Bytes),
     /// A meta command's reply.
     Meta(MetaResponse),
+    /// The replies of a quiet batch ([`Request::MetaBatch`](crate::Request::MetaBatch)),
+    /// in the order they came, up to its `MN`: the meta replies worth sending
+    /// (each with the opaque of its command) and any error replies.
+    MetaBatch(Vec<Response>),
 }
 
 impl Response {

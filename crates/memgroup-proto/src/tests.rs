@@ -814,6 +814,13 @@ fn values_are_zero_copy() {
 
 /// Writes `response` exactly as memcached would.
 fn server_encode(response: &Response, out: &mut Vec<u8>) {
+    if let Response::MetaBatch(replies) = response {
+        for r in replies {
+            server_encode(r, out);
+        }
+        out.extend_from_slice(b"MN\r\n");
+        return;
+    }
     let mut line = |parts: &[&[u8]]| {
         for p in parts {
             out.extend_from_slice(p);
@@ -865,6 +872,7 @@ fn server_encode(response: &Response, out: &mut Vec<u8>) {
                 None => line(&[m.status.code().as_bytes(), sep, &m.flags]),
             }
         }
+        Response::MetaBatch(_) => unreachable!("encoded above"),
     }
 }
 
@@ -872,6 +880,9 @@ fn expect_of(r: &Response) -> Expect {
     match r {
         Response::Values(_) => Expect::values(usize::MAX),
         Response::Stats(_) => Expect::Stats,
+        Response::MetaBatch(replies) => Expect::MetaBatch {
+            max_replies: replies.len() + 2,
+        },
         _ => Expect::Single,
     }
 }
@@ -895,7 +906,40 @@ fn meta_flags() -> impl Strategy<Value = Bytes> {
     proptest::collection::vec(token(), 0..4).prop_map(|ts| Bytes::from(ts.join(&b' ')))
 }
 
+/// A reply a quiet batch may hold: a meta reply other than `MN`, or an error.
+fn batched() -> impl Strategy<Value = Response> {
+    let status = prop_oneof![
+        Just(MetaStatus::Hd),
+        Just(MetaStatus::En),
+        Just(MetaStatus::Nf),
+        Just(MetaStatus::Ns),
+        Just(MetaStatus::Ex),
+    ];
+    prop_oneof![
+        (status, meta_flags()).prop_map(|(status, flags)| Response::Meta(MetaResponse {
+            status,
+            flags,
+            value: None
+        })),
+        (meta_flags(), data()).prop_map(|(flags, v)| Response::Meta(MetaResponse {
+            status: MetaStatus::Va,
+            flags,
+            value: Some(v)
+        })),
+        Just(Response::Error),
+        text().prop_map(Response::ClientError),
+        text().prop_map(Response::ServerError),
+    ]
+}
+
 fn response() -> impl Strategy<Value = Response> {
+    prop_oneof![
+        9 => single_response(),
+        1 => proptest::collection::vec(batched(), 0..5).prop_map(Response::MetaBatch),
+    ]
+}
+
+fn single_response() -> impl Strategy<Value = Response> {
     let status = prop_oneof![
         Just(MetaStatus::Hd),
         Just(MetaStatus::En),
@@ -1008,7 +1052,7 @@ proptest! {
     #[test]
     fn garbage_never_panics(
         bytes in proptest::collection::vec(any::<u8>(), 0..300),
-        expect in prop_oneof![Just(Expect::values(usize::MAX)), Just(Expect::Stats), Just(Expect::Single)],
+        expect in prop_oneof![Just(Expect::values(usize::MAX)), Just(Expect::Stats), Just(Expect::Single), Just(Expect::MetaBatch { max_replies: 8 })],
     ) {
         let mut dec = Decoder::new(Limits { max_line: 64, max_value: 128, ..Limits::default() });
         let mut buf = BytesMut::from(&bytes[..]);
@@ -1150,4 +1194,53 @@ fn meta_flags_parse_back_from_their_tokens() {
     assert!(MetaFlag::parse("mg", "vx").is_err());
     assert!(MetaFlag::parse("mg", "N99999999999").is_err());
     assert!(MetaFlag::parse("mg", "Y").is_err());
+}
+
+/// A quiet batch encodes `q O<i>` on every command and ends with `mn`; its
+/// reply is read up to `MN`, and a batch answering more than once per
+/// command is refused.
+#[test]
+fn a_quiet_batch_is_one_request_and_one_reply() {
+    let (a, b) = (Key::new(b"a").unwrap(), Key::new(b"b").unwrap());
+    let ttl = [MetaFlag::Ttl(60)];
+    let commands = [
+        MetaCommand::Set {
+            key: a,
+            data: b"x",
+            flags: &ttl,
+        },
+        MetaCommand::Get {
+            key: b,
+            flags: &[MetaFlag::ReturnValue],
+        },
+        MetaCommand::Delete { key: a, flags: &[] },
+        MetaCommand::Arith { key: b, flags: &[] },
+    ];
+    let request = Request::MetaBatch {
+        commands: &commands,
+    };
+    let mut buf = BytesMut::new();
+    request.encode(&mut buf);
+    assert_eq!(
+        &buf[..],
+        &b"ms a 1 T60 q O0\r\nx\r\nmg b v q O1\r\nmd a q O2\r\nma b q O3\r\nmn\r\n"[..]
+    );
+    assert_eq!(request.expect(), Some(Expect::MetaBatch { max_replies: 4 }));
+    let mut dec = Decoder::default();
+    let mut wire = BytesMut::from(&b"VA 2 O1\r\nhi\r\nNF O3\r\nSERVER_ERROR busy\r\nMN\r\n"[..]);
+    let Some(Response::MetaBatch(replies)) =
+        dec.decode(&mut wire, request.expect().unwrap()).unwrap()
+    else {
+        panic!("one batch reply");
+    };
+    assert_eq!(replies.len(), 3);
+    assert!(
+        matches!(&replies[0], Response::Meta(m) if m.flag_u64(b'O') == Some(1) && m.value.as_deref() == Some(&b"hi"[..]))
+    );
+    assert!(matches!(&replies[1], Response::Meta(m) if m.status == MetaStatus::Nf));
+    assert!(matches!(&replies[2], Response::ServerError(_)));
+    assert!(wire.is_empty() && !dec.is_mid_reply());
+    let mut lying = BytesMut::from(&b"NF O0\r\nNF O0\r\nMN\r\n"[..]);
+    let refused = Decoder::default().decode(&mut lying, Expect::MetaBatch { max_replies: 1 });
+    assert_eq!(refused, Err(ProtoError::TooManyItems { asked: 1 }));
 }

@@ -40,6 +40,7 @@ pub use repair::RepairStatus;
 pub use status::{GroupStatus, ServerState, ServerStatus, Status};
 pub use url::ClientUrl;
 pub use watch::Watcher;
+pub use write::MultiWrite;
 
 use crate::clock::now;
 use crate::conn::ConnSettings;

@@ -149,6 +149,12 @@ impl<U> Outcome for Result<(crate::WriteOutcome, U), Error> {
     }
 }
 
+impl Outcome for crate::MultiWrite {
+    fn outcome(&self) -> &'static str {
+        if self.is_complete() { "ok" } else { "partial" }
+    }
+}
+
 impl Outcome for crate::MultiGet {
     fn outcome(&self) -> &'static str {
         match self.errors().next() {

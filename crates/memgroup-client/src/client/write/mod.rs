@@ -7,8 +7,11 @@
 //! reads its number from the reply itself.
 
 mod arbiter;
+mod batch;
 mod op;
 mod replicate;
+
+pub use batch::MultiWrite;
 
 use op::WriteOp;
 

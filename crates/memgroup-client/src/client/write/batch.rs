@@ -1,0 +1,367 @@
+//! Batch writes: [`Client::set_multi`], [`Client::delete_multi`],
+//! [`Client::touch_multi`]. Every key gets one write per group, as a single
+//! write does; the writes bound for one connection go as one quiet meta
+//! batch (`ms … q O<i>` … `mn`), so the server answers only what did not go
+//! as expected, and the batches of all servers are sent concurrently. Each
+//! key's own outcome comes back aligned with the keys given, with the write
+//! policy judged per key. A group that missed a key queues its repair, as
+//! for a single write.
+
+use memgroup_proto::{MetaCommand, MetaFlag, MetaStatus, Request, Response};
+use memgroup_topology::{GroupId, Target};
+
+use crate::client::trace::{self, Attempt};
+use crate::client::{Client, unexpected};
+use crate::clock::now;
+use crate::error::{Error, ErrorKind};
+use crate::item::{GroupOutcome, WriteOutcome};
+use crate::join::{BoxFuture, join_all};
+use crate::options::{Expiry, WriteOptions};
+
+/// Each key's outcome of a batch write, in the order the keys were given
+/// (a repeated key is written once, reported at each place).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct MultiWrite {
+    /// Every key with its outcome: its write per group (`Ok(false)`: not
+    /// applied, as a `delete` of an absent key), or the policy's error.
+    pub keys: Vec<(Vec<u8>, Result<WriteOutcome, Error>)>,
+}
+
+impl MultiWrite {
+    /// The outcome of `key`, if it was in the batch.
+    pub fn outcome(&self, key: impl AsRef<[u8]>) -> Option<&Result<WriteOutcome, Error>> {
+        let key = key.as_ref();
+        self.keys.iter().find(|(k, _)| k == key).map(|(_, o)| o)
+    }
+
+    /// Whether every key met its write policy.
+    pub fn is_complete(&self) -> bool {
+        self.keys.iter().all(|(_, o)| o.is_ok())
+    }
+
+    /// The keys whose write failed its policy, with the error.
+    pub fn errors(&self) -> impl Iterator<Item = (&[u8], &Error)> {
+        self.keys
+            .iter()
+            .filter_map(|(k, o)| o.as_ref().err().map(|e| (&k[..], e)))
+    }
+}
+
+/// What a batch does to each key.
+#[derive(Clone, Copy)]
+enum Kind<'a> {
+    Set {
+        flags: &'a [MetaFlag],
+        options: WriteOptions,
+    },
+    Delete,
+    Touch {
+        flags: &'a [MetaFlag],
+        expiry: Expiry,
+    },
+}
+
+impl Kind<'_> {
+    fn command(&self) -> &'static str {
+        match self {
+            Kind::Set { .. } => "set_multi",
+            Kind::Delete => "delete_multi",
+            Kind::Touch { .. } => "touch_multi",
+        }
+    }
+}
+
+/// One connection's share of a batch: the keys (indices) bound for it.
+struct Share {
+    target: Target,
+    keys: Vec<usize>,
+}
+
+impl Client {
+    /// Stores every `(key, value)` in every group: one quiet batch per
+    /// connection, concurrently. See the [module docs](self).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// let written = client.set_multi(&[("a", "1"), ("b", "2")], 300).await?;
+    /// for (key, error) in written.errors() {
+    ///     eprintln!("{}: {error}", String::from_utf8_lossy(key));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn set_multi<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &self,
+        items: &[(K, V)],
+        options: impl Into<WriteOptions>,
+    ) -> Result<MultiWrite, Error> {
+        let options = options.into();
+        let flags = [
+            MetaFlag::Ttl(options.expiry.exptime()?),
+            MetaFlag::SetFlags(options.flags),
+        ];
+        for (_, value) in items {
+            self.check_value(value.as_ref())?;
+        }
+        let keys: Vec<&[u8]> = items.iter().map(|(k, _)| k.as_ref()).collect();
+        let values: Vec<&[u8]> = items.iter().map(|(_, v)| v.as_ref()).collect();
+        self.batch(
+            &keys,
+            &values,
+            Kind::Set {
+                flags: &flags,
+                options,
+            },
+        )
+        .await
+    }
+
+    /// Deletes every key from every group: one quiet batch per connection,
+    /// concurrently. A key absent from a group that another group held is
+    /// applied there too, as [`Client::delete`] reports it.
+    pub async fn delete_multi<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<MultiWrite, Error> {
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        self.batch(&keys, &[], Kind::Delete).await
+    }
+
+    /// Sets a new expiry on every key in every group (`mg … T<exptime>`),
+    /// one quiet batch per connection.
+    pub async fn touch_multi<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        expiry: impl Into<Expiry>,
+    ) -> Result<MultiWrite, Error> {
+        let expiry = expiry.into();
+        let flags = [MetaFlag::Ttl(expiry.exptime()?)];
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        self.batch(
+            &keys,
+            &[],
+            Kind::Touch {
+                flags: &flags,
+                expiry,
+            },
+        )
+        .await
+    }
+
+    async fn batch(
+        &self,
+        given: &[&[u8]],
+        values: &[&[u8]],
+        kind: Kind<'_>,
+    ) -> Result<MultiWrite, Error> {
+        let snap = self.snapshot();
+        // Every key checked before a byte is sent; long keys and migration
+        // mode write key by key (envelopes, the old placement).
+        let mut wires = Vec::with_capacity(given.len());
+        for key in given {
+            wires.push(self.wire_key(&snap, key)?);
+        }
+        if self.inner.migration.is_some() || wires.iter().any(|w| w.long.is_some()) {
+            return self.one_by_one(given, values, kind).await;
+        }
+        let span = trace::operation_span(self, kind.command(), None);
+        let numbers: Vec<u64> = wires
+            .iter()
+            .map(|w| {
+                if let Some(near) = &self.inner.near {
+                    near.forget(&w.bytes);
+                }
+                self.inner.repairs.number_write(&w.bytes)
+            })
+            .collect();
+        // Per key, per group: its target (or why the group was passed over).
+        let groups: Vec<GroupId> = snap.topology.groups().iter().map(memgroup_topology::Group::id).collect();
+        let mut results: Vec<Vec<Option<GroupOutcome>>> =
+            vec![vec![None; groups.len()]; wires.len()];
+        let mut shares: Vec<Share> = Vec::new();
+        {
+            let dead = self.inner.pool.dead();
+            let (now, rotation) = (now(), self.rotation());
+            for (i, wire) in wires.iter().enumerate() {
+                for (g, target) in snap
+                    .topology
+                    .write_targets(&wire.bytes, &dead, now, rotation)
+                    .enumerate()
+                {
+                    match target {
+                        Ok(t) => match shares
+                            .iter_mut()
+                            .find(|s| s.target.server == t.server && s.target.slot == t.slot)
+                        {
+                            Some(share) => share.keys.push(i),
+                            None => shares.push(Share {
+                                target: t,
+                                keys: vec![i],
+                            }),
+                        },
+                        Err(skip) => {
+                            let error = Error::new(
+                                ErrorKind::ServerDead,
+                                "the key's server is marked dead",
+                            )
+                            .at(snap.name(skip.server));
+                            let group = snap.topology.group(skip.group).name();
+                            self.queue_repair(
+                                snap.name(skip.server),
+                                group,
+                                &wire.bytes,
+                                numbers[i],
+                                None,
+                            );
+                            results[i][g.min(groups.len() - 1)] = Some(GroupOutcome {
+                                id: skip.group,
+                                group: group.to_string(),
+                                server: None,
+                                result: Err(error),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let sends: Vec<BoxFuture<'_, _>> = shares
+            .iter()
+            .map(|share| {
+                let (snap, wires) = (&snap, &wires);
+                Box::pin(async move {
+                    let commands: Vec<MetaCommand<'_>> = share
+                        .keys
+                        .iter()
+                        .map(|&i| {
+                            let key = wires[i].key();
+                            match kind {
+                                Kind::Set { flags, .. } => MetaCommand::Set {
+                                    key,
+                                    data: values[i],
+                                    flags,
+                                },
+                                Kind::Delete => MetaCommand::Delete { key, flags: &[] },
+                                Kind::Touch { flags, .. } => MetaCommand::Get { key, flags },
+                            }
+                        })
+                        .collect();
+                    let request = Request::MetaBatch {
+                        commands: &commands,
+                    };
+                    self.exec(snap, share.target, &request, Attempt::First)
+                        .await
+                }) as BoxFuture<'_, _>
+            })
+            .collect();
+        let replies = trace::await_in_span!(span, join_all(sends));
+        for (share, reply) in shares.iter().zip(replies) {
+            let answers = answers(share.keys.len(), kind, reply);
+            let group = snap.topology.group(share.target.group);
+            let g = groups.iter().position(|&id| id == group.id()).unwrap_or(0);
+            for (&i, result) in share.keys.iter().zip(answers) {
+                let own = group.server_for(&wires[i].bytes);
+                if result.is_err() || own != share.target.server {
+                    let error = result.as_ref().err();
+                    self.queue_repair(
+                        snap.name(own),
+                        group.name(),
+                        &wires[i].bytes,
+                        numbers[i],
+                        error,
+                    );
+                } else if matches!(kind, Kind::Set { .. } | Kind::Delete) {
+                    self.write_applied(snap.name(own), &wires[i].bytes, numbers[i]);
+                }
+                results[i][g] = Some(GroupOutcome {
+                    id: group.id(),
+                    group: group.name().to_string(),
+                    server: Some(snap.name(share.target.server).to_string()),
+                    result,
+                });
+            }
+        }
+        let mut written = MultiWrite::default();
+        for (key, groups) in given.iter().zip(results) {
+            let mut outcome = WriteOutcome::new(groups.into_iter().flatten().collect());
+            if !matches!(kind, Kind::Set { .. })
+                && outcome.groups.iter().any(|g| matches!(g.result, Ok(true)))
+            {
+                // Some group held it: the others had nothing to do.
+                for group in &mut outcome.groups {
+                    if matches!(group.result, Ok(false)) {
+                        group.result = Ok(true);
+                    }
+                }
+            }
+            let judged = self
+                .judge(&snap, kind.command(), &outcome, false)
+                .map(|()| outcome);
+            written.keys.push((key.to_vec(), judged));
+        }
+        trace::operation_done(&span, &written);
+        Ok(written)
+    }
+
+    /// Migration mode or long keys: the batch as single writes.
+    async fn one_by_one(
+        &self,
+        keys: &[&[u8]],
+        values: &[&[u8]],
+        kind: Kind<'_>,
+    ) -> Result<MultiWrite, Error> {
+        let mut written = MultiWrite::default();
+        for (i, key) in keys.iter().enumerate() {
+            let outcome = match kind {
+                Kind::Set { options, .. } => self.set(key, values[i], options).await,
+                Kind::Delete => self.delete(key).await,
+                Kind::Touch { expiry, .. } => self.touch(key, expiry).await,
+            };
+            written.keys.push((key.to_vec(), outcome));
+        }
+        Ok(written)
+    }
+}
+
+/// Each command's result from a quiet batch's reply: no reply is the
+/// common outcome (stored, deleted; for a touch by `mg`, a miss), a reply
+/// with the command's opaque says otherwise. An error reply carries no
+/// opaque: then every command without an answer is uncertain, and fails.
+fn answers(
+    n: usize,
+    kind: Kind<'_>,
+    reply: Result<Option<Response>, Error>,
+) -> Vec<Result<bool, Error>> {
+    let replies = match reply {
+        Ok(Some(Response::MetaBatch(replies))) => replies,
+        Ok(other) => return vec![Err(unexpected(other.as_ref())); n],
+        Err(e) => return vec![Err(e); n],
+    };
+    let silent = !matches!(kind, Kind::Touch { .. });
+    let mut out: Vec<Option<Result<bool, Error>>> = vec![None; n];
+    let mut failure = None;
+    for reply in replies {
+        match reply {
+            Response::Meta(m) => {
+                let Some(i) = m
+                    .flag_u64(b'O')
+                    .and_then(|o| usize::try_from(o).ok())
+                    .filter(|&i| i < n)
+                else {
+                    failure = Some(unexpected(Some(&Response::Meta(m))));
+                    continue;
+                };
+                out[i] = Some(Ok(matches!(m.status, MetaStatus::Hd | MetaStatus::Va)));
+            }
+            other => {
+                failure = Some(Error::new(
+                    ErrorKind::Server,
+                    format!("in a quiet batch: {other:?}"),
+                ));
+            }
+        }
+    }
+    out.into_iter()
+        .map(|r| match (r, &failure) {
+            (Some(r), _) => r,
+            (None, Some(e)) => Err(e.clone()),
+            (None, None) => Ok(silent),
+        })
+        .collect()
+}
