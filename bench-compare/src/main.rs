@@ -62,6 +62,8 @@ use std::time::{Duration, Instant};
 use async_memcached::AsciiProtocol;
 use memcached::proto::{MultiOperation, Operation};
 use memgroup_testkit::Memcached;
+
+mod groups;
 use tokio::runtime::Runtime;
 
 /// A `memcache-async` client: the text protocol on one tokio connection,
@@ -982,6 +984,7 @@ fn main() {
     });
     drop(mr1);
     let load_after = loadavg();
+    let two_groups = groups::report(&rt, addrs[0], addrs[1], secs);
     drop(rt);
     drop(servers);
     drop(tls_server);
@@ -1213,4 +1216,5 @@ fn main() {
         "- Client and the memcached servers share the machine's CPUs, and other work on the machine adds noise: compare within one run only."
     );
     println!();
+    println!("{two_groups}");
 }

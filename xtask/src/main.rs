@@ -2,8 +2,9 @@
 //!
 //! - `cargo xtask test`  — memcached check/install, fmt, clippy, tests, docs.
 //! - `cargo xtask bench [criterion args]` — the criterion benches.
-//! - `cargo xtask compare` — memgroup vs the `memcache` and `async-memcached` crates
-//!   (the standalone `bench-compare/` package, outside the workspace).
+//! - `cargo xtask compare` — memgroup vs the `memcache`, `async-memcached`,
+//!   `memcache-async` and `memcached-rs` crates, and memgroup's own rows across
+//!   two groups (the standalone `bench-compare/` package, outside the workspace).
 //! - `cargo xtask fuzz [seconds]` — every fuzz target, each for `seconds` (needs `cargo install cargo-fuzz`).
 //! - `cargo xtask demo` — a local cluster narrated by the `memgroup` tool.
 //! - `cargo xtask man` — the tool's man pages into `target/man`.
