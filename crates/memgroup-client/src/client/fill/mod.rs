@@ -188,8 +188,17 @@ impl Client {
     /// every process of the cluster, in every zone — and its value is
     /// written to every group and returned. Callers that did not get the
     /// lease are served a stale value when there is one, or wait for the
-    /// filler's value. See the [module docs](self) for the protocol and
-    /// what other clients see.
+    /// filler's value.
+    ///
+    /// How: concurrent callers in this process share one flight. The key is
+    /// read in the local group (`mg … v f t c`); on a miss, a stale value
+    /// or a lease stub the lease is asked of the arbiter's server (`mg …
+    /// N<lease>`), the one every memgroup client of the cluster agrees on.
+    /// The caller it grants (`W`) fills and writes every group; the others
+    /// (`Z`) get the stale value, or poll (5 ms doubling to 50 ms) for at
+    /// most [`Fill::wait`]. A failed fill gives the lease back. Java or
+    /// Python clients of a mixed fleet read a lease stub as an empty value
+    /// while a fill runs, as does a plain [`Client::get`].
     ///
     /// `Err` with [`ErrorKind::Fill`] when this caller's fill failed (its
     /// error is the source), [`ErrorKind::Timeout`] when another caller's

@@ -80,7 +80,11 @@ struct Share {
 
 impl Client {
     /// Stores every `(key, value)` in every group: one quiet batch per
-    /// connection, concurrently. See the [module docs](self).
+    /// connection, concurrently (`ms … q O<i>` … `mn`: the server answers
+    /// only what did not go as expected). Each key's outcome comes back in
+    /// the order given, the write policy judged per key; a group that
+    /// missed a key queues its repair, as for [`Client::set`]. Every key
+    /// and value is checked before a byte is sent.
     ///
     /// ```no_run
     /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
@@ -172,7 +176,12 @@ impl Client {
             })
             .collect();
         // Per key, per group: its target (or why the group was passed over).
-        let groups: Vec<GroupId> = snap.topology.groups().iter().map(memgroup_topology::Group::id).collect();
+        let groups: Vec<GroupId> = snap
+            .topology
+            .groups()
+            .iter()
+            .map(memgroup_topology::Group::id)
+            .collect();
         let mut results: Vec<Vec<Option<GroupOutcome>>> =
             vec![vec![None; groups.len()]; wires.len()];
         let mut shares: Vec<Share> = Vec::new();
