@@ -274,3 +274,140 @@ fn the_herd_bench_counts_fills_per_expiry() {
     let herd = run(&["--no-lease", "--prefix", "other:"]);
     assert!(herd["fills_per_expiry"].as_f64().unwrap() > 1.0, "{herd}");
 }
+
+/// A caller dropped while it holds the lease gives it back: the next
+/// caller wins at once instead of waiting out the lease.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_cancelled_filler_gives_its_lease_back() {
+    let _clock = HeldClock::hold();
+    let (sg1, _sg2, near, far) = cluster();
+    let stuck = {
+        let near = near.clone();
+        tokio::spawn(async move {
+            near.get_or_fill("k", 300, || async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok::<_, std::io::Error>("never")
+            })
+            .await
+        })
+    };
+    // Until its lease stub is at the arbiter.
+    while raw::copy(sg1.addr(), b"k").is_none() {
+        let_io_happen().await;
+    }
+    stuck.abort();
+    assert!(stuck.await.unwrap_err().is_cancelled());
+    // The release runs on a task of its own.
+    while raw::copy(sg1.addr(), b"k").is_some() {
+        let_io_happen().await;
+    }
+    let started = Instant::now();
+    let got = far
+        .get_or_fill("k", 300, || async { Ok::<_, std::io::Error>("v") })
+        .await
+        .unwrap();
+    assert_eq!(
+        (got.freshness, started.elapsed()),
+        (Freshness::Filled, Duration::ZERO)
+    );
+}
+
+/// A write that lands while a fill runs is not overwritten by the fill's
+/// older value: the filler still returns its value, uncached.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_write_during_a_fill_wins_over_the_fill() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, near, far) = cluster();
+    let filling = {
+        let near = near.clone();
+        tokio::spawn(async move {
+            near.get_or_fill("k", 300, || async {
+                tokio::time::sleep(FILL_TAKES).await;
+                Ok::<_, std::io::Error>("from the database")
+            })
+            .await
+        })
+    };
+    while raw::copy(sg1.addr(), b"k").is_none() {
+        let_io_happen().await;
+    }
+    far.set("k", "newer", 0).await.unwrap();
+    let results = run_all(vec![filling], Duration::from_secs(1)).await;
+    let got = results.into_iter().next().unwrap().unwrap();
+    assert_eq!(
+        (got.freshness, &got.item.value[..]),
+        (Freshness::Filled, &b"from the database"[..])
+    );
+    for server in [&sg1, &sg2] {
+        assert_eq!(
+            raw::get(server.addr(), b"k").as_deref(),
+            Some(&b"newer"[..])
+        );
+    }
+}
+
+/// Reads that do not fill give back the refill right a stale value hands
+/// them: after `invalidate`, a near-cache `get` and a read repair's copy
+/// leave the win to `get_or_fill`, which refills once; the stale value is
+/// never copied into the group that missed it.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn reads_that_do_not_fill_leave_the_refill_to_get_or_fill() {
+    use memgroup::client::NearCache;
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, _near, _far) = cluster();
+    let groups = format!("sg2={};sg1={}", sg2.addr_string(), sg1.addr_string());
+    let reader = Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .zone("sg2")
+        .read_repair(true)
+        .near_cache(NearCache::new(100, Duration::from_secs(1)))
+        .build()
+        .unwrap();
+    // Only the arbiter (sg1) holds it, stale.
+    raw::set(sg1.addr(), b"k", b"old");
+    reader.invalidate("k", 30).await.unwrap();
+    let got = reader.get("k").await.unwrap().unwrap();
+    assert_eq!(
+        &got.value[..],
+        b"old",
+        "a plain read serves the stale value"
+    );
+    // The read repair's task, if any, has run.
+    for _ in 0..5 {
+        let_io_happen().await;
+    }
+    // A read-repairing client without the near cache reads it the same way.
+    let repairing = Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .zone("sg2")
+        .read_repair(true)
+        .build()
+        .unwrap();
+    assert_eq!(
+        &repairing.get("k").await.unwrap().unwrap().value[..],
+        b"old"
+    );
+    for _ in 0..5 {
+        let_io_happen().await;
+    }
+    assert_eq!(
+        raw::get(sg2.addr(), b"k"),
+        None,
+        "a stale value is not copied"
+    );
+    assert_eq!(repairing.status().read_repairs, 0);
+    let fills = Arc::new(AtomicUsize::new(0));
+    let results = run_all(
+        vec![caller(&reader, "k", "new", &fills)],
+        Duration::from_secs(1),
+    )
+    .await;
+    assert_eq!(
+        fills.load(Ordering::SeqCst),
+        1,
+        "the refill right was given back"
+    );
+    assert_eq!(results[0].0.freshness, Freshness::Filled);
+}

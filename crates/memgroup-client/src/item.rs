@@ -31,6 +31,18 @@ impl From<memgroup_proto::Value> for Item {
     }
 }
 
+impl Item {
+    /// The item a meta reply carries: its value, client flags (`f`) and
+    /// CAS unique (`c`), when returned.
+    pub(crate) fn from_meta(m: &memgroup_proto::MetaResponse) -> Item {
+        Item {
+            value: m.value.clone().unwrap_or_default(),
+            flags: u32::try_from(m.flag_u64(b'f').unwrap_or(0)).unwrap_or(0),
+            cas: m.flag_u64(b'c'),
+        }
+    }
+}
+
 /// What happened in one server group during a replicated write.
 #[derive(Debug, Clone)]
 #[non_exhaustive]

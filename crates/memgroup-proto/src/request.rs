@@ -435,7 +435,9 @@ pub enum Request<'a> {
     /// answer — a hit (`VA`), a refusal (`NS`, `EX`, `NF`), an error — and
     /// then `MN`; the replies' opaques say which command each belongs to, and
     /// a command with no reply had the common outcome (`EN` for `mg`, `HD`
-    /// otherwise). One request and one reply ([`Response::MetaBatch`](crate::Response::MetaBatch)) to
+    /// otherwise). In memcached 1.6.18 a quiet `mg` hit without `v` still
+    /// answers `HD`, and a quiet `ma` that succeeds answers nothing even
+    /// with `v`: batch counters only when their values are not needed. One request and one reply ([`Response::MetaBatch`](crate::Response::MetaBatch)) to
     /// the connection, so the replies stay paired.
     ///
     /// ```text

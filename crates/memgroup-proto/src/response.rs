@@ -235,6 +235,18 @@ impl MetaResponse {
     pub fn win_sent(&self) -> bool {
         self.flag(b'Z').is_some()
     }
+
+    /// A lease stub: an empty item carrying a win (`W` or `Z`), vivified by
+    /// `mg … N` while someone fills it — to a classic `get`, an empty value.
+    pub fn is_stub(&self) -> bool {
+        self.value.as_ref().is_none_or(Bytes::is_empty) && (self.won() || self.win_sent())
+    }
+
+    /// Whether the reply carries lease state (`W`, `Z` or `X`): not a plain
+    /// copy to serve or copy as it is.
+    pub fn has_lease_flags(&self) -> bool {
+        self.won() || self.win_sent() || self.is_stale()
+    }
 }
 
 /// One complete reply from the server.

@@ -13,7 +13,11 @@
 //! - single-key `get`s no longer merge into multi-key `get` commands (a
 //!   meta get carries one key), so under heavy concurrent load they cost
 //!   more requests; [`Client::get_multi`] is unchanged and does not use it;
-//! - a lease stub of [`Client::get_or_fill`] reads as a miss, as it should.
+//! - single-key `get`s are no longer hedged ([`Hedge`](crate::Hedge)) nor
+//!   read-repaired;
+//! - a lease stub of [`Client::get_or_fill`] reads as a miss, as it should;
+//!   a stale value is served (as a plain `get` serves it) but never kept,
+//!   and the refill right its read is handed goes back at once.
 //!
 //! When full, the oldest entry goes (entries live briefly: that is close to
 //! least recently used, without a list to keep).

@@ -82,7 +82,8 @@ pub struct Status {
     /// ([`ClientBuilder::near_cache`](crate::ClientBuilder::near_cache)).
     pub near_cache: Option<crate::client::NearStatus>,
     /// Writes still finishing for groups their caller did not wait for
-    /// ([`WriteWait::Policy`](crate::WriteWait::Policy)).
+    /// ([`WriteWait::Policy`](crate::WriteWait::Policy)), and copies of read
+    /// repair and consistent reads on their way.
     pub background_writes: usize,
 }
 

@@ -15,9 +15,14 @@
 //!   served the stale value when there is one, or poll the arbiter with a
 //!   backoff (5 ms doubling to 50 ms) until the value is there, for at most
 //!   [`Fill::wait`].
-//! - **A fill that fails** releases its lease: the stub is deleted, or a
-//!   stale value invalidated again (which lets the next caller win), each
-//!   only if unchanged since (`md … C<cas>`).
+//! - **The filled value** is written at the arbiter only over the lease
+//!   (`ms … C<cas>`), so a write, delete or invalidation that came after
+//!   the lease was granted is never overwritten with older data; then into
+//!   the other groups.
+//! - **A fill that fails** (or a caller dropped while it holds the lease)
+//!   releases it: the stub is deleted, or a stale value invalidated again
+//!   (which lets the next caller win), each only if unchanged since
+//!   (`md … C<cas>`).
 //! - **Stale-while-revalidate**: after [`Client::invalidate`] a value is
 //!   stale (`X`) for a while: readers get it while the arbiter's winner
 //!   refills. With [`Fill::refresh_before`], a value whose remaining TTL
@@ -35,12 +40,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request, Response};
+use memgroup_topology::Target;
 
 use crate::client::Client;
 use crate::client::trace::Attempt;
 use crate::error::{Error, ErrorKind};
 use crate::item::Item;
-use crate::options::Expiry;
+use crate::options::{Expiry, IfPresent};
+use crate::pool::Snapshot;
 
 pub(crate) mod flight;
 
@@ -150,11 +157,11 @@ enum Found {
 }
 
 fn found(m: &MetaResponse) -> Found {
-    let empty = m.value.as_ref().is_none_or(Bytes::is_empty);
-    if m.is_stale() {
-        Found::Stale { won: m.won() }
-    } else if empty && (m.won() || m.win_sent()) {
+    if m.is_stub() {
+        // Stale or not: an empty item with a win is a fill in progress.
         Found::Stub { won: m.won() }
+    } else if m.is_stale() {
+        Found::Stale { won: m.won() }
     } else if m.won() {
         Found::RefreshWon
     } else {
@@ -162,18 +169,37 @@ fn found(m: &MetaResponse) -> Found {
     }
 }
 
-fn item(m: &MetaResponse) -> Item {
-    Item {
-        value: m.value.clone().unwrap_or_default(),
-        flags: u32::try_from(m.flag_u64(b'f').unwrap_or(0)).unwrap_or(0),
-        cas: m.flag_u64(b'c'),
+fn served(m: &MetaResponse, freshness: Freshness) -> Filled {
+    Filled {
+        item: Item::from_meta(m),
+        freshness,
     }
 }
 
-fn served(m: &MetaResponse, freshness: Freshness) -> Filled {
-    Filled {
-        item: item(m),
-        freshness,
+/// A won lease, given back if the caller's future is dropped before it
+/// wrote the value or released the lease (a cancelled request, a panic in
+/// the fill): otherwise every caller of the cluster would wait out the
+/// lease.
+struct Held {
+    client: Client,
+    wire: Vec<u8>,
+    lease: MetaResponse,
+    armed: bool,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (client, wire, lease) = (
+                self.client.clone(),
+                std::mem::take(&mut self.wire),
+                self.lease.clone(),
+            );
+            runtime.spawn(async move { client.release(&wire, &lease).await });
+        }
     }
 }
 
@@ -196,7 +222,13 @@ impl Client {
     /// N<lease>`), the one every memgroup client of the cluster agrees on.
     /// The caller it grants (`W`) fills and writes every group; the others
     /// (`Z`) get the stale value, or poll (5 ms doubling to 50 ms) for at
-    /// most [`Fill::wait`]. A failed fill gives the lease back. Java or
+    /// most [`Fill::wait`]. A failed fill gives the lease back, and so does
+    /// a caller whose future is dropped while it holds the lease. The value
+    /// is written at the arbiter only over the lease (`ms … C<cas>`): a
+    /// write, delete or invalidation of the key since the lease was granted
+    /// wins, and the filled value is returned without being cached. Callers
+    /// sharing a flight share its answer, a failed fill's error included.
+    /// Java or
     /// Python clients of a mixed fleet read a lease stub as an empty value
     /// while a fill runs, as does a plain [`Client::get`].
     ///
@@ -312,7 +344,13 @@ impl Client {
                 Found::Fresh if waited => return Ok(served(&lease, Freshness::Waited)),
                 Found::Fresh => return Ok(served(&lease, Freshness::Cached)),
                 Found::Stub { won: true } | Found::Stale { won: true } | Found::RefreshWon => {
-                    return self.run_fill(key, wire, fill, f, &lease).await;
+                    let held = Held {
+                        client: self.clone(),
+                        wire: wire.to_vec(),
+                        lease,
+                        armed: true,
+                    };
+                    return self.run_fill(key, fill, f, held).await;
                 }
                 Found::Stale { won: false } if fill.stale_ok => {
                     return Ok(served(&lease, Freshness::Stale));
@@ -339,15 +377,17 @@ impl Client {
         }
     }
 
-    /// This caller holds the lease: fills, writes every group, or releases
-    /// the lease when the fill (or its write at the arbiter) fails.
+    /// This caller holds the lease: fills, then writes the value at the
+    /// arbiter only if the lease is still the arbiter's copy (`ms …
+    /// C<lease's cas>`: a write, delete or invalidation since then wins, and
+    /// the value is returned without being cached), and then into the other
+    /// groups; or gives the lease back when the fill fails.
     async fn run_fill<F, Fut, V, E>(
         &self,
         key: &[u8],
-        wire: &[u8],
         fill: &Fill,
         f: F,
-        lease: &MetaResponse,
+        mut held: Held,
     ) -> Result<Filled, Error>
     where
         F: FnOnce() -> Fut,
@@ -355,7 +395,10 @@ impl Client {
         V: Into<Bytes>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let value: Bytes = match f().await {
+        let filled = f().await;
+        held.armed = false;
+        let (wire, lease) = (&held.wire, &held.lease);
+        let value: Bytes = match filled {
             Ok(value) => value.into(),
             Err(e) => {
                 self.release(wire, lease).await;
@@ -365,16 +408,30 @@ impl Client {
                 );
             }
         };
-        let written = self.set(key, &value, fill.ttl).await;
-        let arbiter = self.snapshot().topology.arbiter();
-        let at_arbiter = written.as_ref().is_ok_and(|w| {
-            w.groups
+        let checked = self.check_value(&value).and_then(|()| fill.ttl.exptime());
+        let exptime = match checked {
+            Ok(exptime) => exptime,
+            Err(e) => {
+                self.release(wire, lease).await;
+                return Err(e);
+            }
+        };
+        if self.store_filled(wire, &value, exptime, lease).await {
+            let snap = self.snapshot();
+            let arbiter = snap.topology.arbiter();
+            let others: Vec<&str> = snap
+                .topology
+                .groups()
                 .iter()
-                .any(|g| g.id == arbiter && matches!(g.result, Ok(true)))
-        });
-        if !at_arbiter {
-            // Waiters poll the arbiter: free the key for the next caller.
-            self.release(wire, lease).await;
+                .filter(|g| g.id() != arbiter)
+                .map(memgroup_topology::Group::name)
+                .collect();
+            if !others.is_empty() {
+                // Best effort: a group that misses it queues its repair.
+                let _ = self
+                    .add_or_set(key, &value, fill.ttl, &others, IfPresent::Overwrite)
+                    .await;
+            }
         }
         Ok(Filled {
             item: Item {
@@ -386,17 +443,67 @@ impl Client {
         })
     }
 
-    /// Gives a won lease back, if the arbiter's copy is still the one the
-    /// lease came with: a stub is deleted, a stale value invalidated again
-    /// (which lets the next caller win); a won refresh is left to expire.
-    async fn release(&self, wire: &[u8], lease: &MetaResponse) {
+    /// Writes a filled value at the arbiter over its lease: whether it was
+    /// stored (the lease still the arbiter's copy).
+    async fn store_filled(
+        &self,
+        wire: &[u8],
+        value: &[u8],
+        exptime: u32,
+        lease: &MetaResponse,
+    ) -> bool {
         let Some(cas) = lease.flag_u64(b'c') else {
+            return false;
+        };
+        let flags = [MetaFlag::CompareCas(cas), MetaFlag::Ttl(exptime)];
+        let request = Request::MetaSet {
+            key: Key::new(wire).expect("validated"),
+            data: value,
+            flags: &flags,
+        };
+        let stored = matches!(
+            self.at_arbiter(wire, &request).await,
+            Ok(m) if m.status == MetaStatus::Hd
+        );
+        if stored {
+            if let Some(near) = &self.inner.near {
+                near.forget(wire);
+            }
+        }
+        stored
+    }
+
+    /// Gives a won lease back, if the arbiter's copy is still the one the
+    /// lease came with.
+    async fn release(&self, wire: &[u8], lease: &MetaResponse) {
+        let snap = self.snapshot();
+        if let Ok(target) = self.arbiter_target(&snap, wire, "leases live there") {
+            self.give_back(&snap, target, wire, lease).await;
+        }
+    }
+
+    /// Gives back a win (`W`) a meta get received from `target`, if the copy
+    /// there is still the one it came with: a stub is deleted, a stale value
+    /// invalidated again (which hands the win to the next caller); a won
+    /// refresh is left to expire. Reads that do not fill (the near cache,
+    /// read repair, the consistent read) call it too: any `mg` of a stale
+    /// value is handed its server's win, and keeping it would leave nobody
+    /// to refill.
+    pub(crate) async fn give_back(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        wire: &[u8],
+        m: &MetaResponse,
+    ) {
+        let (true, Some(cas)) = (m.won(), m.flag_u64(b'c')) else {
             return;
         };
-        let flags = match found(lease) {
+        let flags = match found(m) {
             Found::Stub { .. } => vec![MetaFlag::CompareCas(cas)],
             Found::Stale { .. } => {
-                let left = lease.ttl().filter(|&t| t > 0).unwrap_or(1);
+                // `T0` keeps an item that had no expiry without one.
+                let left = m.ttl().map_or(0, |t| t.max(0));
                 vec![
                     MetaFlag::Invalidate,
                     MetaFlag::Ttl(u32::try_from(left).unwrap_or(u32::MAX)),
@@ -409,7 +516,7 @@ impl Client {
             key: Key::new(wire).expect("validated"),
             flags: &flags,
         };
-        let _ = self.at_arbiter(wire, &request).await;
+        let _ = self.exec(snap, target, &request, Attempt::Repair).await;
     }
 
     /// `mg` of the wire key `wire` in the first local group, unless there

@@ -42,6 +42,9 @@ const COPY_FLAGS: [MetaFlag; 4] = [
     MetaFlag::ReturnCas,
 ];
 
+/// Background tasks beyond which a read repair is not started.
+const MAX_REPAIR_TASKS: usize = 1024;
+
 /// One copy as read for copying: value, flags, the `exptime` that gives its
 /// remaining TTL, and its CAS unique on the server it was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +95,10 @@ impl Client {
                 })
             })
             .collect();
-        if fills.is_empty() {
+        // Best effort, bounded: with this many background tasks already
+        // (a group just restarted empty, every read falling back), the
+        // copies wait for a later read.
+        if fills.is_empty() || self.inner.background_count() >= MAX_REPAIR_TASKS {
             return;
         }
         let (client, snap) = (self.clone(), snap.clone());
@@ -141,6 +147,15 @@ impl Client {
             Some(Response::Meta(m)) if m.status == MetaStatus::Va => m,
             other => return Err(unexpected(other.as_ref())),
         };
+        if meta.has_lease_flags() {
+            // A lease stub or a stale value is no copy to spread; a win
+            // this read was handed goes back to the next caller.
+            self.give_back(snap, target, key, &meta).await;
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "the copy is a lease stub or stale: not copied",
+            ));
+        }
         let exptime = match meta.ttl() {
             Some(-1) => 0,
             // Expiring within the second: nothing worth copying.
@@ -258,9 +273,11 @@ impl Client {
     /// (value and flags) a majority of all of them holds — absence counts as
     /// a copy — or, with no majority, the arbiter's. The groups that differ
     /// are then brought in line on a task of their own: the winning value
-    /// `add`ed where it was absent (with its remaining TTL), other copies
-    /// deleted through the repair queue. A group that does not answer has
-    /// no vote; with no majority and no answer from the arbiter the read
+    /// added where it was absent (with its remaining TTL), other copies
+    /// deleted if unchanged since they were read (`md … C<cas>`) — unless a
+    /// write of the key is in flight or began meanwhile. A group that does
+    /// not answer, or answers with a lease stub or a stale value
+    /// (`get_or_fill`, `invalidate`), has no vote; with no majority and no answer from the arbiter the read
     /// fails with [`ErrorKind::ServerDead`]. It costs one `mg` per group,
     /// concurrently, so a cross-zone round trip; as EVCache's
     /// `get(key, Policy)`, with the quorum taken over every group (of three,
@@ -355,6 +372,11 @@ impl Client {
         winner: Option<Copy>,
         since: u64,
     ) {
+        // A write of the key in flight or begun since the read: the groups
+        // may differ only because it has not landed everywhere yet.
+        if self.inner.repairs.written_since(key, since) {
+            return;
+        }
         let (mut absent, mut differ) = (Vec::new(), Vec::new());
         for (target, vote) in targets.iter().zip(votes) {
             let Ok(target) = target else { continue };

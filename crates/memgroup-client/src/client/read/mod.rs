@@ -27,6 +27,9 @@ use crate::item::{Item, MultiGet};
 use crate::join::{BoxFuture, join_all};
 use crate::longkey;
 use crate::options::Expiry;
+use crate::pool::Snapshot;
+use memgroup_topology::Target;
+use std::sync::Arc;
 
 mod backfill;
 mod distinct;
@@ -129,8 +132,21 @@ impl ReadOp for MetaGet<'_> {
 impl Client {
     /// Reads one key with `op`.
     async fn read_one<R: ReadOp>(&self, key: &[u8], op: &R) -> Result<Option<R::Hit>, Error> {
+        self.read_one_at(key, op).await.0
+    }
+
+    /// [`Client::read_one`], with where the hit came from (in the snapshot
+    /// returned).
+    async fn read_one_at<R: ReadOp>(
+        &self,
+        key: &[u8],
+        op: &R,
+    ) -> (Result<Option<R::Hit>, Error>, Option<Target>, Arc<Snapshot>) {
         let snap = self.snapshot();
-        let wire = self.wire_key(&snap, key)?;
+        let wire = match self.wire_key(&snap, key) {
+            Ok(wire) => wire,
+            Err(e) => return (Err(e), None, snap),
+        };
         let repairing = self.inner.read_repair && op.hedges();
         let since = self.inner.repairs.reading();
         let mut reads = [KeyRead::new(&snap, &wire, self.rotation()).noting_misses(repairing)];
@@ -141,12 +157,14 @@ impl Client {
             self.read_repair(&snap, &reads, since);
         }
         let [read] = reads;
+        let at = read.hit_at;
         let mut result = read.outcome(&snap, &self.inner.pool);
         if let (Some(original), Ok(hit)) = (&wire.long, &mut result) {
             *hit = hit.take().and_then(|h| R::unwrap_long(original, h));
         }
         trace::operation_done(&span, &result);
-        result
+        drop(wire);
+        (result, at, snap)
     }
 
     /// Reads a key: `Ok(None)` on a miss. Tries the local group first and
@@ -174,10 +192,11 @@ impl Client {
     /// A `get` with the near cache on ([`crate::client::near`]): from the
     /// cache while fresh, else a meta get whose hot answer is kept.
     async fn get_near(&self, near: &Near, key: &[u8]) -> Result<Option<Item>, Error> {
-        const FLAGS: [MetaFlag; 5] = [
+        const FLAGS: [MetaFlag; 6] = [
             MetaFlag::ReturnValue,
             MetaFlag::ReturnFlags,
             MetaFlag::ReturnTtl,
+            MetaFlag::ReturnCas,
             MetaFlag::ReturnHit,
             MetaFlag::ReturnLastAccess,
         ];
@@ -189,24 +208,30 @@ impl Client {
         if let Some(item) = near.get(&wire, now) {
             return Ok(Some(item));
         }
-        let Some(meta) = self.read_one(key, &MetaGet(&FLAGS)).await? else {
+        let since = self.inner.repairs.reading();
+        let (found, at, snap) = self.read_one_at(key, &MetaGet(&FLAGS)).await;
+        let Some(meta) = found? else {
             return Ok(None);
         };
-        let empty = meta.value.as_ref().is_none_or(bytes::Bytes::is_empty);
-        if empty && (meta.won() || meta.win_sent()) {
+        if meta.won() {
+            // Any `mg` of a stale value is handed its win: back to the
+            // callers that refill (`get_or_fill`).
+            if let Some(at) = at {
+                self.give_back(&snap, at, &wire, &meta).await;
+            }
+        }
+        if meta.is_stub() {
             // A lease stub of `get_or_fill`: a fill is running.
             return Ok(None);
         }
-        let item = Item {
-            value: meta.value.clone().unwrap_or_default(),
-            flags: u32::try_from(meta.flag_u64(b'f').unwrap_or(0)).unwrap_or(0),
-            cas: None,
-        };
+        let mut item = Item::from_meta(&meta);
+        item.cas = None;
         let hot = meta.flag(b'h') == Some(b"1")
             && meta
                 .flag_u64(b'l')
                 .is_some_and(|l| l <= near.settings.hot_within.as_secs());
-        if hot {
+        // Never a stale value, nor one read before this client wrote the key.
+        if hot && !meta.is_stale() && !self.inner.repairs.written_since(&wire, since) {
             // Never past the copy's own expiry.
             let left = match meta.ttl() {
                 Some(t) if t >= 0 => Duration::from_secs(t.unsigned_abs()),

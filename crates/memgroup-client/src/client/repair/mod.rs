@@ -11,7 +11,7 @@
 //!   two deletes: one once the server answers again, and a confirming one a
 //!   grace period later ([`ClientBuilder::repair_grace`](crate::ClientBuilder::repair_grace)),
 //!   by when the old socket's bytes have been read.
-//! - **Never over a newer value.** Writes are numbered as they start. A
+//! - **Newest or nothing.** Writes are numbered as they start. A
 //!   part that misses ends — and queues its repair — when its timeout fires,
 //!   possibly after a later write of the key was applied on that server; so
 //!   every part registers with the key's own server while it runs
@@ -40,7 +40,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
@@ -83,6 +83,22 @@ pub(crate) struct Repairs {
     /// The highest write number started per bucket of keys ([`MARKS`]):
     /// lets a read repair tell that a write of its key began since it read.
     marks: Box<[AtomicU64]>,
+    /// Writes in flight per bucket: one that began before a read may still
+    /// be landing in the groups the read did not see it in.
+    writing: Box<[AtomicU32]>,
+}
+
+/// A write in flight, counted in its key's bucket until dropped.
+#[derive(Debug)]
+pub(crate) struct Writing {
+    repairs: Arc<Repairs>,
+    bucket: usize,
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        self.repairs.writing[self.bucket].fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Buckets of [`Repairs::marks`]: 32 KiB per client. Keys sharing a bucket
@@ -161,6 +177,7 @@ impl Repairs {
             inflight: Arc::default(),
             writes: AtomicU64::new(1),
             marks: (0..MARKS).map(|_| AtomicU64::new(0)).collect(),
+            writing: (0..MARKS).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
@@ -177,6 +194,21 @@ impl Repairs {
         number
     }
 
+    /// [`Repairs::number_write`], the write counted in flight until the
+    /// guard returned is dropped.
+    pub(crate) fn start_write(self: &Arc<Self>, key: &[u8]) -> (u64, Writing) {
+        let number = self.number_write(key);
+        let bucket = inflight::digest(key) as usize % MARKS;
+        self.writing[bucket].fetch_add(1, Ordering::AcqRel);
+        (
+            number,
+            Writing {
+                repairs: self.clone(),
+                bucket,
+            },
+        )
+    }
+
     /// The number the next write will get: a read taking it can later ask
     /// [`Repairs::written_since`].
     pub(crate) fn reading(&self) -> u64 {
@@ -184,9 +216,11 @@ impl Repairs {
     }
 
     /// Whether a write of `key` (or of a key sharing its bucket) started at
-    /// or after [`Repairs::reading`] returned `since`.
+    /// or after [`Repairs::reading`] returned `since`, or is still in flight.
     pub(crate) fn written_since(&self, key: &[u8], since: u64) -> bool {
-        self.marks[inflight::digest(key) as usize % MARKS].load(Ordering::Acquire) >= since
+        let bucket = inflight::digest(key) as usize % MARKS;
+        self.writing[bucket].load(Ordering::Acquire) > 0
+            || self.marks[bucket].load(Ordering::Acquire) >= since
     }
 
     /// The counters now.

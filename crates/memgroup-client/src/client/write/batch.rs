@@ -1,8 +1,9 @@
-//! Batch writes: [`Client::set_multi`], [`Client::delete_multi`],
-//! [`Client::touch_multi`]. Every key gets one write per group, as a single
-//! write does; the writes bound for one connection go as one quiet meta
-//! batch (`ms … q O<i>` … `mn`), so the server answers only what did not go
-//! as expected, and the batches of all servers are sent concurrently. Each
+//! Batch writes: [`Client::set_multi`], [`Client::delete_multi`] (and
+//! [`Client::touch_multi`], classic touches at once). Every key gets one
+//! write per group, as a single write does; the writes bound for one
+//! connection go as quiet meta batches of at most 256 commands (`ms … q
+//! O<i>` … `mn`), so the server answers only what did not go as expected,
+//! and the batches of all servers are sent concurrently. Each
 //! key's own outcome comes back aligned with the keys given, with the write
 //! policy judged per key. A group that missed a key queues its repair, as
 //! for a single write.
@@ -19,7 +20,8 @@ use crate::join::{BoxFuture, join_all};
 use crate::options::{Expiry, WriteOptions};
 
 /// Each key's outcome of a batch write, in the order the keys were given
-/// (a repeated key is written once, reported at each place).
+/// (a repeated key is written as often as it is given; [`MultiWrite::outcome`]
+/// returns its first).
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct MultiWrite {
@@ -56,10 +58,6 @@ enum Kind<'a> {
         options: WriteOptions,
     },
     Delete,
-    Touch {
-        flags: &'a [MetaFlag],
-        expiry: Expiry,
-    },
 }
 
 impl Kind<'_> {
@@ -67,10 +65,13 @@ impl Kind<'_> {
         match self {
             Kind::Set { .. } => "set_multi",
             Kind::Delete => "delete_multi",
-            Kind::Touch { .. } => "touch_multi",
         }
     }
 }
+
+/// Commands per quiet batch at most: a larger batch is split, so one slow
+/// reply never holds (or, timed out, owes repairs for) too many keys.
+const MAX_BATCH: usize = 256;
 
 /// One connection's share of a batch: the keys (indices) bound for it.
 struct Share {
@@ -128,25 +129,30 @@ impl Client {
         self.batch(&keys, &[], Kind::Delete).await
     }
 
-    /// Sets a new expiry on every key in every group (`mg … T<exptime>`),
-    /// one quiet batch per connection.
+    /// Sets a new expiry on every key in every group: a classic `touch`
+    /// per key (all at once, not a quiet batch: a meta `mg … T` of a stale
+    /// value would take the win its refill needs), each key's outcome as
+    /// [`Client::touch`] reports it.
     pub async fn touch_multi<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
         expiry: impl Into<Expiry>,
     ) -> Result<MultiWrite, Error> {
         let expiry = expiry.into();
-        let flags = [MetaFlag::Ttl(expiry.exptime()?)];
-        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        self.batch(
-            &keys,
-            &[],
-            Kind::Touch {
-                flags: &flags,
-                expiry,
-            },
-        )
-        .await
+        expiry.exptime()?;
+        let snap = self.snapshot();
+        for key in keys {
+            self.wire_key(&snap, key.as_ref())?;
+        }
+        let touches: Vec<BoxFuture<'_, _>> = keys
+            .iter()
+            .map(|k| Box::pin(self.touch(k.as_ref(), expiry)) as BoxFuture<'_, _>)
+            .collect();
+        let mut written = MultiWrite::default();
+        for (key, outcome) in keys.iter().zip(join_all(touches).await) {
+            written.keys.push((key.as_ref().to_vec(), outcome));
+        }
+        Ok(written)
     }
 
     async fn batch(
@@ -166,15 +172,17 @@ impl Client {
             return self.one_by_one(given, values, kind).await;
         }
         let span = trace::operation_span(self, kind.command(), None);
-        let numbers: Vec<u64> = wires
+        // Numbered as they start, and counted in flight until their
+        // outcomes are in.
+        let (numbers, _writing): (Vec<u64>, Vec<_>) = wires
             .iter()
             .map(|w| {
                 if let Some(near) = &self.inner.near {
                     near.forget(&w.bytes);
                 }
-                self.inner.repairs.number_write(&w.bytes)
+                self.inner.repairs.start_write(&w.bytes)
             })
-            .collect();
+            .unzip();
         // Per key, per group: its target (or why the group was passed over).
         let groups: Vec<GroupId> = snap
             .topology
@@ -195,10 +203,11 @@ impl Client {
                     .enumerate()
                 {
                     match target {
-                        Ok(t) => match shares
-                            .iter_mut()
-                            .find(|s| s.target.server == t.server && s.target.slot == t.slot)
-                        {
+                        Ok(t) => match shares.iter_mut().find(|s| {
+                            s.target.server == t.server
+                                && s.target.slot == t.slot
+                                && s.keys.len() < MAX_BATCH
+                        }) {
                             Some(share) => share.keys.push(i),
                             None => shares.push(Share {
                                 target: t,
@@ -247,7 +256,6 @@ impl Client {
                                     flags,
                                 },
                                 Kind::Delete => MetaCommand::Delete { key, flags: &[] },
-                                Kind::Touch { flags, .. } => MetaCommand::Get { key, flags },
                             }
                         })
                         .collect();
@@ -261,7 +269,7 @@ impl Client {
             .collect();
         let replies = trace::await_in_span!(span, join_all(sends));
         for (share, reply) in shares.iter().zip(replies) {
-            let answers = answers(share.keys.len(), kind, reply);
+            let answers = answers(share.keys.len(), reply);
             let group = snap.topology.group(share.target.group);
             let g = groups.iter().position(|&id| id == group.id()).unwrap_or(0);
             for (&i, result) in share.keys.iter().zip(answers) {
@@ -275,7 +283,7 @@ impl Client {
                         numbers[i],
                         error,
                     );
-                } else if matches!(kind, Kind::Set { .. } | Kind::Delete) {
+                } else {
                     self.write_applied(snap.name(own), &wires[i].bytes, numbers[i]);
                 }
                 results[i][g] = Some(GroupOutcome {
@@ -320,7 +328,6 @@ impl Client {
             let outcome = match kind {
                 Kind::Set { options, .. } => self.set(key, values[i], options).await,
                 Kind::Delete => self.delete(key).await,
-                Kind::Touch { expiry, .. } => self.touch(key, expiry).await,
             };
             written.keys.push((key.to_vec(), outcome));
         }
@@ -329,20 +336,15 @@ impl Client {
 }
 
 /// Each command's result from a quiet batch's reply: no reply is the
-/// common outcome (stored, deleted; for a touch by `mg`, a miss), a reply
-/// with the command's opaque says otherwise. An error reply carries no
+/// common outcome (a quiet `ms` or `md` that did its job answers nothing),
+/// a reply with the command's opaque says otherwise. An error reply carries no
 /// opaque: then every command without an answer is uncertain, and fails.
-fn answers(
-    n: usize,
-    kind: Kind<'_>,
-    reply: Result<Option<Response>, Error>,
-) -> Vec<Result<bool, Error>> {
+fn answers(n: usize, reply: Result<Option<Response>, Error>) -> Vec<Result<bool, Error>> {
     let replies = match reply {
         Ok(Some(Response::MetaBatch(replies))) => replies,
         Ok(other) => return vec![Err(unexpected(other.as_ref())); n],
         Err(e) => return vec![Err(e); n],
     };
-    let silent = !matches!(kind, Kind::Touch { .. });
     let mut out: Vec<Option<Result<bool, Error>>> = vec![None; n];
     let mut failure = None;
     for reply in replies {
@@ -370,7 +372,7 @@ fn answers(
         .map(|r| match (r, &failure) {
             (Some(r), _) => r,
             (None, Some(e)) => Err(e.clone()),
-            (None, None) => Ok(silent),
+            (None, None) => Ok(true),
         })
         .collect()
 }

@@ -174,8 +174,10 @@ impl<'a> WriteOp<'a> {
 pub(super) struct Job {
     /// The wire key.
     pub(super) key: Vec<u8>,
-    /// Its number among writes, as they start (with repairs on; else 0).
+    /// Its number among writes, as they start.
     pub(super) number: u64,
+    /// Counted in flight until every part is done (the job dropped).
+    pub(super) writing: Option<crate::client::repair::Writing>,
     /// The op, its value and meta flags borrowed from `data` and `flags`.
     op: WriteOp<'static>,
     data: Vec<u8>,
@@ -199,6 +201,7 @@ impl Job {
         Job {
             key: key.to_vec(),
             number: 0,
+            writing: None,
             op,
             data,
             flags,

@@ -158,7 +158,8 @@ impl Client {
         };
         // Numbered as it starts: nothing awaits between here and its parts'
         // registration.
-        job.number = self.inner.repairs.number_write(&wire.bytes);
+        let (number, writing) = self.inner.repairs.start_write(&wire.bytes);
+        (job.number, job.writing) = (number, Some(writing));
         if let Some(near) = &self.inner.near {
             near.forget(&wire.bytes);
         }
