@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use memgroup::client::{MetaFlag, MetaResponse};
 use serde_json::json;
 
-use super::write::{read_value, write_report};
+use super::write::{each_key, read_value, write_report};
 use crate::cluster::Cluster;
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
@@ -128,20 +128,28 @@ pub(crate) async fn get(
 ) -> Result<ExitCode, Failure> {
     let meta = parse("mg", &args.flags)?;
     let client = Cluster::from_flags(flags)?.client()?;
-    match client.meta_get(&args.key, &meta).await? {
-        Some(reply) => {
-            print_reply(&args.key, &reply, json);
-            Ok(ExitCode::SUCCESS)
+    let reply = client.meta_get(&args.key, &meta).await?;
+    Ok(report(
+        &args.key,
+        reply.as_ref(),
+        json,
+        ("EN", "not found (EN)"),
+    ))
+}
+
+/// Prints `reply`, or (`None`) what was not found: `missing` is its status
+/// and the warning's text. Exit 1 when not found.
+fn report(key: &str, reply: Option<&MetaResponse>, json: bool, missing: (&str, &str)) -> ExitCode {
+    let Some(reply) = reply else {
+        if json {
+            output::record(json!({"key": key, "status": missing.0}));
+        } else {
+            output::warn(Some(key), missing.1);
         }
-        None => {
-            if json {
-                output::record(json!({"key": args.key, "status": "EN"}));
-            } else {
-                output::warn(Some(&args.key), "not found (EN)");
-            }
-            Ok(exit::code(false))
-        }
-    }
+        return exit::code(false);
+    };
+    print_reply(key, reply, json);
+    ExitCode::SUCCESS
 }
 
 /// `ms`: a meta set, replicated (through the arbiter for a mode other
@@ -178,20 +186,13 @@ pub(crate) async fn arith(
 ) -> Result<ExitCode, Failure> {
     let meta = parse("ma", &args.flags)?;
     let client = Cluster::from_flags(flags)?.client()?;
-    match client.meta_arith(&args.key, &meta).await? {
-        Some(reply) => {
-            print_reply(&args.key, &reply, json);
-            Ok(ExitCode::SUCCESS)
-        }
-        None => {
-            if json {
-                output::record(json!({"key": args.key, "status": "NF"}));
-            } else {
-                output::warn(Some(&args.key), "not found (NF; N<ttl> creates it)");
-            }
-            Ok(exit::code(false))
-        }
-    }
+    let reply = client.meta_arith(&args.key, &meta).await?;
+    Ok(report(
+        &args.key,
+        reply.as_ref(),
+        json,
+        ("NF", "not found (NF; N<ttl> creates it)"),
+    ))
 }
 
 /// `invalidate`: mark values stale in every group (`md … I T<secs>`).
@@ -201,17 +202,8 @@ pub(crate) async fn invalidate(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    let mut done = exit::Done::Everywhere;
-    let mut records = Vec::new();
-    for key in &args.keys {
-        let outcome = match client.invalidate(key, args.stale_for).await {
-            Ok(outcome) => outcome,
-            Err(e) => return Err(output::records_before(json, &records, e.into())),
-        };
-        done = done.max(output::write_outcome(key, &outcome, json, &mut records));
-    }
-    if json {
-        output::records(&records);
-    }
-    Ok(done.code())
+    each_key(&args.keys, json, |key| {
+        client.invalidate(key, args.stale_for)
+    })
+    .await
 }

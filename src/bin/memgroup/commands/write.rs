@@ -238,10 +238,26 @@ pub(crate) async fn delete(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
+    each_key(&args.keys, json, |key| client.delete(key)).await
+}
+
+/// `write` of each key in turn, every outcome reported (with `json` as one
+/// array); the first error stops the run after reporting the keys done.
+pub(crate) async fn each_key<'k, F, Fut>(
+    keys: &'k [String],
+    json: bool,
+    mut write: F,
+) -> Result<ExitCode, Failure>
+where
+    F: FnMut(&'k str) -> Fut,
+    Fut: std::future::Future<
+            Output = Result<memgroup::client::WriteOutcome, memgroup::client::Error>,
+        >,
+{
     let mut done = Done::Everywhere;
     let mut records = Vec::new();
-    for key in &args.keys {
-        let outcome = match client.delete(key).await {
+    for key in keys {
+        let outcome = match write(key).await {
             Ok(outcome) => outcome,
             Err(e) => return Err(output::records_before(json, &records, e.into())),
         };

@@ -32,6 +32,7 @@ use memgroup_topology::Target;
 use std::sync::Arc;
 
 mod backfill;
+mod consistent;
 mod distinct;
 mod engine;
 

@@ -11,6 +11,7 @@
 use memgroup_proto::{MetaCommand, MetaFlag, MetaStatus, Request, Response};
 use memgroup_topology::{GroupId, Target};
 
+use crate::client::repair::Tracking;
 use crate::client::trace::{self, Attempt};
 use crate::client::{Client, unexpected};
 use crate::clock::now;
@@ -239,6 +240,26 @@ impl Client {
                 }
             }
         }
+        // Every key's part registers with its own server while it runs
+        // (`repair::inflight`), as a single write's does.
+        let repairs = &self.inner.repairs;
+        let mut tracking: Vec<Vec<Option<Tracking>>> = shares
+            .iter()
+            .map(|share| {
+                let group = snap.topology.group(share.target.group);
+                share
+                    .keys
+                    .iter()
+                    .map(|&i| {
+                        repairs.enabled().then(|| {
+                            repairs
+                                .inflight
+                                .begin(group.server_for(&wires[i].bytes), &wires[i].bytes)
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
         let sends: Vec<BoxFuture<'_, _>> = shares
             .iter()
             .map(|share| {
@@ -268,23 +289,17 @@ impl Client {
             })
             .collect();
         let replies = trace::await_in_span!(span, join_all(sends));
-        for (share, reply) in shares.iter().zip(replies) {
+        for ((share, reply), tracks) in shares.iter().zip(replies).zip(&mut tracking) {
             let answers = answers(share.keys.len(), reply);
             let group = snap.topology.group(share.target.group);
             let g = groups.iter().position(|&id| id == group.id()).unwrap_or(0);
-            for (&i, result) in share.keys.iter().zip(answers) {
+            for ((&i, result), track) in share.keys.iter().zip(answers).zip(tracks) {
                 let own = group.server_for(&wires[i].bytes);
-                if result.is_err() || own != share.target.server {
+                if let Some(track) = track {
+                    let reached = result.is_ok() && own == share.target.server;
+                    let write = (&wires[i].bytes[..], numbers[i], true);
                     let error = result.as_ref().err();
-                    self.queue_repair(
-                        snap.name(own),
-                        group.name(),
-                        &wires[i].bytes,
-                        numbers[i],
-                        error,
-                    );
-                } else {
-                    self.write_applied(snap.name(own), &wires[i].bytes, numbers[i]);
+                    self.settle_part(snap.name(own), group.name(), write, reached, error, track);
                 }
                 results[i][g] = Some(GroupOutcome {
                     id: group.id(),

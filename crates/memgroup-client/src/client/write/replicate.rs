@@ -308,23 +308,41 @@ impl Client {
             return;
         };
         let reached = part.reply.is_ok() && part.server == part.own;
-        let applied = reached && job.op().supersedes_repair();
-        let newest = tracking.finish(applied.then_some(job.number));
-        let own = snap.name(part.own);
+        let group = snap.topology.group(part.group).name();
+        let write = (&job.key[..], job.number, job.op().supersedes_repair());
+        let error = part.reply.as_ref().err();
+        self.settle_part(snap.name(part.own), group, write, reached, error, tracking);
+    }
+
+    /// One group's part of write `(key, number, supersedes)` ended, on the
+    /// key's own server `own` (`reached`) or not (`error`, or a failover
+    /// server): a miss queues a repair unless a later write was applied
+    /// there meanwhile and this one cannot land after it; an applied write
+    /// that leaves the newest value supersedes older repairs there.
+    pub(super) fn settle_part(
+        &self,
+        own: &Arc<str>,
+        group: &str,
+        (key, number, supersedes): (&[u8], u64, bool),
+        reached: bool,
+        error: Option<&Error>,
+        tracking: &mut Tracking,
+    ) {
+        let applied = reached && supersedes;
+        let newest = tracking.finish(applied.then_some(number));
         if reached {
             if applied {
-                self.write_applied(own, &job.key, job.number);
+                self.write_applied(own, key, number);
             }
             return;
         }
-        let may_land = part.reply.as_ref().err().is_some_and(Error::is_timeout);
-        if newest > job.number && !may_land {
+        let may_land = error.is_some_and(Error::is_timeout);
+        if newest > number && !may_land {
             // A later write of the key was applied there meanwhile, and
             // this one cannot land after it.
             return;
         }
-        let group = snap.topology.group(part.group).name();
-        self.queue_repair(own, group, &job.key, job.number, part.reply.as_ref().err());
+        self.queue_repair(own, group, key, number, error);
     }
 
     /// The write policy over an outcome: every group for a targeted write,
