@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::item::Item;
 use crate::options::Expiry;
 
-/// How [`Client::get_or_fill`] fills: the value's expiry and the lease's
+/// How [`Client::get_or_fill`](crate::Client::get_or_fill) fills: the value's expiry and the lease's
 /// terms. `From` an expiry (`300`, a [`Duration`], an [`Expiry`]) with the
 /// defaults for the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +18,7 @@ pub struct Fill {
     /// the key that long at most before another caller may win.
     pub lease: Duration,
     /// How long a caller that lost the lease waits for the winner's value
-    /// (default 10 s), after which it fails with [`ErrorKind::Timeout`].
+    /// (default 10 s), after which it fails with [`ErrorKind::Timeout`](crate::ErrorKind::Timeout).
     pub wait: Duration,
     /// Refresh early (default off): a value whose remaining TTL fell below
     /// this is refilled by one caller, the others served it meanwhile.
@@ -71,7 +71,7 @@ impl<E: Into<Expiry>> From<E> for Fill {
     }
 }
 
-/// What [`Client::get_or_fill`] returned, and how fresh it is.
+/// What [`Client::get_or_fill`](crate::Client::get_or_fill) returned, and how fresh it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Filled {
