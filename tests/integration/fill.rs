@@ -251,7 +251,7 @@ fn the_herd_bench_counts_fills_per_expiry() {
             "bench",
             "--herd",
             "--concurrency",
-            "50",
+            "20",
             "--herd-keys",
             "2",
             "--herd-ttl",
