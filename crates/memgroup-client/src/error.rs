@@ -166,6 +166,12 @@ impl Error {
         self
     }
 
+    /// The error of a request not sent: `server`, the key's own, is
+    /// marked dead (in its backoff).
+    pub(crate) fn passed_over(server: &str) -> Error {
+        Error::new(ErrorKind::ServerDead, "server is marked dead").at(server)
+    }
+
     pub(crate) fn at(mut self, server: &str) -> Error {
         self.server = Some(server.into());
         self

@@ -83,6 +83,19 @@ impl WriteOutcome {
         }
     }
 
+    /// For a delete or touch: when some group held the key, a group that
+    /// had no copy (after a conditional write only the arbiter holds it)
+    /// had nothing to do, so its `Ok(false)` counts as applied too.
+    pub(crate) fn absent_is_done(&mut self) {
+        if self.groups.iter().any(|g| matches!(g.result, Ok(true))) {
+            for group in &mut self.groups {
+                if matches!(group.result, Ok(false)) {
+                    group.result = Ok(true);
+                }
+            }
+        }
+    }
+
     /// Whether every targeted group applied the write: none failed, none
     /// refused it by its condition, none still pending.
     pub fn is_complete(&self) -> bool {

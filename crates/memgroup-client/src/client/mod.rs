@@ -316,6 +316,22 @@ impl Client {
         Ok(())
     }
 
+    /// A meta request at `target`: its reply, `None` for `EN` (a meta get's
+    /// miss); any other kind of reply is a protocol error.
+    pub(crate) async fn meta_at(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        request: &Request<'_>,
+        attempt: Attempt,
+    ) -> Result<Option<memgroup_proto::MetaResponse>, Error> {
+        match self.exec(snap, target, request, attempt).await? {
+            Some(Response::Meta(m)) if m.status == memgroup_proto::MetaStatus::En => Ok(None),
+            Some(Response::Meta(m)) => Ok(Some(m)),
+            other => Err(unexpected(other.as_ref())),
+        }
+    }
+
     /// Sends one request to one target within the timeout. A broken
     /// connection marks the server dead (backoff) and frees the slot; error
     /// replies (`SERVER_ERROR`, `CLIENT_ERROR`, `ERROR`) become errors.

@@ -39,7 +39,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
-use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request, Response};
+use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request};
 use memgroup_topology::Target;
 
 use crate::client::Client;
@@ -454,20 +454,15 @@ impl Client {
             key: Key::new(wire).expect("validated"),
             flags,
         };
-        match self.exec(&snap, target, &request, Attempt::First).await? {
-            Some(Response::Meta(m)) if m.status == MetaStatus::En => Ok(None),
-            Some(Response::Meta(m)) => Ok(Some(m)),
-            other => Err(crate::client::unexpected(other.as_ref())),
-        }
+        self.meta_at(&snap, target, &request, Attempt::First).await
     }
 
     /// One meta request at the arbiter's server for the wire key `wire`.
     async fn at_arbiter(&self, wire: &[u8], request: &Request<'_>) -> Result<MetaResponse, Error> {
         let snap = self.snapshot();
         let target = self.arbiter_target(&snap, wire, "leases live there")?;
-        match self.exec(&snap, target, request, Attempt::First).await? {
-            Some(Response::Meta(m)) if m.status != MetaStatus::En => Ok(m),
-            other => Err(crate::client::unexpected(other.as_ref())),
-        }
+        self.meta_at(&snap, target, request, Attempt::First)
+            .await?
+            .ok_or_else(|| crate::client::unexpected(None))
     }
 }

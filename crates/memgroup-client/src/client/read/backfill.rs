@@ -131,11 +131,13 @@ impl Client {
             key: Key::new(key).expect("a valid wire key"),
             flags: &COPY_FLAGS,
         };
-        let reply = self.exec(snap, target, &request, Attempt::Repair).await?;
-        let meta = match reply {
-            Some(Response::Meta(m)) if m.status == MetaStatus::En => return Ok(None),
-            Some(Response::Meta(m)) if m.status == MetaStatus::Va => m,
-            other => return Err(unexpected(other.as_ref())),
+        let meta = match self
+            .meta_at(snap, target, &request, Attempt::Repair)
+            .await?
+        {
+            None => return Ok(None),
+            Some(m) if m.status == MetaStatus::Va => m,
+            Some(other) => return Err(unexpected(Some(&Response::Meta(other)))),
         };
         if meta.has_lease_flags() {
             // A lease stub or a stale value is no copy to spread; a win

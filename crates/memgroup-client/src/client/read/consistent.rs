@@ -62,12 +62,7 @@ impl Client {
             let dead = self.inner.pool.dead();
             topology
                 .targeted_write_targets(&wire.bytes, &groups, &dead, now(), self.rotation(), None)
-                .map(|t| {
-                    t.map_err(|s| {
-                        Error::new(ErrorKind::ServerDead, "the key's server is marked dead")
-                            .at(snap.name(s.server))
-                    })
-                })
+                .map(|t| t.map_err(|s| Error::passed_over(snap.name(s.server))))
                 .collect()
         };
         let reads: Vec<BoxFuture<'_, Vote>> = targets

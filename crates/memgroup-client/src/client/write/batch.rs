@@ -216,11 +216,7 @@ impl Client {
                             }),
                         },
                         Err(skip) => {
-                            let error = Error::new(
-                                ErrorKind::ServerDead,
-                                "the key's server is marked dead",
-                            )
-                            .at(snap.name(skip.server));
+                            let error = Error::passed_over(snap.name(skip.server));
                             let group = snap.topology.group(skip.group).name();
                             self.queue_repair(
                                 snap.name(skip.server),
@@ -312,15 +308,8 @@ impl Client {
         let mut written = MultiWrite::default();
         for (key, groups) in given.iter().zip(results) {
             let mut outcome = WriteOutcome::new(groups.into_iter().flatten().collect());
-            if !matches!(kind, Kind::Set { .. })
-                && outcome.groups.iter().any(|g| matches!(g.result, Ok(true)))
-            {
-                // Some group held it: the others had nothing to do.
-                for group in &mut outcome.groups {
-                    if matches!(group.result, Ok(false)) {
-                        group.result = Ok(true);
-                    }
-                }
+            if matches!(kind, Kind::Delete) {
+                outcome.absent_is_done();
             }
             let judged = self
                 .judge(&snap, kind.command(), &outcome, false)

@@ -31,19 +31,11 @@ impl Client {
             self.replicate(key, None, op).await
         };
         let mut outcome = written.map(|(outcome, _)| outcome)?;
-        // A delete or touch finds no copy in a group that has none (after a
-        // conditional write only the arbiter holds the key): when some group
-        // held it, the others had nothing to do.
         if matches!(
             op,
             WriteOp::Delete { .. } | WriteOp::Touch { .. } | WriteOp::MetaDelete { .. }
-        ) && outcome.groups.iter().any(|g| matches!(g.result, Ok(true)))
-        {
-            for group in &mut outcome.groups {
-                if matches!(group.result, Ok(false)) {
-                    group.result = Ok(true);
-                }
-            }
+        ) {
+            outcome.absent_is_done();
         }
         Ok(outcome)
     }

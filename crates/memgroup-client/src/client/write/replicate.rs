@@ -280,8 +280,7 @@ impl Client {
         Box::pin(async move {
             let reply = match target {
                 Ok(t) => client.exec(&snap, t, &job.request(), Attempt::First).await,
-                Err(_) => Err(Error::new(ErrorKind::ServerDead, "server is marked dead")
-                    .at(snap.name(server))),
+                Err(_) => Err(Error::passed_over(snap.name(server))),
             };
             let result = match &reply {
                 Ok(None) => Ok(true),
