@@ -234,6 +234,42 @@ fn the_tool_prints_typed_meta_replies() {
     assert_eq!(missing.status.code(), Some(1));
 }
 
+/// The tool's `get` tells a stale value apart: left out (exit 1) unless
+/// `--stale-ok`, and reading it leaves the right to refill to the fillers.
+#[test]
+fn the_tool_get_leaves_out_a_stale_value_unless_stale_ok() {
+    use crate::support::memgroup;
+    let server = Memcached::spawn();
+    let servers = server.addr_string();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--servers", &servers];
+        all.extend_from_slice(args);
+        memgroup(&all)
+    };
+    assert!(run(&["set", "k", "v1"]).status.success());
+    assert!(run(&["set", "fresh", "f"]).status.success());
+    assert!(
+        run(&["invalidate", "k", "--stale-for", "20"])
+            .status
+            .success()
+    );
+    let plain = run(&["get", "k", "fresh"]);
+    assert_eq!(plain.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "fresh: f\n");
+    let err = String::from_utf8_lossy(&plain.stderr);
+    assert!(
+        err.contains("k: stale") && err.contains("--stale-ok"),
+        "{err}"
+    );
+    let ok = run(&["get", "--stale-ok", "k"]);
+    assert_eq!((ok.status.code(), &ok.stdout[..]), (Some(0), &b"v1"[..]));
+    assert!(String::from_utf8_lossy(&ok.stderr).contains("stale"));
+    // Neither read kept the refill right: the next lease asker wins it.
+    let lease = run(&["--json", "mg", "k", "v", "N30"]);
+    let reply = &serde_json::from_slice::<serde_json::Value>(&lease.stdout).unwrap()[0];
+    assert_eq!(reply["won"].as_bool(), Some(true), "{reply}");
+}
+
 /// `bench --herd`: through leases each expiry costs one fill; cache-aside
 /// (`--no-lease`) lets the herd through.
 #[test]

@@ -15,6 +15,7 @@ mod hostile;
 mod interop;
 mod longkeys;
 mod membership;
+mod meta;
 mod migrate;
 mod near;
 mod proto;

@@ -156,7 +156,9 @@ pub use error::{Error, ErrorKind};
 pub use events::Event;
 pub use item::{GroupOutcome, Item, MultiGet, ServerStats, WriteOutcome};
 pub use longkey::{DigestFn, KeyDigest, LongKeys};
-pub use memgroup_proto::{ArithMode, MetaFlag, MetaResponse, MetaStatus, SetMode};
+pub use memgroup_proto::{
+    ArithMode, MetaFields, MetaFlag, MetaResponse, MetaStatus, MetaTtl, SetMode,
+};
 // What the builder takes, from the crates that define it (see "One
 // dependency" above): the same types under a second path.
 pub use memgroup_hash::{HashStrategy, LocatorConfig, NodeNaming};

@@ -247,6 +247,86 @@ impl MetaResponse {
     pub fn has_lease_flags(&self) -> bool {
         self.won() || self.win_sent() || self.is_stale()
     }
+
+    /// The return flags as typed fields: what `mg`/`ms`/`md`/`ma` were asked
+    /// to return (`f`, `t`, `c`, `s`, `h`, `l`, `O`, `k`) and the lease state
+    /// (`W`, `Z`, `X`). A flag absent from the reply, or one whose token does
+    /// not parse, is `None`; letters memgroup does not know (flags of later
+    /// memcached versions) are skipped, and stay readable with
+    /// [`MetaResponse::flag`].
+    pub fn fields(&self) -> MetaFields {
+        let mut out = MetaFields::default();
+        let number = |t: &[u8]| std::str::from_utf8(t).ok()?.parse::<u64>().ok();
+        for (letter, token) in self.flags() {
+            match letter {
+                b'f' => out.client_flags = number(token).and_then(|n| u32::try_from(n).ok()),
+                b't' => {
+                    out.ttl = match token {
+                        b"-1" => Some(MetaTtl::Never),
+                        t => number(t).map(MetaTtl::Seconds),
+                    }
+                }
+                b'c' => out.cas = number(token),
+                b's' => out.size = number(token),
+                b'h' => out.hit_before = number(token).map(|n| n != 0),
+                b'l' => out.last_access = number(token),
+                b'O' => out.opaque = number(token).and_then(|n| u32::try_from(n).ok()),
+                b'k' => out.key = Some(Bytes::copy_from_slice(token)),
+                b'b' => out.base64_key = true,
+                b'W' => out.won = true,
+                b'Z' => out.win_sent = true,
+                b'X' => out.stale = true,
+                _ => {}
+            }
+        }
+        if out.base64_key {
+            // The key comes back encoded as it was sent: hand it back raw.
+            out.key = out
+                .key
+                .take()
+                .and_then(|k| crate::base64_decode(&k).map(Bytes::from));
+        }
+        out
+    }
+}
+
+/// The remaining lifetime a meta reply reports (`t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaTtl {
+    /// `t-1`: the item never expires.
+    Never,
+    /// Seconds until the item expires.
+    Seconds(u64),
+}
+
+/// A meta reply's return flags as typed fields ([`MetaResponse::fields`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MetaFields {
+    /// `f`: the client flags.
+    pub client_flags: Option<u32>,
+    /// `t`: the remaining TTL.
+    pub ttl: Option<MetaTtl>,
+    /// `c`: the CAS value.
+    pub cas: Option<u64>,
+    /// `s`: the value's size in bytes.
+    pub size: Option<u64>,
+    /// `h`: whether the item had been read before this request.
+    pub hit_before: Option<bool>,
+    /// `l`: seconds since the item was last accessed.
+    pub last_access: Option<u64>,
+    /// `O`: the opaque number the request carried.
+    pub opaque: Option<u32>,
+    /// `k`: the key (decoded when the reply says it is base64, `b`).
+    pub key: Option<Bytes>,
+    /// `b`: the key was base64 encoded on the wire.
+    pub base64_key: bool,
+    /// `W`: this caller won the right to fill or refresh the item.
+    pub won: bool,
+    /// `Z`: another caller already holds that right.
+    pub win_sent: bool,
+    /// `X`: the item is stale.
+    pub stale: bool,
 }
 
 /// One complete reply from the server.

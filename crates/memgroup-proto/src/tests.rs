@@ -242,6 +242,42 @@ fn meta_flag_accessors() {
 }
 
 #[test]
+fn meta_fields_are_typed() {
+    // As memcached 1.6.18 answers `mg <b64> b k v f t c s h l O9 N30` for a
+    // vivified miss, with an unknown later flag in the middle.
+    let Response::Meta(m) = meta(
+        MetaStatus::Va,
+        b"f7 t29 c6 E5 s0 h0 l2 O9 kAGJpbg== W b",
+        Some(b""),
+    ) else {
+        unreachable!()
+    };
+    let f = m.fields();
+    assert_eq!(f.client_flags, Some(7));
+    assert_eq!(f.ttl, Some(MetaTtl::Seconds(29)));
+    assert_eq!(f.cas, Some(6));
+    assert_eq!(f.size, Some(0));
+    assert_eq!(f.hit_before, Some(false));
+    assert_eq!(f.last_access, Some(2));
+    assert_eq!(f.opaque, Some(9));
+    assert_eq!(f.key.as_deref(), Some(&b"\x00bin"[..]));
+    assert!(f.base64_key && f.won && !f.win_sent && !f.stale);
+
+    let Response::Meta(m) = meta(MetaStatus::Hd, b"t-1 h1 Z X kplain fnope", None) else {
+        unreachable!()
+    };
+    let f = m.fields();
+    assert_eq!(f.ttl, Some(MetaTtl::Never));
+    assert_eq!(f.hit_before, Some(true));
+    assert_eq!(f.key.as_deref(), Some(&b"plain"[..]));
+    assert_eq!(
+        f.client_flags, None,
+        "a token that does not parse is absent"
+    );
+    assert!(f.win_sent && f.stale && !f.won && !f.base64_key);
+}
+
+#[test]
 fn encodes_every_command() {
     let k = Key::new(b"k").unwrap();
     let k2 = Key::new(b"k2").unwrap();

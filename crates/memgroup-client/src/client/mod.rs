@@ -440,6 +440,21 @@ pub(crate) fn refuse_quiet(flags: &[memgroup_proto::MetaFlag], command: &str) ->
     Ok(())
 }
 
+/// The key a meta command sends: with [`MetaFlag::Base64Key`] among its
+/// flags the caller's key is raw bytes (any bytes: binary keys), sent and
+/// routed in its base64 form; without it, the key as given.
+///
+/// [`MetaFlag::Base64Key`]: memgroup_proto::MetaFlag::Base64Key
+pub(crate) fn meta_key<'k>(key: &'k [u8], flags: &[memgroup_proto::MetaFlag]) -> Cow<'k, [u8]> {
+    if flags.contains(&memgroup_proto::MetaFlag::Base64Key) {
+        let mut encoded = Vec::with_capacity(key.len().div_ceil(3) * 4);
+        memgroup_proto::base64_encode(key, &mut encoded);
+        Cow::Owned(encoded)
+    } else {
+        Cow::Borrowed(key)
+    }
+}
+
 /// A reply of an unexpected kind (or none where one was due).
 pub(crate) fn unexpected(reply: Option<&Response>) -> Error {
     Error::new(ErrorKind::Protocol, format!("unexpected reply {reply:?}"))

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use memgroup::client::Freshness;
 use memgroup::client::value::{Value, ValueFormat};
 use serde_json::json;
 
@@ -30,6 +31,12 @@ pub(crate) struct GetArgs {
     /// named on stderr).
     #[arg(long)]
     protocol: bool,
+    /// Print a value marked stale (by `invalidate`, waiting for its refill)
+    /// as found, named stale on stderr. Without it a stale value is left
+    /// out like a missing key (exit 1), where a plain memcached `get`
+    /// would return it as if fresh.
+    #[arg(long)]
+    stale_ok: bool,
 }
 
 /// How `get`/`gets` print values without `--json`.
@@ -91,13 +98,35 @@ pub(crate) async fn get(
     let form = Form::of(args, json)?;
     let client = Cluster::from_flags(flags)?.client()?;
     let keys = &args.read.keys[..];
-    let found = client.get_multi(keys).await?;
+    // One meta read per key, all at once: a stale value is told apart.
+    let reads: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            let (client, key) = (client.clone(), key.clone());
+            tokio::spawn(async move { client.get_with_freshness(key).await })
+        })
+        .collect();
+    let mut found = Vec::with_capacity(reads.len());
+    for read in reads {
+        found.push(read.await.expect("a read task does not panic"));
+    }
     let (mut failed, mut unanswered) = (0, 0);
     let mut records = Vec::new();
-    for key in keys {
-        let item = match found.outcome(key.as_bytes()) {
-            Some(Ok(Some(item))) => item,
-            Some(Err(e)) => {
+    for (key, found) in keys.iter().zip(found) {
+        let (item, stale) = match found {
+            Ok(Some(filled)) if filled.freshness == Freshness::Stale && !args.stale_ok => {
+                failed += 1;
+                if json {
+                    records.push(json!({"key": key, "value": null, "stale": true}));
+                }
+                output::warn(
+                    Some(key),
+                    "stale (invalidated, awaiting its refill): left out; --stale-ok prints it",
+                );
+                continue;
+            }
+            Ok(Some(filled)) => (filled.item, filled.freshness == Freshness::Stale),
+            Err(e) => {
                 // No group answered for this key: name it and its server.
                 unanswered += 1;
                 if json {
@@ -106,16 +135,19 @@ pub(crate) async fn get(
                 output::warn(Some(key), &e.chain());
                 continue;
             }
-            _ => {
+            Ok(None) => {
                 failed += 1;
                 not_found(key, json, &mut records);
                 continue;
             }
         };
+        if stale {
+            output::warn(Some(key), "stale (invalidated, awaiting its refill)");
+        }
         // `raw` shows the bytes as stored; a format decodes them.
         let value = match client.value_format() {
             ValueFormat::Raw => Ok(Value::Bytes(item.value.clone())),
-            _ => client.decode(key, item),
+            _ => client.decode(key, &item),
         };
         let value = match value {
             Ok(value) => value,
@@ -130,6 +162,9 @@ pub(crate) async fn get(
         };
         if json {
             let mut record = json!({"key": key, "flags": item.flags, "type": value.type_name()});
+            if stale {
+                record["stale"] = json!(true);
+            }
             output::json_value(&mut record, &value);
             records.push(record);
         } else {

@@ -31,9 +31,10 @@
 //!
 //! What other clients of a mixed fleet see: a lease stub is an ordinary
 //! empty item (flags 0) to a classic `get` — Java or Python clients read an
-//! empty value while a fill runs, as does memgroup's own [`Client::get`] —
-//! and a stale value is an ordinary hit. Only `get_or_fill` reads them as
-//! what they are.
+//! empty value while a fill runs — and a stale value is an ordinary hit.
+//! memgroup's own [`Client::get`] and [`Client::get_multi`] read a stub as
+//! a miss (a hit of zero bytes is checked with `mg`), and
+//! [`Client::get_with_freshness`] also tells a stale value apart.
 
 use std::future::Future;
 use std::time::Duration;
@@ -143,7 +144,7 @@ impl Client {
     /// sharing a flight share its answer, a failed fill's error included.
     /// Java or
     /// Python clients of a mixed fleet read a lease stub as an empty value
-    /// while a fill runs, as does a plain [`Client::get`].
+    /// while a fill runs; memgroup's [`Client::get`] reads it as a miss.
     ///
     /// `Err` with [`ErrorKind::Fill`] when this caller's fill failed (its
     /// error is the source), [`ErrorKind::Timeout`] when another caller's

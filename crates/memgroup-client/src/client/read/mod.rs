@@ -35,6 +35,7 @@ mod backfill;
 mod consistent;
 mod distinct;
 mod engine;
+mod fresh;
 
 use distinct::Distinct;
 use engine::{KeyRead, ReadOp};
@@ -182,7 +183,10 @@ impl Client {
         let key = key.as_ref();
         let found = match &self.inner.near {
             Some(near) => self.get_near(near, key).await,
-            None => self.read_one(key, &Retrieve::Get).await,
+            None => match self.read_one(key, &Retrieve::Get).await {
+                Ok(item) => self.unless_stub(key, item).await,
+                Err(e) => Err(e),
+            },
         };
         match (found, &self.inner.migration) {
             (Ok(None), Some(migration)) => Ok(migration.fill(self, key).await),
@@ -210,21 +214,9 @@ impl Client {
             return Ok(Some(item));
         }
         let since = self.inner.repairs.reading();
-        let (found, at, snap) = self.read_one_at(key, &MetaGet(&FLAGS)).await;
-        let Some(meta) = found? else {
+        let Some(meta) = self.read_no_fill(key, &wire, &FLAGS).await? else {
             return Ok(None);
         };
-        if meta.won() {
-            // Any `mg` of a stale value is handed its win: back to the
-            // callers that refill (`get_or_fill`).
-            if let Some(at) = at {
-                self.give_back(&snap, at, &wire, &meta).await;
-            }
-        }
-        if meta.is_stub() {
-            // A lease stub of `get_or_fill`: a fill is running.
-            return Ok(None);
-        }
         let mut item = Item::from_meta(&meta);
         item.cas = None;
         let hot = meta.flag(b'h') == Some(b"1")
@@ -337,6 +329,7 @@ impl Client {
             found.push(key, outcome);
         }
         found.align(keys);
+        self.drop_stubs(&mut found).await;
         trace::operation_done(&span, &found);
         if let Some(migration) = &self.inner.migration {
             self.fill_multi(migration, &mut found).await;
@@ -367,12 +360,16 @@ impl Client {
 
     /// A meta get (`mg`) with the given flags, read like [`Client::get`]
     /// (local group first, fallback on miss or error). `Ok(None)` on a miss.
+    /// The reply's flags read as typed fields with
+    /// [`MetaResponse::fields`]; with [`MetaFlag::Base64Key`] the key is raw
+    /// bytes, sent base64 encoded (see [`Client::meta_set`]).
     pub async fn meta_get(
         &self,
         key: impl AsRef<[u8]>,
         flags: &[MetaFlag],
     ) -> Result<Option<MetaResponse>, Error> {
         crate::client::refuse_quiet(flags, "meta_get")?;
-        self.read_one(key.as_ref(), &MetaGet(flags)).await
+        let key = crate::client::meta_key(key.as_ref(), flags);
+        self.read_one(&key, &MetaGet(flags)).await
     }
 }

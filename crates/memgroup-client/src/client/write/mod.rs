@@ -260,6 +260,11 @@ impl Client {
     }
 
     /// A meta set (`ms`) with the given flags, in every group.
+    ///
+    /// With [`MetaFlag::Base64Key`] the key may be any bytes (a binary key):
+    /// memgroup sends and routes it base64 encoded, as for every meta
+    /// command. A base64 key is a different key from its raw form to every
+    /// client of the fleet.
     pub async fn meta_set(
         &self,
         key: impl AsRef<[u8]>,
@@ -269,7 +274,8 @@ impl Client {
         let value = value.as_ref();
         self.check_value(value)?;
         crate::client::refuse_quiet(flags, "meta_set")?;
-        self.write(key.as_ref(), WriteOp::MetaSet { data: value, flags })
+        let key = crate::client::meta_key(key.as_ref(), flags);
+        self.write(&key, WriteOp::MetaSet { data: value, flags })
             .await
     }
 
@@ -283,8 +289,8 @@ impl Client {
         flags: &[MetaFlag],
     ) -> Result<WriteOutcome, Error> {
         crate::client::refuse_quiet(flags, "meta_delete")?;
-        self.write(key.as_ref(), WriteOp::MetaDelete { flags })
-            .await
+        let key = crate::client::meta_key(key.as_ref(), flags);
+        self.write(&key, WriteOp::MetaDelete { flags }).await
     }
 
     /// Marks a key's value stale in every group (`md <key> I T<secs>`)
@@ -316,9 +322,8 @@ impl Client {
         flags: &[MetaFlag],
     ) -> Result<Option<memgroup_proto::MetaResponse>, Error> {
         crate::client::refuse_quiet(flags, "meta_arith")?;
-        let (_, replies) = self
-            .conditional(key.as_ref(), WriteOp::MetaArith { flags })
-            .await?;
+        let key = crate::client::meta_key(key.as_ref(), flags);
+        let (_, replies) = self.conditional(&key, WriteOp::MetaArith { flags }).await?;
         match replies.into_iter().flatten().next() {
             Some(Response::Meta(m)) if m.status == memgroup_proto::MetaStatus::Nf => Ok(None),
             Some(Response::Meta(m)) => Ok(Some(m)),
