@@ -108,3 +108,26 @@ async fn a_vivified_miss_reads_as_won_then_sent() {
     let outcome = client.meta_set("hot", "x", &add).await.unwrap();
     assert!(!outcome.is_complete(), "{outcome:?}");
 }
+
+#[tokio::test]
+async fn a_lease_asked_from_two_zones_is_won_once() {
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let zone = |z: &str| {
+        Client::builder()
+            .evcache_groups(&groups)
+            .unwrap()
+            .zone(z)
+            .build()
+            .unwrap()
+    };
+    let lease = [MetaFlag::Vivify(30), MetaFlag::ReturnValue];
+    for key in ["k1", "k2", "k3", "k4"] {
+        let one = zone("sg1").meta_get(key, &lease).await.unwrap().unwrap();
+        let two = zone("sg2").meta_get(key, &lease).await.unwrap().unwrap();
+        assert!(one.won() && two.win_sent() && !two.won(), "{key}: {one:?} {two:?}");
+    }
+    // One stub per key, all at the arbiters: four in all.
+    let stubs = raw::stat(sg1.addr(), "curr_items") + raw::stat(sg2.addr(), "curr_items");
+    assert_eq!(stubs, 4);
+}

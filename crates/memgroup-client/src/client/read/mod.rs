@@ -360,7 +360,10 @@ impl Client {
 
     /// A meta get (`mg`) with the given flags, read like [`Client::get`]
     /// (local group first, fallback on miss or error). `Ok(None)` on a miss.
-    /// The reply's flags read as typed fields with
+    /// With the lease flags ([`MetaFlag::Vivify`], [`MetaFlag::Recache`])
+    /// and several groups it is asked of the arbiter's server alone, so
+    /// that one caller of the cluster wins (see [`Client::get_or_fill`],
+    /// which builds on this). The reply's flags read as typed fields with
     /// [`MetaResponse::fields`]; with [`MetaFlag::Base64Key`] the key is raw
     /// bytes, sent base64 encoded (see [`Client::meta_set`]).
     pub async fn meta_get(
@@ -370,6 +373,23 @@ impl Client {
     ) -> Result<Option<MetaResponse>, Error> {
         crate::client::refuse_quiet(flags, "meta_get")?;
         let key = crate::client::meta_key(key.as_ref(), flags);
+        let lease = flags
+            .iter()
+            .any(|f| matches!(f, MetaFlag::Vivify(_) | MetaFlag::Recache(_)));
+        let snap = self.snapshot();
+        if lease && snap.topology.groups().len() > 1 {
+            // A lease is per server: one for the cluster, at the arbiter.
+            let wire = self.wire_key(&snap, &key)?;
+            let target =
+                self.arbiter_target(&snap, &wire.bytes, "a lease (N, R) is the arbiter's")?;
+            let request = Request::MetaGet {
+                key: wire.key(),
+                flags,
+            };
+            return self
+                .meta_at(&snap, target, &request, crate::client::Attempt::First)
+                .await;
+        }
         self.read_one(&key, &MetaGet(flags)).await
     }
 }
