@@ -156,12 +156,22 @@ enum Collision {
 
 impl Ring {
     /// `entries` are `(point, node)` in insertion order.
-    fn new(mut entries: Vec<(u32, u32)>, collision: Collision) -> Ring {
-        // Stable sort: equal points stay in insertion order, so the winner is the last or
-        // first of its run.
-        entries.sort_by_key(|&(point, _)| point);
+    fn new(entries: Vec<(u32, u32)>, collision: Collision) -> Ring {
+        // Sorted by point, then insertion order, so the winner of equal points
+        // is the last or first of its run: as a stable sort by point, but on
+        // plain integers (each the point above its position), which sorts
+        // the 6.4 million points of 40,000 servers in a fraction of the time.
+        let mut order: Vec<u64> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, &(point, _))| u64::from(point) << 32 | i as u64)
+            .collect();
+        order.sort_unstable();
         let mut kept: Vec<(u32, u32)> = Vec::with_capacity(entries.len());
-        for (point, node) in entries {
+        for (point, node) in order
+            .into_iter()
+            .map(|o| entries[(o & 0xffff_ffff) as usize])
+        {
             match kept.last_mut() {
                 Some(last) if last.0 == point => {
                     if collision == Collision::LaterWins {
@@ -173,7 +183,8 @@ impl Ring {
         }
         let points: Box<[u32]> = kept.iter().map(|&(p, _)| p).collect();
         let owners = kept.iter().map(|&(_, n)| n).collect();
-        // Positions are stored as u32: a ring of 2^32 points would need 4 billion digests.
+        // Positions are stored as u32: a ring of 2^32 points would need 4 billion digests
+        // (and insertion positions above fit in the low 32 bits for the same reason).
         assert!(u32::try_from(points.len()).is_ok(), "ring too large");
         // About four points per bucket keeps the index at most half the size of the ring.
         let buckets = (points.len() / 4).max(1).next_power_of_two();

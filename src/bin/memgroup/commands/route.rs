@@ -74,9 +74,9 @@ fn route(
     let cluster = Cluster::from_flags(flags)?;
     // The checks a client's build makes (a zone no group has, …): routing
     // is refused for what every other command would refuse.
-    cluster.client()?;
+    let client = cluster.client()?;
     let spec = cluster.spec;
-    let variants: Vec<(String, Topology)> = if all {
+    let variants: Vec<(String, std::sync::Arc<Topology>)> = if all {
         STRATEGIES
             .iter()
             .map(|&s| {
@@ -84,11 +84,13 @@ fn route(
                 for g in &mut spec.groups {
                     g.locator.strategy = s;
                 }
-                Ok((s.to_string(), Topology::new(spec)?))
+                Ok((s.to_string(), std::sync::Arc::new(Topology::new(spec)?)))
             })
             .collect::<Result<_, Failure>>()?
     } else {
-        let t = Topology::new(spec.clone())?;
+        // The client's own topology: built once (a ring of 40,000 servers
+        // takes a while).
+        let t = client.topology();
         let name = spec
             .groups
             .first()
