@@ -156,7 +156,7 @@ enum Collision {
 
 impl Ring {
     /// `entries` are `(point, node)` in insertion order.
-    fn new(entries: Vec<(u32, u32)>, collision: Collision) -> Ring {
+    fn new(entries: &[(u32, u32)], collision: Collision) -> Ring {
         // Sorted by point, then insertion order, so the winner of equal points
         // is the last or first of its run: as a stable sort by point, but on
         // plain integers (each the point above its position), which sorts
@@ -273,7 +273,7 @@ fn whalin_ring(nodes: &[Node], total: u64) -> Result<Ring, Error> {
             push_digest_points(&mut entries, name, i);
         },
     );
-    Ok(Ring::new(entries, Collision::LaterWins))
+    Ok(Ring::new(&entries, Collision::LaterWins))
 }
 
 /// spymemcached `KetamaNodeLocator` / libmemcached `KETAMA_WEIGHTED`: 40 digests per node,
@@ -310,7 +310,7 @@ fn ketama_ring(nodes: &[Node], total: u64, naming: NodeNaming) -> Ring {
     } else {
         Collision::LaterWins
     };
-    Ring::new(entries, collision)
+    Ring::new(&entries, collision)
 }
 
 /// libmemcached `MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA` without the weighted flag:
@@ -326,7 +326,7 @@ fn libmemcached_unweighted_ring(nodes: &[Node]) -> Ring {
             entries.push((md5_words(name.as_bytes())[0], i));
         },
     );
-    Ring::new(entries, Collision::LowerIndexWins)
+    Ring::new(&entries, Collision::LowerIndexWins)
 }
 
 impl Distribution {
@@ -880,7 +880,7 @@ mod tests {
             let mut entries: Vec<(u32, u32)> = (0..len).map(|i| (next(), i as u32)).collect();
             // Edge points and clusters.
             entries.extend([(0, 0), (u32::MAX, 0), (1 << 31, 0), ((1 << 31) + 1, 0)]);
-            let ring = Ring::new(entries, Collision::LaterWins);
+            let ring = Ring::new(&entries, Collision::LaterWins);
             let plain = |h: u32| match ring.points.partition_point(|&p| p < h) {
                 pos if pos == ring.points.len() => 0,
                 pos => pos,
