@@ -11,14 +11,15 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     // A retrieval of 1 to 8 keys, stats, a quiet batch of 1 to 8
-    // commands, or a single reply.
-    let expect = match control % 4 {
+    // commands, a configuration block, or a single reply.
+    let expect = match control % 5 {
         0 => Expect::values(usize::from(control >> 5) + 1),
         1 => Expect::Stats,
         2 => Expect::MetaBatch { max_replies: usize::from(control >> 5) + 1 },
+        3 => Expect::Config,
         _ => Expect::Single,
     };
-    let chunk = usize::from(control / 4).max(1);
+    let chunk = usize::from(control / 5).max(1);
     let limits = Limits { max_line: 256, max_value: 4096, max_reply: 1 << 16, max_stats: 1 << 14 };
     let mut decoder = Decoder::new(limits);
     let mut buf = BytesMut::new();

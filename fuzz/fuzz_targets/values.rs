@@ -13,11 +13,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let flags = u32::from_le_bytes(flag_bytes.try_into().unwrap());
-    let item = Item {
-        value: Bytes::copy_from_slice(value),
-        flags,
-        cas: None,
-    };
+    let item = Item::new(Bytes::copy_from_slice(value), flags);
     for format in [
         ValueFormat::Raw,
         ValueFormat::spymemcached(),

@@ -125,7 +125,10 @@ async fn a_lease_asked_from_two_zones_is_won_once() {
     for key in ["k1", "k2", "k3", "k4"] {
         let one = zone("sg1").meta_get(key, &lease).await.unwrap().unwrap();
         let two = zone("sg2").meta_get(key, &lease).await.unwrap().unwrap();
-        assert!(one.won() && two.win_sent() && !two.won(), "{key}: {one:?} {two:?}");
+        assert!(
+            one.won() && two.win_sent() && !two.won(),
+            "{key}: {one:?} {two:?}"
+        );
     }
     // One stub per key, all at the arbiters: four in all.
     let stubs = raw::stat(sg1.addr(), "curr_items") + raw::stat(sg2.addr(), "curr_items");

@@ -32,6 +32,17 @@ impl From<memgroup_proto::Value> for Item {
 }
 
 impl Item {
+    /// An item of `value` with client `flags` and no CAS unique: what a
+    /// value format decodes ([`ValueFormat::decode`](crate::value::ValueFormat::decode)),
+    /// for values that come from elsewhere (a test, another store).
+    pub fn new(value: Bytes, flags: u32) -> Item {
+        Item {
+            value,
+            flags,
+            cas: None,
+        }
+    }
+
     /// The item a meta reply carries: its value, client flags (`f`) and
     /// CAS unique (`c`), when returned.
     pub(crate) fn from_meta(m: &memgroup_proto::MetaResponse) -> Item {

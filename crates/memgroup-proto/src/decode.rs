@@ -98,6 +98,10 @@ pub enum Expect {
         /// The commands sent.
         max_replies: usize,
     },
+    /// One `CONFIG <key> <flags> <bytes>` block, then `END` (`config get`,
+    /// the cluster discovery of ElastiCache and Memorystore): decoded as
+    /// [`Response::Values`] of at most one item, keyed by the config's name.
+    Config,
 }
 
 /// The stream is corrupt or exceeded a limit; the connection must be closed.
@@ -260,6 +264,12 @@ enum Line {
         len: u64,
         cas: Option<u64>,
     },
+    /// `CONFIG <key> <flags> <bytes>`: a configuration block.
+    Config {
+        key: Range<usize>,
+        flags: u32,
+        len: u64,
+    },
     End,
     /// `RESET`, the reply to `stats reset`.
     Reset,
@@ -367,7 +377,9 @@ impl Decoder {
                 }
             }
 
-            if matches!(expect, Expect::Values { .. }) && buf.starts_with(b"END\r\n") {
+            if matches!(expect, Expect::Values { .. } | Expect::Config)
+                && buf.starts_with(b"END\r\n")
+            {
                 // The common end of a retrieval, recognised without a search.
                 buf.advance(5);
                 self.scanned = 0;
@@ -440,7 +452,23 @@ impl Decoder {
                         head: Head::Meta { flags },
                     });
                 }
-                (Line::End, Expect::Values { .. }) => {
+                (Line::Config { key, flags, len }, Expect::Config) => {
+                    if !self.values.is_empty() {
+                        return Err(ProtoError::TooManyItems { asked: 1 });
+                    }
+                    let data_len = self.check_len(len)?;
+                    let head = Head::Value {
+                        key,
+                        flags,
+                        cas: None,
+                    };
+                    self.pending = Some(Pending {
+                        line_len,
+                        data_len,
+                        head,
+                    });
+                }
+                (Line::End, Expect::Values { .. } | Expect::Config) => {
                     buf.advance(line_len + 2);
                     self.reply_bytes = 0;
                     return Ok(Some(Response::Values(std::mem::take(&mut self.values))));
@@ -709,6 +737,18 @@ fn classify_fields(line: &[u8]) -> Result<Line, ProtoError> {
             flags,
             len,
             cas,
+        });
+    }
+    if let Some(fields) = line.strip_prefix(b"CONFIG ") {
+        let (_, (key, flags, len, cas)) =
+            value_fields(fields).map_err(|_| malformed("bad CONFIG header", line))?;
+        if cas.is_some() {
+            return Err(malformed("bad CONFIG header", line));
+        }
+        return Ok(Line::Config {
+            key: offset(line, key),
+            flags,
+            len,
         });
     }
     if let Some(fields) = line.strip_prefix(b"STAT ") {

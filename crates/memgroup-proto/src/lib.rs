@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 mod decode;
+mod discovery;
 mod key;
 mod metadump;
 mod multiget;
@@ -50,6 +51,7 @@ mod response;
 mod tests;
 
 pub use decode::{Decoder, Expect, ITEM_OVERHEAD, Limits, MAX_ITEM_SIZE, ProtoError};
+pub use discovery::{ClusterConfig, ConfigError, ConfigNode, LEGACY_CONFIG_KEY, MAX_CONFIG_NODES};
 pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};
 pub use metadump::{DEFAULT_MAX_DUMP_LINE, DumpEntry, DumpLine, MetadumpDecoder, percent_decode};
 pub use multiget::{GrowingRetrieval, MAX_GROWN_KEYS, MAX_GROWN_LINE};

@@ -360,6 +360,16 @@ pub enum Request<'a> {
     /// ```
     Version,
     /// ```text
+    /// config get <key>\r\n
+    /// ```
+    /// The configuration endpoint's cluster list (`config get cluster`,
+    /// ElastiCache and Memorystore; stock memcached answers `ERROR`). The
+    /// reply's data parses with [`ClusterConfig::parse`](crate::ClusterConfig::parse).
+    ConfigGet {
+        /// The configuration's name (`cluster`).
+        key: Key<'a>,
+    },
+    /// ```text
     /// stats [<arg>]\r\n
     /// ```
     Stats {
@@ -509,6 +519,7 @@ impl Request<'_> {
             Request::Touch { .. } => "touch",
             Request::FlushAll { .. } => "flush_all",
             Request::Version => "version",
+            Request::ConfigGet { .. } => "config get",
             Request::Stats { .. } => "stats",
             Request::Verbosity { .. } => "verbosity",
             Request::Quit => "quit",
@@ -593,6 +604,12 @@ impl Request<'_> {
                 end_line(buf, noreply);
             }
             Request::Version => buf.put_slice(b"version\r\n"),
+            Request::ConfigGet { key } => {
+                buf.reserve(12 + key.len());
+                buf.put_slice(b"config get ");
+                buf.put_slice(key.as_bytes());
+                buf.put_slice(b"\r\n");
+            }
             Request::Stats { arg } => {
                 buf.put_slice(b"stats");
                 if let Some(arg) = arg {
@@ -658,6 +675,7 @@ impl Request<'_> {
             | Request::Gat { keys, .. }
             | Request::Gats { keys, .. } => Some(Expect::values(keys.len())),
             Request::Stats { .. } => Some(Expect::Stats),
+            Request::ConfigGet { .. } => Some(Expect::Config),
             Request::Quit => None,
             Request::Store { noreply, .. }
             | Request::Delete { noreply, .. }

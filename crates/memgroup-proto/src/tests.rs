@@ -1280,3 +1280,56 @@ fn a_quiet_batch_is_one_request_and_one_reply() {
     let refused = Decoder::default().decode(&mut lying, Expect::MetaBatch { max_replies: 1 });
     assert_eq!(refused, Err(ProtoError::TooManyItems { asked: 1 }));
 }
+
+/// A configuration endpoint's reply, as the AWS documentation shows it:
+/// the node line ends `\n` inside the block, then the block's `\r\n`.
+const CONFIG_REPLY: &[u8] = b"CONFIG cluster 0 43\r\n7\nh1|10.0.0.1|11211 h2||11212 h3|::1|11213\n\r\nEND\r\n";
+
+#[test]
+fn a_config_reply_decodes_split_anywhere_and_parses() {
+    let data = &CONFIG_REPLY[21..64];
+    assert_eq!(data.last(), Some(&b'\n'));
+    let want = values(vec![Value {
+        key: b(b"cluster"),
+        flags: 0,
+        cas: None,
+        data: Bytes::copy_from_slice(data),
+    }]);
+    check(CONFIG_REPLY, Expect::Config, want.clone());
+    for split in 1..CONFIG_REPLY.len() {
+        let mut sizes = [split, CONFIG_REPLY.len()].into_iter();
+        let got = decode_chunked(CONFIG_REPLY, &[Expect::Config], &mut sizes).unwrap();
+        assert_eq!(got, vec![want.clone()], "split at {split}");
+    }
+    let Response::Values(v) = want else { unreachable!() };
+    let config = ClusterConfig::parse(&v[0].data).unwrap();
+    assert_eq!(config.version, 7);
+    let addrs: Vec<String> = config.nodes.iter().map(ConfigNode::address).collect();
+    assert_eq!(addrs, ["10.0.0.1:11211", "h2:11212", "[::1]:11213"]);
+    // Stock memcached does not know the command: its ERROR is a reply.
+    check(b"ERROR\r\n", Expect::Config, Response::Error);
+    // The legacy key is an ordinary item.
+    let encoded = Request::ConfigGet {
+        key: Key::new(b"cluster").unwrap(),
+    };
+    let mut buf = BytesMut::new();
+    encoded.encode(&mut buf);
+    assert_eq!(&buf[..], b"config get cluster\r\n");
+    assert_eq!(encoded.expect(), Some(Expect::Config));
+}
+
+#[test]
+fn a_config_reply_that_lies_is_an_error() {
+    // Two blocks where one is due.
+    let two = b"CONFIG cluster 0 1\r\nx\r\nCONFIG cluster 0 1\r\ny\r\nEND\r\n";
+    assert_eq!(
+        decode_all(two, &[Expect::Config]),
+        Err(ProtoError::TooManyItems { asked: 1 })
+    );
+    // A CONFIG block is no answer to a get, nor a VALUE to config get.
+    assert!(decode_all(b"CONFIG cluster 0 1\r\nx\r\nEND\r\n", &[Expect::values(1)]).is_err());
+    assert!(decode_all(b"VALUE cluster 0 1\r\nx\r\nEND\r\n", &[Expect::Config]).is_err());
+    // A block longer than announced, and a CAS on a config header.
+    assert!(decode_all(b"CONFIG cluster 0 1\r\nxy\r\nEND\r\n", &[Expect::Config]).is_err());
+    assert!(decode_all(b"CONFIG cluster 0 1 5\r\nx\r\nEND\r\n", &[Expect::Config]).is_err());
+}
