@@ -9,6 +9,7 @@ mod batch;
 mod cli;
 mod client;
 mod config;
+mod discovery;
 mod fill;
 mod hedge;
 mod hostile;

@@ -63,6 +63,29 @@ pub enum Event {
         /// Servers it removed.
         removed: Vec<String>,
     },
+    /// A configuration endpoint served a new cluster list for a group, and
+    /// it was applied ([`ClientBuilder::discover`](crate::ClientBuilder::discover)).
+    Discovered {
+        /// The group whose servers it lists.
+        group: String,
+        /// The list's configuration version.
+        version: u64,
+        /// The version it replaced (0 before the first).
+        previous: u64,
+        /// How many servers it lists.
+        servers: usize,
+    },
+    /// Asking a configuration endpoint failed, or it served a list that was
+    /// not applied (unparsable, or a lower version not yet confirmed): the
+    /// group keeps its servers.
+    DiscoveryFailed {
+        /// The group.
+        group: String,
+        /// The endpoint asked (`host:port`).
+        endpoint: String,
+        /// Why.
+        error: Error,
+    },
 }
 
 impl fmt::Display for Event {
@@ -95,6 +118,24 @@ impl fmt::Display for Event {
             Event::TopologyRejected { error } => {
                 write!(f, "new topology rejected: {}", error.chain())
             }
+            Event::Discovered {
+                group,
+                version,
+                previous,
+                servers,
+            } => write!(
+                f,
+                "group {group}: cluster list version {version} applied ({servers} servers; was {previous})"
+            ),
+            Event::DiscoveryFailed {
+                group,
+                endpoint,
+                error,
+            } => write!(
+                f,
+                "group {group}: discovery at {endpoint} failed: {}",
+                error.chain()
+            ),
             Event::TopologyChanged { added, removed } => write!(
                 f,
                 "topology changed: {} servers added, {} removed",
@@ -183,6 +224,28 @@ fn log(event: &Event) {
         Event::TopologyRejected { error } => {
             tracing::warn!(error = %error.chain(), "new topology rejected");
         }
+        Event::Discovered {
+            group,
+            version,
+            previous,
+            servers,
+        } => tracing::info!(
+            group = %group,
+            version,
+            previous,
+            servers,
+            "cluster list applied"
+        ),
+        Event::DiscoveryFailed {
+            group,
+            endpoint,
+            error,
+        } => tracing::warn!(
+            group = %group,
+            endpoint = %endpoint,
+            error = %error.chain(),
+            "discovery failed"
+        ),
         Event::TopologyChanged { added, removed } => tracing::info!(
             added = %added.join(","),
             removed = %removed.join(","),

@@ -143,10 +143,11 @@ mod client;
 
 pub use client::Client;
 pub use client::crawler;
+pub use client::discover;
 pub use client::{
-    ClientBuilder, ClientUrl, Fill, Filled, Freshness, GroupStatus, Hedge, MigrationStatus,
-    MultiWrite, NearCache, NearStatus, Probe, RepairStatus, ServerState, ServerStatus, Status,
-    Watcher,
+    ClientBuilder, ClientUrl, DEFAULT_DISCOVER_EVERY, Fill, Filled, Freshness, GroupStatus, Hedge,
+    LOWER_AGREEING, MigrationStatus, MultiWrite, NearCache, NearStatus, Probe, RepairStatus,
+    ServerState, ServerStatus, Status, Watcher,
 };
 pub use conn::Credentials;
 #[cfg(feature = "tls")]

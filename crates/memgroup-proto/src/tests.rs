@@ -1283,7 +1283,8 @@ fn a_quiet_batch_is_one_request_and_one_reply() {
 
 /// A configuration endpoint's reply, as the AWS documentation shows it:
 /// the node line ends `\n` inside the block, then the block's `\r\n`.
-const CONFIG_REPLY: &[u8] = b"CONFIG cluster 0 43\r\n7\nh1|10.0.0.1|11211 h2||11212 h3|::1|11213\n\r\nEND\r\n";
+const CONFIG_REPLY: &[u8] =
+    b"CONFIG cluster 0 43\r\n7\nh1|10.0.0.1|11211 h2||11212 h3|::1|11213\n\r\nEND\r\n";
 
 #[test]
 fn a_config_reply_decodes_split_anywhere_and_parses() {
@@ -1301,7 +1302,9 @@ fn a_config_reply_decodes_split_anywhere_and_parses() {
         let got = decode_chunked(CONFIG_REPLY, &[Expect::Config], &mut sizes).unwrap();
         assert_eq!(got, vec![want.clone()], "split at {split}");
     }
-    let Response::Values(v) = want else { unreachable!() };
+    let Response::Values(v) = want else {
+        unreachable!()
+    };
     let config = ClusterConfig::parse(&v[0].data).unwrap();
     assert_eq!(config.version, 7);
     let addrs: Vec<String> = config.nodes.iter().map(ConfigNode::address).collect();

@@ -90,6 +90,10 @@ mod select;
 mod spec;
 mod topology;
 
+/// The name of the one group a plain server list makes (`host:port,…`),
+/// and of the group a cluster-wide discovery endpoint fills.
+pub const DEFAULT_GROUP_NAME: &str = "default";
+
 pub use dead::DeadHosts;
 pub use error::TopologyError;
 pub use select::{ReadCursor, ReadTargets, TargetedWrites, WriteTargets};

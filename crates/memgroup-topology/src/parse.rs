@@ -12,7 +12,7 @@ use crate::{
 const MEMCACHED_PORT: u16 = 11211;
 
 /// The single group of a plain server list.
-pub(crate) const DEFAULT_GROUP: &str = "default";
+pub(crate) const DEFAULT_GROUP: &str = crate::DEFAULT_GROUP_NAME;
 
 /// One parsed server entry, `[hostname/]host[:port[:weight]]`.
 #[derive(Debug)]

@@ -17,6 +17,7 @@ use memgroup_topology::{ClusterSpec, GroupId, Target, Topology};
 mod admin;
 mod builder;
 pub mod crawler;
+pub mod discover;
 mod fill;
 pub(crate) mod hedge;
 mod migrate;
@@ -32,6 +33,7 @@ mod write;
 
 pub use admin::Probe;
 pub use builder::ClientBuilder;
+pub use discover::{DEFAULT_DISCOVER_EVERY, LOWER_AGREEING};
 pub use fill::{Fill, Filled, Freshness};
 pub use hedge::Hedge;
 pub use migrate::MigrationStatus;

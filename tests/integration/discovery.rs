@@ -1,0 +1,252 @@
+//! Cluster discovery against real memcached nodes: the legacy list item
+//! served by a real memcached as the configuration endpoint, and — since
+//! stock memcached has no `config get cluster` — a small fault-injecting
+//! peer answering only that command, with the versions the test sets. A
+//! version bump that adds and removes a node is followed under load with
+//! no failed operation, the removed node running until it drains.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use memgroup::client::{Client, ErrorKind, Event};
+use memgroup::topology::{ClusterSpec, Topology};
+
+use crate::support::{Memcached, fault_peer, raw};
+
+/// Polls `done` every 10 ms for up to 5 s.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A cluster list of `version` naming `nodes`, as the endpoint serves it.
+fn list(version: u64, nodes: &[&Memcached]) -> String {
+    let entries: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "node{}.local|127.0.0.1|{}",
+                n.addr().port(),
+                n.addr().port()
+            )
+        })
+        .collect();
+    format!("{version}\n{}\n", entries.join(" "))
+}
+
+/// A configuration endpoint answering `config get cluster` with whatever
+/// `served` holds (`None`: garbage), and `ERROR` to anything else.
+fn endpoint(served: Arc<Mutex<Option<String>>>) -> String {
+    fault_peer(move |request, conn| {
+        let reply = if request.starts_with(b"config get cluster\r\n") {
+            match served.lock().unwrap().clone() {
+                Some(data) => format!("CONFIG cluster 0 {}\r\n{data}\r\nEND\r\n", data.len()),
+                None => "CONFIG cluster 0 5\r\nxy\r\nEND\r\n".to_string(),
+            }
+        } else {
+            "ERROR\r\n".to_string()
+        };
+        conn.write_all(reply.as_bytes()).is_ok()
+    })
+}
+
+fn servers_of(client: &Client) -> Vec<String> {
+    let mut s: Vec<String> = client
+        .topology()
+        .servers()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    s.sort();
+    s
+}
+
+#[tokio::test]
+async fn the_legacy_item_of_a_real_memcached_lists_the_cluster() {
+    let (config, a, b) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
+    raw::set(
+        config.addr(),
+        b"AmazonElastiCache:cluster",
+        list(4, &[&a, &b]).as_bytes(),
+    );
+    let client = Client::builder()
+        .discover(&config.addr_string())
+        .connect()
+        .await
+        .unwrap();
+    let mut want = vec![a.addr_string(), b.addr_string()];
+    want.sort();
+    assert_eq!(servers_of(&client), want);
+    // Named `ip:port` (the names the spymemcached vectors cover): routing
+    // is the static list's, key for key.
+    let static_list = format!("{},{}", a.addr_string(), b.addr_string());
+    let layout = Topology::new(ClusterSpec::parse_server_list(&static_list).unwrap()).unwrap();
+    for i in 0..40 {
+        let key = format!("k{i}");
+        client.set(&key, "v", 0).await.unwrap();
+        let home = layout.servers()[layout.groups()[0].server_for(key.as_bytes()).0].to_string();
+        let at = if home == a.addr_string() { &a } else { &b };
+        assert_eq!(
+            raw::get(at.addr(), key.as_bytes()).as_deref(),
+            Some(&b"v"[..]),
+            "{key}"
+        );
+    }
+    // The endpoint holds only its list.
+    assert_eq!(raw::stat(config.addr(), "curr_items"), 1);
+    // `build` refuses a discovered cluster; an endpoint with no list and no
+    // fallback is an error at connect.
+    let refused = Client::builder()
+        .discover(&config.addr_string())
+        .build()
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Config);
+    raw::delete(config.addr(), b"AmazonElastiCache:cluster");
+    let none = Client::builder()
+        .discover(&config.addr_string())
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(none.kind(), ErrorKind::Config, "{}", none.chain());
+    assert!(none.chain().contains("no cluster list"), "{}", none.chain());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_bump_adds_and_removes_a_node_under_load_with_no_failed_operation() {
+    let (a, b, c) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
+    let served = Arc::new(Mutex::new(Some(list(1, &[&a, &b]))));
+    let at = endpoint(served.clone());
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let client = Client::builder()
+        .discover(&at)
+        .discover_every(Duration::from_millis(30))
+        .on_event(move |e| seen.lock().unwrap().push(e.clone()))
+        .connect()
+        .await
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ops, failures) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let load: Vec<_> = (0..6)
+        .map(|t| {
+            let (client, stop, ops, failures) =
+                (client.clone(), stop.clone(), ops.clone(), failures.clone());
+            tokio::spawn(async move {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("load:{t}:{}", i % 300);
+                    let ok =
+                        client.set(&key, "v", 0).await.is_ok() && client.get(&key).await.is_ok();
+                    ops.fetch_add(1, Ordering::Relaxed);
+                    if !ok {
+                        failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    eventually("load", || ops.load(Ordering::Relaxed) > 500).await;
+    // The same version again changes nothing; garbage is an event.
+    *served.lock().unwrap() = None;
+    eventually("the failed poll", || {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, Event::DiscoveryFailed { .. }))
+    })
+    .await;
+    assert_eq!(servers_of(&client).len(), 2);
+    // Version 2: A leaves, C joins.
+    *served.lock().unwrap() = Some(list(2, &[&b, &c]));
+    let mut want = vec![b.addr_string(), c.addr_string()];
+    want.sort();
+    eventually("the new list", || servers_of(&client) == want).await;
+    let during = ops.load(Ordering::Relaxed);
+    eventually("more load on the new list", || {
+        ops.load(Ordering::Relaxed) > during + 2000
+    })
+    .await;
+    // A still runs, but is no longer written to.
+    let a_sets = raw::stat(a.addr(), "cmd_set");
+    let after = ops.load(Ordering::Relaxed);
+    eventually("more load", || ops.load(Ordering::Relaxed) > after + 1000).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in load {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        raw::stat(a.addr(), "cmd_set"),
+        a_sets,
+        "a removed node was written to"
+    );
+    assert!(
+        raw::stat(c.addr(), "cmd_set") > 0,
+        "the added node took no write"
+    );
+    let total = ops.load(Ordering::Relaxed);
+    assert_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "operations failed across the change ({total} in all)"
+    );
+    eprintln!("discovery under load: {total} operations ({during} when the new list was in), 0 failed");
+    assert!(events.lock().unwrap().iter().any(|e| matches!(
+        e,
+        Event::Discovered {
+            version: 2,
+            previous: 1,
+            servers: 2,
+            ..
+        }
+    )));
+}
+
+#[tokio::test]
+async fn a_lower_version_is_taken_only_once_polls_agree_and_a_fallback_covers_a_dead_endpoint() {
+    let (a, b) = (Memcached::spawn(), Memcached::spawn());
+    let served = Arc::new(Mutex::new(Some(list(9, &[&a]))));
+    let at = endpoint(served.clone());
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let client = Client::builder()
+        .discover(&at)
+        .discover_every(Duration::from_millis(20))
+        .on_event(move |e| seen.lock().unwrap().push(e.clone()))
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(servers_of(&client), [a.addr_string()]);
+    // A recreated cluster at version 1: refused until three polls agree.
+    *served.lock().unwrap() = Some(list(1, &[&b]));
+    eventually("the lower version", || {
+        servers_of(&client) == [b.addr_string()]
+    })
+    .await;
+    let refusals = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e, Event::DiscoveryFailed { .. }))
+        .count();
+    assert_eq!(refusals, memgroup::client::LOWER_AGREEING as usize - 1);
+    // An endpoint that cannot be reached, with a static list: the list.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let fallback = Client::builder()
+        .servers(&a.addr_string())
+        .unwrap()
+        .discover(&dead)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(servers_of(&fallback), [a.addr_string()]);
+    fallback.set("f", "1", 0).await.unwrap();
+}
