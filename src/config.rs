@@ -204,8 +204,12 @@ pub struct FileGroup {
     pub zone: Option<String>,
     /// Takes writes only (a group being warmed).
     pub write_only: bool,
-    /// Its servers, in the file's order, weights parsed.
+    /// Its servers, in the file's order, weights parsed (with `discover`,
+    /// the fallback at start; may then be empty).
     pub servers: Vec<ServerSpec>,
+    /// Its configuration endpoint (`discover = "host:port"`): its servers
+    /// are discovered there ([`ClientBuilder::group_discover`](crate::client::ClientBuilder::group_discover)).
+    pub discover: Option<String>,
     /// Its own hashing strategy.
     pub hash: Option<HashStrategy>,
     /// Its own ketama node naming.
@@ -262,6 +266,11 @@ pub struct ClusterFile {
     pub migrate_from: Option<String>,
     /// The server groups; empty when the servers come from elsewhere.
     pub groups: Vec<FileGroup>,
+    /// The configuration endpoint of a cluster of one group
+    /// (`discover = "host:port"`, [`ClientBuilder::discover`](crate::client::ClientBuilder::discover)).
+    pub discover: Option<String>,
+    /// How often discovery asks again (`discover_every_s`, default 60).
+    pub discover_every: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -287,6 +296,8 @@ struct RawFile {
     max_in_flight: Option<usize>,
     tls: Option<TlsFiles>,
     migrate_from: Option<String>,
+    discover: Option<String>,
+    discover_every_s: Option<u64>,
     #[serde(default)]
     groups: Vec<RawGroup>,
 }
@@ -298,7 +309,9 @@ struct RawGroup {
     zone: Option<String>,
     #[serde(default)]
     write_only: bool,
+    #[serde(default)]
     servers: Vec<String>,
+    discover: Option<String>,
     hash: Option<String>,
     node_naming: Option<String>,
     pool_size: Option<usize>,
@@ -351,20 +364,27 @@ fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
 impl FileGroup {
     fn from_raw(g: RawGroup) -> Result<FileGroup, ConfigError> {
         let in_group = |e: ConfigError| ConfigError::new(format!("group {:?}: {e}", g.name));
-        if g.servers.is_empty() {
-            return Err(in_group(ConfigError::new("no servers")));
+        if g.servers.is_empty() && g.discover.is_none() {
+            return Err(in_group(ConfigError::new(
+                "no servers (and no discover endpoint)",
+            )));
         }
-        let servers = ClusterSpec::parse_server_list(&g.servers.join(","))
-            .map_err(|e| in_group(ConfigError::new(e.to_string())))?
-            .groups
-            .into_iter()
-            .flat_map(|g| g.servers)
-            .collect();
+        let servers = if g.servers.is_empty() {
+            Vec::new()
+        } else {
+            ClusterSpec::parse_server_list(&g.servers.join(","))
+                .map_err(|e| in_group(ConfigError::new(e.to_string())))?
+                .groups
+                .into_iter()
+                .flat_map(|g| g.servers)
+                .collect()
+        };
         if g.username.is_none() && g.password_file.is_some() {
             return Err(in_group(ConfigError::new("password_file without username")));
         }
         Ok(FileGroup {
             servers,
+            discover: g.discover,
             zone: g.zone,
             write_only: g.write_only,
             hash: named("hash", g.hash).map_err(in_group)?,
@@ -387,7 +407,17 @@ impl ClusterFile {
                 "max_in_flight: 0 would let no request through: give at least 1",
             ));
         }
+        if raw.discover.is_some() && !raw.groups.is_empty() {
+            return Err(ConfigError::new(
+                "discover at the top is a cluster of one group: with [[groups]], give each its own discover",
+            ));
+        }
+        if raw.discover_every_s == Some(0) {
+            return Err(ConfigError::new("discover_every_s: give at least 1 second"));
+        }
         Ok(ClusterFile {
+            discover: raw.discover,
+            discover_every: raw.discover_every_s.map(Duration::from_secs),
             overrides: SpecOverrides {
                 hash: named("hash", raw.hash)?,
                 node_naming: named("node_naming", raw.node_naming)?,

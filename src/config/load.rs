@@ -73,7 +73,24 @@ impl ClusterFile {
                 .map_err(|e| ConfigError::new(format!("migrate_from {old:?}: {e}")))?;
             builder = builder.migrate_from(old);
         }
-        Ok(builder)
+        Ok(self.discovery(builder))
+    }
+
+    /// The file's discovery endpoints on `builder` (a discovered cluster is
+    /// built with `connect`).
+    pub fn discovery(&self, mut builder: ClientBuilder) -> ClientBuilder {
+        if let Some(endpoint) = &self.discover {
+            builder = builder.discover(endpoint);
+        }
+        for group in &self.groups {
+            if let Some(endpoint) = &group.discover {
+                builder = builder.group_discover(&group.name, endpoint);
+            }
+        }
+        if let Some(every) = self.discover_every {
+            builder = builder.discover_every(every);
+        }
+        builder
     }
 
     /// The file-wide cluster settings as the builder's: they then apply to

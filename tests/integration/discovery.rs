@@ -196,7 +196,9 @@ async fn a_version_bump_adds_and_removes_a_node_under_load_with_no_failed_operat
         0,
         "operations failed across the change ({total} in all)"
     );
-    eprintln!("discovery under load: {total} operations ({during} when the new list was in), 0 failed");
+    eprintln!(
+        "discovery under load: {total} operations ({during} when the new list was in), 0 failed"
+    );
     assert!(events.lock().unwrap().iter().any(|e| matches!(
         e,
         Event::Discovered {
@@ -249,4 +251,38 @@ async fn a_lower_version_is_taken_only_once_polls_agree_and_a_fallback_covers_a_
         .unwrap();
     assert_eq!(servers_of(&fallback), [a.addr_string()]);
     fallback.set("f", "1", 0).await.unwrap();
+}
+
+/// The tool: `--discover` and a `cluster.toml` with `discover` find the
+/// servers at the endpoint; the routed key lands on a discovered node.
+#[test]
+fn the_tool_discovers_by_flag_and_by_file() {
+    use crate::support::{memgroup_ok, tempdir};
+    let (config, a, b) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
+    raw::set(
+        config.addr(),
+        b"AmazonElastiCache:cluster",
+        list(2, &[&a, &b]).as_bytes(),
+    );
+    let endpoint = config.addr_string();
+    memgroup_ok(&["--discover", &endpoint, "set", "tool:k", "v"]);
+    let found = raw::get(a.addr(), b"tool:k").or_else(|| raw::get(b.addr(), b"tool:k"));
+    assert_eq!(found.as_deref(), Some(&b"v"[..]));
+    assert_eq!(raw::get(config.addr(), b"tool:k"), None);
+    let dir = tempdir::Dir::new("discover");
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!("discover = {endpoint:?}\ndiscover_every_s = 30\n"),
+    )
+    .unwrap();
+    let got = memgroup_ok(&["--config", file.to_str().unwrap(), "get", "tool:k"]);
+    assert_eq!(got, "v");
+    std::fs::write(
+        &file,
+        format!("[[groups]]\nname = \"sg1\"\ndiscover = {endpoint:?}\n"),
+    )
+    .unwrap();
+    let got = memgroup_ok(&["--config", file.to_str().unwrap(), "get", "tool:k"]);
+    assert_eq!(got, "v");
 }

@@ -23,8 +23,8 @@
 //! assert_eq!(config.nodes[1].address(), "c.0002.cache.amazonaws.com:11211");
 //! ```
 
+use core::net::IpAddr;
 use std::fmt;
-use std::net::IpAddr;
 
 /// The item engines before 1.4.14 serve the cluster list under (what
 /// `config get cluster` answers on later ones).

@@ -62,6 +62,11 @@ pub(crate) struct ClientSettings {
     pub(crate) write_wait: WriteWait,
     /// Hedged gets: the library's default; `bench --hedge-ms` sets it.
     pub(crate) hedge: Hedge,
+    /// Groups found at configuration endpoints (`--discover`, or the
+    /// file's `discover`): `(group, endpoint)`.
+    discovery: Vec<(String, String)>,
+    /// How often discovery asks again.
+    discover_every: Option<Duration>,
 }
 
 /// A group's own login and TLS (from the file).
@@ -101,12 +106,12 @@ impl Cluster {
             flags,
             env,
             config.as_ref(),
-            !file.groups.is_empty(),
+            !file.groups.is_empty() || file.discover.is_some(),
             warnings,
         )?
         .ok_or_else(|| {
             usage(format!(
-                "no servers: give --servers, --groups or --config (or {}, {} or {})",
+                "no servers: give --servers, --groups, --discover or --config (or {}, {} or {})",
                 sources::SERVERS_ENV,
                 sources::GROUPS_ENV,
                 sources::CONFIG_ENV
@@ -130,9 +135,34 @@ impl Cluster {
             Servers::List(servers) => file.apply_file_wide(
                 ClusterSpec::parse_server_list(servers).map_err(|e| usage(e.to_string()))?,
             ),
-            Servers::File => file
+            // A file's one discovered group: no servers until it connects.
+            Servers::File | Servers::Discover(_) => file
                 .spec()
-                .expect("a server source only when it has groups"),
+                .unwrap_or_else(|| file.apply_file_wide(ClusterSpec::default())),
+        };
+        let discovery: Vec<(String, String)> = match &source.servers {
+            Servers::Discover(endpoint) => {
+                vec![(
+                    memgroup::topology::DEFAULT_GROUP_NAME.to_string(),
+                    endpoint.clone(),
+                )]
+            }
+            Servers::File => file
+                .discover
+                .iter()
+                .map(|e| {
+                    (
+                        memgroup::topology::DEFAULT_GROUP_NAME.to_string(),
+                        e.clone(),
+                    )
+                })
+                .chain(
+                    file.groups
+                        .iter()
+                        .filter_map(|g| Some((g.name.clone(), g.discover.clone()?))),
+                )
+                .collect(),
+            _ => Vec::new(),
         };
         // The flags are one more layer of the file's shape, over it.
         let layer = ClusterFile {
@@ -246,6 +276,8 @@ impl Cluster {
             merge_gets: !flags.no_merge_gets,
             write_wait: WriteWait::AllGroups,
             hedge: Hedge::default(),
+            discovery,
+            discover_every: file.discover_every,
         };
         let origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
         Ok(Cluster {
@@ -385,7 +417,23 @@ impl ClientSettings {
             }
         }
         builder = self.limits.apply(builder).merge_gets(self.merge_gets);
-        let client = builder.build().map_err(|e| usage(format!("{e}")))?;
+        let client = if self.discovery.is_empty() {
+            builder.build().map_err(|e| usage(format!("{e}")))?
+        } else {
+            // Discovery asks the endpoints as the client connects: the
+            // tool's commands are synchronous up to here, on a
+            // multi-threaded runtime.
+            for (group, endpoint) in &self.discovery {
+                builder = builder.group_discover(group, endpoint);
+            }
+            if let Some(every) = self.discover_every {
+                builder = builder.discover_every(every);
+            }
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(builder.connect())
+            })
+            .map_err(Failure::from)?
+        };
         OPEN.lock().push(client.clone());
         Ok(client)
     }

@@ -72,6 +72,11 @@ pub(crate) struct ClusterFlags {
     /// (Or MEMGROUP_GROUPS.)
     #[arg(long, global = true)]
     pub(crate) groups: Option<String>,
+    /// One group found at a configuration endpoint (ElastiCache, Memorystore):
+    /// `host:port`, asked `config get cluster` (or the legacy item
+    /// `AmazonElastiCache:cluster`). Ranks as --servers.
+    #[arg(long, global = true, value_name = "HOST:PORT")]
+    pub(crate) discover: Option<String>,
     /// A TOML file describing groups, zones, weights, hashing and timeouts.
     /// (Or MEMGROUP_CONFIG.) For the server list it ranks as a flag: with
     /// --servers or --groups too, that is two server sources (an error).

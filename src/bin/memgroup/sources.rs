@@ -39,6 +39,8 @@ pub(crate) enum Servers {
     Groups(String),
     /// The cluster file's groups.
     File,
+    /// One group found at a configuration endpoint (`--discover`).
+    Discover(String),
 }
 
 /// One place the servers can come from.
@@ -117,6 +119,9 @@ pub(crate) fn servers(
     }
     if let Some(groups) = &flags.groups {
         candidates.push(flag("--groups", Servers::Groups(groups.clone())));
+    }
+    if let Some(endpoint) = &flags.discover {
+        candidates.push(flag("--discover", Servers::Discover(endpoint.clone())));
     }
     for (var, make) in [
         (SERVERS_ENV, Servers::List as fn(String) -> Servers),

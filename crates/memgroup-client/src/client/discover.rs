@@ -234,7 +234,12 @@ impl Followed {
 /// Starts following the lists of `discovery` (each group starting from the
 /// version applied in `versions`) on a task that ends with the client: it
 /// holds no strong reference to it between polls.
-pub(crate) fn follow(client: &Client, discovery: Discovery, versions: Vec<u64>) {
+pub(crate) fn follow(
+    client: &Client,
+    discovery: Discovery,
+    versions: Vec<u64>,
+    settings: ConnSettings,
+) {
     let weak: Weak<Inner> = Arc::downgrade(&client.inner);
     let (timeout, values) = (client.timeout, client.values);
     let mut followed: Vec<Followed> = discovery
@@ -259,15 +264,14 @@ pub(crate) fn follow(client: &Client, discovery: Discovery, versions: Vec<u64>) 
                 values,
             };
             for f in &mut followed {
-                poll(&client, f).await;
+                poll(&client, &settings, f).await;
             }
         }
     });
 }
 
 /// One poll of one group's endpoint.
-async fn poll(client: &Client, f: &mut Followed) {
-    let settings = client.inner.pool.conn_settings();
+async fn poll(client: &Client, settings: &ConnSettings, f: &mut Followed) {
     let outcome = match fetch(&f.endpoint, settings, discovery_timeout(client.timeout)).await {
         Ok(config) => match f.accepts(config.version) {
             Ok(true) => with_nodes(

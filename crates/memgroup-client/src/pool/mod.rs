@@ -258,12 +258,6 @@ impl Pool {
         }
     }
 
-    /// How the cluster's connections are opened (its TLS and login, before
-    /// any group's own).
-    pub(crate) fn conn_settings(&self) -> &ConnSettings {
-        &self.settings
-    }
-
     /// Where events go.
     pub(crate) fn events(&self) -> &Events {
         &self.events

@@ -1,0 +1,107 @@
+//! Building a client that connects now, and the cluster discovery that
+//! happens then ([`crate::discover`]).
+
+use std::time::Duration;
+
+use super::ClientBuilder;
+use crate::client::Client;
+use crate::conn::ConnSettings;
+use crate::error::{Error, ErrorKind};
+use crate::events::Event;
+
+impl ClientBuilder {
+    /// The cluster's one group is found at a configuration endpoint
+    /// (`host:port` of ElastiCache's configuration endpoint or
+    /// Memorystore's discovery endpoint), and followed as it changes. With
+    /// [`ClientBuilder::servers`] too, those are the fallback when the
+    /// endpoint cannot be asked at start. Discovery runs in
+    /// [`ClientBuilder::connect`]; see [`crate::discover`] for
+    /// versions, node names and precedence.
+    pub fn discover(self, endpoint: &str) -> Self {
+        self.group_discover(memgroup_topology::DEFAULT_GROUP_NAME, endpoint)
+    }
+
+    /// Group `group`'s servers are found at `endpoint` (a cluster of
+    /// several groups: one endpoint per group, e.g. per zone). The group's
+    /// settings (zone, hashing, pool size) come from the cluster
+    /// description; its servers there, if any, are the fallback at start.
+    pub fn group_discover(mut self, group: &str, endpoint: &str) -> Self {
+        self.discovery.groups.retain(|(g, _)| g != group);
+        self.discovery
+            .groups
+            .push((group.to_string(), endpoint.trim().to_string()));
+        self
+    }
+
+    /// How often discovery asks its endpoints again (default
+    /// [`DEFAULT_DISCOVER_EVERY`](crate::DEFAULT_DISCOVER_EVERY), 60 s).
+    pub fn discover_every(mut self, every: Duration) -> Self {
+        self.discovery.every = every;
+        self
+    }
+
+    /// Builds the client and opens every connection now, failing if no
+    /// server at all can be reached. With discovery
+    /// ([`ClientBuilder::discover`]) it first asks each endpoint for its
+    /// group's servers, and then follows the lists on a task of the client.
+    pub async fn connect(mut self) -> Result<Client, Error> {
+        use crate::client::discover;
+        let discovery = std::mem::take(&mut self.discovery);
+        let mut versions = Vec::with_capacity(discovery.groups.len());
+        let mut failures = Vec::new();
+        let settings = self.conn_settings()?;
+        if !discovery.groups.is_empty() {
+            let timeout = discover::discovery_timeout(self.op_timeout);
+            for (group, endpoint) in &discovery.groups {
+                let fallback = self
+                    .spec
+                    .groups
+                    .iter()
+                    .any(|g| g.name == *group && !g.servers.is_empty());
+                match discover::fetch(endpoint, &settings, timeout).await {
+                    Ok(config) => {
+                        self.spec =
+                            discover::with_nodes(std::mem::take(&mut self.spec), group, &config)?;
+                        versions.push(config.version);
+                    }
+                    Err(error) if fallback => {
+                        versions.push(0);
+                        failures.push((group.clone(), endpoint.clone(), error));
+                    }
+                    Err(error) => {
+                        return Err(Error::new(
+                            ErrorKind::Config,
+                            format!("group {group}: no servers: discovery at {endpoint} failed"),
+                        )
+                        .with_source(error));
+                    }
+                }
+            }
+        }
+        let client = self.build_now()?;
+        for (group, endpoint, error) in failures {
+            client.inner.pool.events().emit(|| Event::DiscoveryFailed {
+                group,
+                endpoint,
+                error,
+            });
+        }
+        client.connect_all().await?;
+        if !discovery.groups.is_empty() {
+            discover::follow(&client, discovery, versions, settings);
+        }
+        Ok(client)
+    }
+
+    /// The cluster's connection settings, TLS ready (what `build` gives
+    /// the pool).
+    fn conn_settings(&self) -> Result<ConnSettings, Error> {
+        #[allow(unused_mut)]
+        let mut conn = self.conn.clone();
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            conn.tls = Some(tls.connector()?);
+        }
+        Ok(conn)
+    }
+}
