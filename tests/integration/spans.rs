@@ -65,13 +65,31 @@ fn capture() -> &'static Capture {
     static CAPTURE: OnceLock<Capture> = OnceLock::new();
     CAPTURE.get_or_init(|| {
         let capture = Capture::default();
+        // Beside it, OpenTelemetry's layer exporting to memory: what a
+        // service's collector would receive (see `the_exported_spans…`).
+        use opentelemetry::trace::TracerProvider as _;
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+            .with_simple_exporter(exported().clone())
+            .build();
+        let tracer = provider.tracer("memgroup-tests");
+        let _ = PROVIDER.set(provider);
         tracing::subscriber::set_global_default(
-            tracing_subscriber::registry().with(capture.clone()),
+            tracing_subscriber::registry()
+                .with(capture.clone())
+                .with(tracing_opentelemetry::layer().with_tracer(tracer)),
         )
         .expect("no other global subscriber in the test binary");
         capture
     })
 }
+
+/// The spans OpenTelemetry exported, from every test's thread.
+fn exported() -> &'static opentelemetry_sdk::trace::InMemorySpanExporter {
+    static EXPORTER: OnceLock<opentelemetry_sdk::trace::InMemorySpanExporter> = OnceLock::new();
+    EXPORTER.get_or_init(Default::default)
+}
+
+static PROVIDER: OnceLock<opentelemetry_sdk::trace::SdkTracerProvider> = OnceLock::new();
 
 impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
@@ -262,4 +280,113 @@ async fn a_malformed_reply_is_a_warning_naming_the_server() {
             && field(e, "error").contains(&addr)
     });
     assert!(warned, "{events:#?}");
+}
+
+/// What a service's OpenTelemetry collector receives (tracing-opentelemetry
+/// over these spans): the operation is the CLIENT span, named by its
+/// `db.operation.name`, with `db.system.name`; its requests are children
+/// carrying `server.address` and `server.port`; a failure has `error.type`;
+/// the batch write's name and size follow the batch rule, and a multi-key
+/// `get` is no batch.
+#[tokio::test(flavor = "current_thread")]
+async fn the_exported_spans_follow_the_database_conventions() {
+    use opentelemetry::trace::SpanKind;
+    use opentelemetry::{Key, Value};
+    let (mut a, b) = (Memcached::spawn(), Memcached::spawn());
+    capture();
+    let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
+    let client = Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .zone("sg1")
+        .write_wait(memgroup::client::WriteWait::AllGroups)
+        .build()
+        .unwrap();
+    client
+        .set_multi(&[("o1", "1"), ("o2", "2"), ("o3", "3")], 0)
+        .await
+        .unwrap();
+    client.get_multi(&["o1", "o2"]).await.unwrap();
+    a.kill();
+    let lone = Client::builder()
+        .servers(&a.addr_string())
+        .unwrap()
+        .build()
+        .unwrap();
+    assert!(lone.get("o1").await.is_err());
+    let ports = [a.addr().port(), b.addr().port()].map(|p| Value::I64(i64::from(p)));
+    let spans = exported().get_finished_spans().unwrap();
+    let attr = |s: &opentelemetry_sdk::trace::SpanData, k: &str| {
+        s.attributes
+            .iter()
+            .find(|kv| kv.key == Key::from(k.to_string()))
+            .map(|kv| kv.value.clone())
+    };
+    // This test's requests: those to its servers; their parents, its operations.
+    let requests: Vec<_> = spans
+        .iter()
+        .filter(|s| attr(s, "server.port").is_some_and(|p| ports.contains(&p)))
+        .collect();
+    let parents: Vec<_> = spans
+        .iter()
+        .filter(|s| {
+            requests
+                .iter()
+                .any(|r| r.parent_span_id == s.span_context.span_id())
+        })
+        .collect();
+    let op = |name: &str| {
+        parents.iter().find(|s| s.name == name).unwrap_or_else(|| {
+            panic!(
+                "no {name:?} among {:?}",
+                parents.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        })
+    };
+    let batch = op("BATCH set");
+    assert_eq!(batch.span_kind, SpanKind::Client);
+    assert_eq!(
+        attr(batch, "db.system.name"),
+        Some(Value::from("memcached"))
+    );
+    assert_eq!(
+        attr(batch, "db.operation.name"),
+        Some(Value::from("BATCH set"))
+    );
+    assert_eq!(attr(batch, "db.operation.batch.size"), Some(Value::I64(3)));
+    let get = op("get");
+    assert_eq!(get.span_kind, SpanKind::Client);
+    assert_eq!(
+        attr(get, "db.operation.batch.size"),
+        None,
+        "a multi-key get is no batch"
+    );
+    let failed = parents
+        .iter()
+        .find(|s| s.name == "get" && attr(s, "error.type").is_some())
+        .expect("the failed get");
+    let kind = attr(failed, "error.type").unwrap().as_str().into_owned();
+    assert!(
+        memgroup::client::ErrorKind::ALL
+            .iter()
+            .any(|k| k.name() == kind),
+        "error.type {kind:?} is an error kind's name"
+    );
+    for r in &requests {
+        assert_eq!(attr(r, "server.address"), Some(Value::from("127.0.0.1")));
+        assert!(attr(r, "group").is_some() && attr(r, "attempt").is_some());
+        assert_ne!(
+            r.span_kind,
+            SpanKind::Client,
+            "one CLIENT span per operation"
+        );
+    }
+    // The batch wrote each group: a request per group under it.
+    let under_batch = requests
+        .iter()
+        .filter(|r| r.parent_span_id == batch.span_context.span_id())
+        .count();
+    assert_eq!(under_batch, 2);
+    let names: Vec<_> = parents.iter().map(|s| s.name.to_string()).collect();
+    eprintln!("exported operation spans: {names:?}");
 }

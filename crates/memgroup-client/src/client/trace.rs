@@ -5,6 +5,21 @@
 //! error's kind). The key is recorded only when the user opts in
 //! ([`ClientBuilder::trace_keys`](crate::ClientBuilder::trace_keys)).
 //!
+//! The spans follow OpenTelemetry's database client conventions, in the
+//! field names `tracing-opentelemetry` exports as attributes:
+//! - the operation span is the CLIENT span (`otel.kind = "client"`), named
+//!   by its `db.operation.name` (`otel.name`; memcached has no collection or
+//!   namespace, and the operation may span servers): the memcached command
+//!   (`get`, `set`, `incr`, …; a multi-key `get` is `get`, one command with
+//!   many keys being no batch), or `BATCH set` / `BATCH delete` with
+//!   `db.operation.batch.size` for the batch writes of two keys or more. It
+//!   carries `db.system.name = "memcached"` and, when it failed,
+//!   `error.type` (the [`ErrorKind`](crate::ErrorKind) name). It covers the
+//!   retries, failovers and fallbacks inside it.
+//! - each request span is its child, with `server.address` and
+//!   `server.port` (a replicated write has one per group), `error.type` when
+//!   it failed, and memgroup's own `group`, `attempt`, `command`, `outcome`.
+//!
 //! Without the feature every function here is an identity the compiler
 //! removes: no cost.
 
@@ -110,14 +125,21 @@ pub(crate) fn request_span(
     attempt: Attempt,
 ) -> Span {
     #[cfg(feature = "tracing")]
-    return tracing::debug_span!(
-        "memcached.request",
-        command,
-        group,
-        server,
-        attempt = attempt.name(),
-        outcome = tracing::field::Empty,
-    );
+    return {
+        let (address, port) = address_and_port(server);
+        tracing::debug_span!(
+            "memcached.request",
+            command,
+            group,
+            server,
+            server.address = address,
+            // Every server name has a port; numbers export as numbers.
+            server.port = i64::from(port.unwrap_or(0)),
+            attempt = attempt.name(),
+            outcome = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        )
+    };
     #[cfg(not(feature = "tracing"))]
     Span
 }
@@ -129,6 +151,22 @@ pub(crate) fn request_done(span: &Span, result: &Result<Option<Response>, Error>
     #[cfg(feature = "tracing")]
     if !span.is_disabled() {
         span.record("outcome", reply_outcome(result));
+        if let Err(e) = result {
+            span.record("error.type", e.kind().name());
+        }
+    }
+}
+
+/// `host:port` as OpenTelemetry's `server.address` and `server.port`
+/// (an IPv6 literal without its brackets).
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+fn address_and_port(server: &str) -> (&str, Option<u16>) {
+    match server.rsplit_once(':') {
+        Some((host, port)) => (
+            host.trim_start_matches('[').trim_end_matches(']'),
+            port.parse().ok(),
+        ),
+        None => (server, None),
     }
 }
 
@@ -137,6 +175,13 @@ pub(crate) trait Outcome {
     /// A word: `hit`, `miss`, `stored`, an error kind, ….
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     fn outcome(&self) -> &'static str;
+
+    /// The kind of the error the operation failed with (`error.type`), if
+    /// it failed.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    fn error_type(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 impl<U> Outcome for Result<(crate::WriteOutcome, U), Error> {
@@ -146,6 +191,10 @@ impl<U> Outcome for Result<(crate::WriteOutcome, U), Error> {
             Ok(_) => "not_applied",
             Err(e) => e.kind().name(),
         }
+    }
+
+    fn error_type(&self) -> Option<&'static str> {
+        self.as_ref().err().map(|e| e.kind().name())
     }
 }
 
@@ -164,6 +213,14 @@ impl Outcome for crate::MultiGet {
             Some((_, e)) => e.kind().name(),
         }
     }
+
+    fn error_type(&self) -> Option<&'static str> {
+        // Failed only if no key got an answer.
+        match self.errors().next() {
+            Some((_, e)) if self.errors().count() == self.iter().count() => Some(e.kind().name()),
+            _ => None,
+        }
+    }
 }
 
 impl<T> Outcome for Result<Option<T>, Error> {
@@ -174,6 +231,10 @@ impl<T> Outcome for Result<Option<T>, Error> {
             Err(e) => e.kind().name(),
         }
     }
+
+    fn error_type(&self) -> Option<&'static str> {
+        self.as_ref().err().map(|e| e.kind().name())
+    }
 }
 
 /// The span of one operation, with the key if the client was told to
@@ -181,14 +242,61 @@ impl<T> Outcome for Result<Option<T>, Error> {
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 #[inline(always)]
 pub(crate) fn operation_span(client: &Client, name: &'static str, key: Option<&[u8]>) -> Span {
+    let operation = match name {
+        "get_multi" => "get",
+        // A batch of one is no batch: its command.
+        "set_multi" => "set",
+        "delete_multi" => "delete",
+        name => name,
+    };
+    named_span(client, name, operation, key, None)
+}
+
+/// The span of a batch write of `size` keys (`set_multi`,
+/// `delete_multi`): `BATCH <command>` with its size from two keys on.
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+#[inline(always)]
+pub(crate) fn batch_span(client: &Client, name: &'static str, size: usize) -> Span {
+    if size < 2 {
+        return operation_span(client, name, None);
+    }
+    let operation = match name {
+        "set_multi" => "BATCH set",
+        "delete_multi" => "BATCH delete",
+        _ => "BATCH",
+    };
+    named_span(client, name, operation, None, Some(size))
+}
+
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+#[inline(always)]
+fn named_span(
+    client: &Client,
+    name: &'static str,
+    operation: &'static str,
+    key: Option<&[u8]>,
+    batch: Option<usize>,
+) -> Span {
     #[cfg(feature = "tracing")]
     {
         let span = tracing::info_span!(
             "memgroup",
+            otel.name = operation,
+            otel.kind = "client",
+            db.system.name = "memcached",
+            db.operation.name = operation,
+            db.operation.batch.size = tracing::field::Empty,
+            error.type = tracing::field::Empty,
             op = name,
             key = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
+        if let (Some(size), false) = (batch, span.is_disabled()) {
+            span.record(
+                "db.operation.batch.size",
+                i64::try_from(size).unwrap_or(i64::MAX),
+            );
+        }
         if client.inner.trace_keys && !span.is_disabled() {
             if let Some(key) = key {
                 span.record("key", String::from_utf8_lossy(key).as_ref());
@@ -207,5 +315,8 @@ pub(crate) fn operation_done(span: &Span, result: &impl Outcome) {
     #[cfg(feature = "tracing")]
     if !span.is_disabled() {
         span.record("outcome", result.outcome());
+        if let Some(kind) = result.error_type() {
+            span.record("error.type", kind);
+        }
     }
 }

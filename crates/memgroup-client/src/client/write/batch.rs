@@ -172,7 +172,7 @@ impl Client {
         if self.inner.migration.is_some() || wires.iter().any(|w| w.long.is_some()) {
             return self.one_by_one(given, values, kind).await;
         }
-        let span = trace::operation_span(self, kind.command(), None);
+        let span = trace::batch_span(self, kind.command(), given.len());
         // Numbered as they start, and counted in flight until their
         // outcomes are in.
         let (numbers, _writing): (Vec<u64>, Vec<_>) = wires
