@@ -23,6 +23,7 @@ mod proto;
 mod readrepair;
 mod repairs;
 mod replicas;
+mod serdevalues;
 mod soak;
 mod spans;
 mod status;

@@ -149,6 +149,8 @@ pub use client::{
     LOWER_AGREEING, MigrationStatus, MultiWrite, NearCache, NearStatus, Probe, RepairStatus,
     ServerState, ServerStatus, Status, Watcher,
 };
+#[cfg(feature = "serde")]
+pub use client::{SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS, SerdeCodec};
 pub use conn::Credentials;
 #[cfg(feature = "tls")]
 pub use conn::tls::TlsConfig;

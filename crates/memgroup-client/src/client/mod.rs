@@ -24,6 +24,8 @@ mod migrate;
 pub(crate) mod near;
 mod read;
 pub(crate) mod repair;
+#[cfg(feature = "serde")]
+mod serde;
 mod status;
 pub(crate) mod trace;
 mod typed;
@@ -31,6 +33,8 @@ mod url;
 mod watch;
 mod write;
 
+#[cfg(feature = "serde")]
+pub use self::serde::{SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS, SerdeCodec};
 pub use admin::Probe;
 pub use builder::ClientBuilder;
 pub use discover::{DEFAULT_DISCOVER_EVERY, LOWER_AGREEING};
