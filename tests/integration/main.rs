@@ -17,6 +17,7 @@ mod interop;
 mod longkeys;
 mod membership;
 mod meta;
+mod metrics;
 mod migrate;
 mod near;
 mod proto;

@@ -178,6 +178,12 @@ impl Events {
 
     /// Delivers `event` (built only when someone listens).
     pub(crate) fn emit(&self, event: impl FnOnce() -> Event) {
+        #[cfg(feature = "metrics")]
+        let event = {
+            let event = event();
+            crate::metrics::event(&event);
+            move || event
+        };
         #[cfg(feature = "tracing")]
         let event = {
             let event = event();

@@ -132,6 +132,7 @@ mod events;
 mod item;
 mod join;
 mod longkey;
+pub mod metrics;
 mod options;
 pub mod value;
 // One connection: its state machine, merging, transport, TLS, login.

@@ -207,6 +207,7 @@ impl Client {
             return vec![(first, self.exec(snap, first, &request, attempt).await)];
         };
         hedging.hedged.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::hedge();
         // The first request still goes out (its timeout counts towards
         // marking the server down), owning what it uses so it can run on.
         let mut primary = self.owned_get(snap, key, first, attempt);

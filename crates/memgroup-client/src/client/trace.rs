@@ -241,7 +241,7 @@ impl<T> Outcome for Result<Option<T>, Error> {
 /// record keys.
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 #[inline(always)]
-pub(crate) fn operation_span(client: &Client, name: &'static str, key: Option<&[u8]>) -> Span {
+pub(crate) fn operation_span(client: &Client, name: &'static str, key: Option<&[u8]>) -> Op {
     let operation = match name {
         "get_multi" => "get",
         // A batch of one is no batch: its command.
@@ -252,11 +252,27 @@ pub(crate) fn operation_span(client: &Client, name: &'static str, key: Option<&[
     named_span(client, name, operation, key, None)
 }
 
+/// An operation's span, and when it started (for its duration metric,
+/// feature `metrics`). Derefs to its span.
+pub(crate) struct Op {
+    span: Span,
+    started: crate::metrics::Started,
+    operation: &'static str,
+}
+
+impl std::ops::Deref for Op {
+    type Target = Span;
+
+    fn deref(&self) -> &Span {
+        &self.span
+    }
+}
+
 /// The span of a batch write of `size` keys (`set_multi`,
 /// `delete_multi`): `BATCH <command>` with its size from two keys on.
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 #[inline(always)]
-pub(crate) fn batch_span(client: &Client, name: &'static str, size: usize) -> Span {
+pub(crate) fn batch_span(client: &Client, name: &'static str, size: usize) -> Op {
     if size < 2 {
         return operation_span(client, name, None);
     }
@@ -271,6 +287,22 @@ pub(crate) fn batch_span(client: &Client, name: &'static str, size: usize) -> Sp
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 #[inline(always)]
 fn named_span(
+    client: &Client,
+    name: &'static str,
+    operation: &'static str,
+    key: Option<&[u8]>,
+    batch: Option<usize>,
+) -> Op {
+    Op {
+        span: span_of(client, name, operation, key, batch),
+        started: crate::metrics::start(),
+        operation,
+    }
+}
+
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+#[inline(always)]
+fn span_of(
     client: &Client,
     name: &'static str,
     operation: &'static str,
@@ -311,9 +343,11 @@ fn named_span(
 /// Records an operation's outcome in its span.
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 #[inline(always)]
-pub(crate) fn operation_done(span: &Span, result: &impl Outcome) {
+pub(crate) fn operation_done(op: &Op, result: &impl Outcome) {
+    crate::metrics::operation(op.started, op.operation, result.error_type());
     #[cfg(feature = "tracing")]
-    if !span.is_disabled() {
+    if !op.span.is_disabled() {
+        let span = &op.span;
         span.record("outcome", result.outcome());
         if let Some(kind) = result.error_type() {
             span.record("error.type", kind);

@@ -86,5 +86,6 @@ pub(crate) async fn open(server: &str, settings: &ConnSettings) -> Result<Stream
     if let Some(credentials) = &settings.credentials {
         authenticate(&mut stream, credentials, server, settings.connect_timeout).await?;
     }
+    crate::metrics::connection_opened(server);
     Ok(stream)
 }

@@ -1,0 +1,175 @@
+//! Metrics (feature `metrics`), through the `metrics` facade: whatever
+//! exporter the service installs (Prometheus, OpenTelemetry, StatsD)
+//! receives them; with none installed each record is a no-op call, and
+//! without the feature every function here is empty.
+//!
+//! | name | kind | labels |
+//! |---|---|---|
+//! | `db.client.operation.duration` | histogram, seconds | `db.system.name` (`memcached`), `db.operation.name`, `error.type` when it failed |
+//! | `memgroup.client.requests` | counter | `server.address`, `server.port`, `error.type` when it failed |
+//! | `memgroup.client.connections.opened` | counter | `server.address`, `server.port` |
+//! | `memgroup.client.fallbacks` | counter | — reads served by another group |
+//! | `memgroup.client.hedges` | counter | — hedged reads sent |
+//! | `memgroup.client.servers_down` | counter | `server.address`, `server.port` |
+//! | `memgroup.client.policy_misses` | counter | `db.operation.name` |
+//! | `memgroup.client.repairs_dropped` | counter | — |
+//! | `memgroup.client.discovery.version` | gauge | `group` |
+//! | `memgroup.client.discovery.failures` | counter | `group` |
+//!
+//! The labels are bounded: operation names are memcached's commands, error
+//! types the [`ErrorKind`](crate::ErrorKind) names, servers those of the
+//! cluster; keys are never labels. The operation histogram has no server
+//! label: one operation may touch several (a replicated write, a fallback
+//! read); the per-request counter has it.
+//!
+//! Exporters choose the histogram's buckets. OpenTelemetry advises, for
+//! `db.client.operation.duration`, the boundaries (seconds)
+//! `[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10]`; memcached answers in
+//! tens to hundreds of microseconds, so finer low buckets (from 0.0001) show
+//! more — e.g. `metrics-exporter-prometheus`'s `set_buckets_for_metric`.
+
+#[cfg(feature = "metrics")]
+use std::time::Instant;
+
+/// When an operation started (nothing without the feature).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Started(#[cfg(feature = "metrics")] Instant);
+
+/// Now, for an operation's duration.
+#[inline(always)]
+pub(crate) fn start() -> Started {
+    Started(
+        #[cfg(feature = "metrics")]
+        Instant::now(),
+    )
+}
+
+/// An operation ended.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline(always)]
+pub(crate) fn operation(started: Started, operation: &'static str, error: Option<&'static str>) {
+    #[cfg(feature = "metrics")]
+    {
+        let seconds = started.0.elapsed().as_secs_f64();
+        match error {
+            None => metrics::histogram!(
+                "db.client.operation.duration",
+                "db.system.name" => "memcached",
+                "db.operation.name" => operation,
+            )
+            .record(seconds),
+            Some(kind) => metrics::histogram!(
+                "db.client.operation.duration",
+                "db.system.name" => "memcached",
+                "db.operation.name" => operation,
+                "error.type" => kind,
+            )
+            .record(seconds),
+        }
+    }
+}
+
+/// `host:port` split for the `server.address` and `server.port` labels.
+#[cfg(feature = "metrics")]
+fn server_labels(server: &str) -> (String, String) {
+    match server.rsplit_once(':') {
+        Some((host, port)) => (
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port.to_string(),
+        ),
+        None => (server.to_string(), String::new()),
+    }
+}
+
+/// A request to `server` ended (with the error's kind if it failed).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline(always)]
+pub(crate) fn request(server: &str, error: Option<&'static str>) {
+    #[cfg(feature = "metrics")]
+    {
+        let (address, port) = server_labels(server);
+        match error {
+            None => metrics::counter!(
+                "memgroup.client.requests",
+                "server.address" => address,
+                "server.port" => port,
+            )
+            .increment(1),
+            Some(kind) => metrics::counter!(
+                "memgroup.client.requests",
+                "server.address" => address,
+                "server.port" => port,
+                "error.type" => kind,
+            )
+            .increment(1),
+        }
+    }
+}
+
+/// A connection to `server` opened.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline(always)]
+pub(crate) fn connection_opened(server: &str) {
+    #[cfg(feature = "metrics")]
+    {
+        let (address, port) = server_labels(server);
+        metrics::counter!(
+            "memgroup.client.connections.opened",
+            "server.address" => address,
+            "server.port" => port,
+        )
+        .increment(1);
+    }
+}
+
+/// `n` reads were served by a fallback group.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline(always)]
+pub(crate) fn fallbacks(n: u64) {
+    #[cfg(feature = "metrics")]
+    if n > 0 {
+        metrics::counter!("memgroup.client.fallbacks").increment(n);
+    }
+}
+
+/// A hedged read was sent.
+#[inline(always)]
+pub(crate) fn hedge() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("memgroup.client.hedges").increment(1);
+}
+
+/// The metrics an event stands for.
+#[cfg(feature = "metrics")]
+pub(crate) fn event(event: &crate::Event) {
+    match event {
+        crate::Event::ServerDown { server, .. } => {
+            let (address, port) = server_labels(server);
+            metrics::counter!(
+                "memgroup.client.servers_down",
+                "server.address" => address,
+                "server.port" => port,
+            )
+            .increment(1);
+        }
+        crate::Event::PolicyMissed { command, .. } => {
+            metrics::counter!("memgroup.client.policy_misses", "db.operation.name" => *command)
+                .increment(1);
+        }
+        crate::Event::RepairsDropped { .. } => {
+            metrics::counter!("memgroup.client.repairs_dropped").increment(1);
+        }
+        crate::Event::Discovered { group, version, .. } => {
+            #[allow(clippy::cast_precision_loss)]
+            metrics::gauge!("memgroup.client.discovery.version", "group" => group.clone())
+                .set(*version as f64);
+        }
+        crate::Event::DiscoveryFailed { group, .. } => {
+            metrics::counter!("memgroup.client.discovery.failures", "group" => group.clone())
+                .increment(1);
+        }
+        _ => {}
+    }
+}
