@@ -111,7 +111,10 @@ async fn operations_requests_and_fallbacks_are_recorded_by_the_convention() {
         "memgroup.client.requests",
         &labels(&[("server.address", "127.0.0.1"), ("server.port", &port)]),
     );
-    assert!(matches!(to_b, DebugValue::Counter(n) if *n >= 2), "{to_b:?}");
+    assert!(
+        matches!(to_b, DebugValue::Counter(n) if *n >= 2),
+        "{to_b:?}"
+    );
     let opened = find(
         "memgroup.client.connections.opened",
         &labels(&[("server.address", "127.0.0.1"), ("server.port", &port)]),
