@@ -20,6 +20,7 @@ const CLIENT_ROOMS: &[(&str, u32)] = &[
     ("longkey", 1),
     ("options", 1),
     ("value", 2),
+    ("metrics", 2),
     ("conn", 3),
     ("pool", 4),
     ("client", 5),

@@ -179,7 +179,6 @@ impl ServerCounters {
     /// Keys read from this server: `hits` found (`fallbacks` of them in a
     /// group other than the first tried), `misses` not.
     pub(crate) fn reads(&self, hits: u64, misses: u64, fallbacks: u64) {
-        crate::metrics::fallbacks(fallbacks);
         let shard = self.shard();
         if hits > 0 {
             shard.hits.fetch_add(hits, Relaxed);

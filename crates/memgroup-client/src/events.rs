@@ -181,7 +181,7 @@ impl Events {
         #[cfg(feature = "metrics")]
         let event = {
             let event = event();
-            crate::metrics::event(&event);
+            record(&event);
             move || event
         };
         #[cfg(feature = "tracing")]
@@ -257,5 +257,43 @@ fn log(event: &Event) {
             removed = %removed.join(","),
             "topology changed"
         ),
+    }
+}
+
+/// The metrics an event stands for ([`crate::metrics`]).
+#[cfg(feature = "metrics")]
+fn record(event: &Event) {
+    match event {
+        Event::ServerDown { server, .. } => {
+            let (address, port) = server.rsplit_once(':').unwrap_or((server, ""));
+            let address = address
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+            let port = port.to_string();
+            ::metrics::counter!(
+                "memgroup.client.servers_down",
+                "server.address" => address,
+                "server.port" => port,
+            )
+            .increment(1);
+        }
+        Event::PolicyMissed { command, .. } => {
+            ::metrics::counter!("memgroup.client.policy_misses", "db.operation.name" => *command)
+                .increment(1);
+        }
+        Event::RepairsDropped { .. } => {
+            ::metrics::counter!("memgroup.client.repairs_dropped").increment(1);
+        }
+        Event::Discovered { group, version, .. } => {
+            #[allow(clippy::cast_precision_loss)]
+            ::metrics::gauge!("memgroup.client.discovery.version", "group" => group.clone())
+                .set(*version as f64);
+        }
+        Event::DiscoveryFailed { group, .. } => {
+            ::metrics::counter!("memgroup.client.discovery.failures", "group" => group.clone())
+                .increment(1);
+        }
+        _ => {}
     }
 }

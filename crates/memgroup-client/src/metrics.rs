@@ -40,7 +40,7 @@ pub(crate) struct Started(#[cfg(feature = "metrics")] Instant);
 pub(crate) fn start() -> Started {
     Started(
         #[cfg(feature = "metrics")]
-        Instant::now(),
+        crate::clock::now(),
     )
 }
 
@@ -52,13 +52,13 @@ pub(crate) fn operation(started: Started, operation: &'static str, error: Option
     {
         let seconds = started.0.elapsed().as_secs_f64();
         match error {
-            None => metrics::histogram!(
+            None => ::metrics::histogram!(
                 "db.client.operation.duration",
                 "db.system.name" => "memcached",
                 "db.operation.name" => operation,
             )
             .record(seconds),
-            Some(kind) => metrics::histogram!(
+            Some(kind) => ::metrics::histogram!(
                 "db.client.operation.duration",
                 "db.system.name" => "memcached",
                 "db.operation.name" => operation,
@@ -91,13 +91,13 @@ pub(crate) fn request(server: &str, error: Option<&'static str>) {
     {
         let (address, port) = server_labels(server);
         match error {
-            None => metrics::counter!(
+            None => ::metrics::counter!(
                 "memgroup.client.requests",
                 "server.address" => address,
                 "server.port" => port,
             )
             .increment(1),
-            Some(kind) => metrics::counter!(
+            Some(kind) => ::metrics::counter!(
                 "memgroup.client.requests",
                 "server.address" => address,
                 "server.port" => port,
@@ -115,7 +115,7 @@ pub(crate) fn connection_opened(server: &str) {
     #[cfg(feature = "metrics")]
     {
         let (address, port) = server_labels(server);
-        metrics::counter!(
+        ::metrics::counter!(
             "memgroup.client.connections.opened",
             "server.address" => address,
             "server.port" => port,
@@ -130,7 +130,7 @@ pub(crate) fn connection_opened(server: &str) {
 pub(crate) fn fallbacks(n: u64) {
     #[cfg(feature = "metrics")]
     if n > 0 {
-        metrics::counter!("memgroup.client.fallbacks").increment(n);
+        ::metrics::counter!("memgroup.client.fallbacks").increment(n);
     }
 }
 
@@ -138,38 +138,5 @@ pub(crate) fn fallbacks(n: u64) {
 #[inline(always)]
 pub(crate) fn hedge() {
     #[cfg(feature = "metrics")]
-    metrics::counter!("memgroup.client.hedges").increment(1);
-}
-
-/// The metrics an event stands for.
-#[cfg(feature = "metrics")]
-pub(crate) fn event(event: &crate::Event) {
-    match event {
-        crate::Event::ServerDown { server, .. } => {
-            let (address, port) = server_labels(server);
-            metrics::counter!(
-                "memgroup.client.servers_down",
-                "server.address" => address,
-                "server.port" => port,
-            )
-            .increment(1);
-        }
-        crate::Event::PolicyMissed { command, .. } => {
-            metrics::counter!("memgroup.client.policy_misses", "db.operation.name" => *command)
-                .increment(1);
-        }
-        crate::Event::RepairsDropped { .. } => {
-            metrics::counter!("memgroup.client.repairs_dropped").increment(1);
-        }
-        crate::Event::Discovered { group, version, .. } => {
-            #[allow(clippy::cast_precision_loss)]
-            metrics::gauge!("memgroup.client.discovery.version", "group" => group.clone())
-                .set(*version as f64);
-        }
-        crate::Event::DiscoveryFailed { group, .. } => {
-            metrics::counter!("memgroup.client.discovery.failures", "group" => group.clone())
-                .increment(1);
-        }
-        _ => {}
-    }
+    ::metrics::counter!("memgroup.client.hedges").increment(1);
 }

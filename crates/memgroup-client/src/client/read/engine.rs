@@ -318,6 +318,7 @@ fn settle<R: ReadOp>(
         let misses = batch.len() as u64 - hits;
         snap.counters(batch[0].0.server)
             .reads(hits, misses, fallbacks);
+        crate::metrics::fallbacks(fallbacks);
     }
     for &(target, i) in batch {
         match &result {
