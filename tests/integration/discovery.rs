@@ -6,23 +6,13 @@
 //! no failed operation, the removed node running until it drains.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use memgroup::client::{Client, ErrorKind, Event};
 use memgroup::topology::{ClusterSpec, Topology};
 
-use crate::support::{Memcached, fault_peer, raw};
-
-/// Polls `done` every 10 ms for up to 5 s.
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+use crate::support::{Load, Memcached, eventually, fault_peer, raw};
 
 /// A cluster list of `version` naming `nodes`, as the endpoint serves it.
 fn list(version: u64, nodes: &[&Memcached]) -> String {
@@ -130,28 +120,8 @@ async fn a_version_bump_adds_and_removes_a_node_under_load_with_no_failed_operat
         .connect()
         .await
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ops, failures) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let load: Vec<_> = (0..6)
-        .map(|t| {
-            let (client, stop, ops, failures) =
-                (client.clone(), stop.clone(), ops.clone(), failures.clone());
-            tokio::spawn(async move {
-                let mut i = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let key = format!("load:{t}:{}", i % 300);
-                    let ok =
-                        client.set(&key, "v", 0).await.is_ok() && client.get(&key).await.is_ok();
-                    ops.fetch_add(1, Ordering::Relaxed);
-                    if !ok {
-                        failures.fetch_add(1, Ordering::Relaxed);
-                    }
-                    i += 1;
-                }
-            })
-        })
-        .collect();
-    eventually("load", || ops.load(Ordering::Relaxed) > 500).await;
+    let load = Load::start(&client, 6, 300);
+    eventually("load", || load.ops() > 500).await;
     // The same version again changes nothing; garbage is an event.
     *served.lock().unwrap() = None;
     eventually("the failed poll", || {
@@ -168,19 +138,13 @@ async fn a_version_bump_adds_and_removes_a_node_under_load_with_no_failed_operat
     let mut want = vec![b.addr_string(), c.addr_string()];
     want.sort();
     eventually("the new list", || servers_of(&client) == want).await;
-    let during = ops.load(Ordering::Relaxed);
-    eventually("more load on the new list", || {
-        ops.load(Ordering::Relaxed) > during + 2000
-    })
-    .await;
+    let during = load.ops();
+    eventually("more load on the new list", || load.ops() > during + 2000).await;
     // A still runs, but is no longer written to.
     let a_sets = raw::stat(a.addr(), "cmd_set");
-    let after = ops.load(Ordering::Relaxed);
-    eventually("more load", || ops.load(Ordering::Relaxed) > after + 1000).await;
-    stop.store(true, Ordering::Relaxed);
-    for task in load {
-        task.await.unwrap();
-    }
+    let after = load.ops();
+    eventually("more load", || load.ops() > after + 1000).await;
+    let (total, failed) = load.stop().await;
     assert_eq!(
         raw::stat(a.addr(), "cmd_set"),
         a_sets,
@@ -190,10 +154,8 @@ async fn a_version_bump_adds_and_removes_a_node_under_load_with_no_failed_operat
         raw::stat(c.addr(), "cmd_set") > 0,
         "the added node took no write"
     );
-    let total = ops.load(Ordering::Relaxed);
     assert_eq!(
-        failures.load(Ordering::Relaxed),
-        0,
+        failed, 0,
         "operations failed across the change ({total} in all)"
     );
     eprintln!(

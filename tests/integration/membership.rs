@@ -4,23 +4,13 @@
 //! what it was), keys go where the new layout says, and a file that does not
 //! parse is rejected without touching the topology.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use memgroup::client::{Client, Event};
 use memgroup::topology::{ClusterSpec, Topology};
 
-use crate::support::{HeldClock, Memcached, raw, server_list};
-
-/// Polls `done` every 10 ms for up to 5 s.
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+use crate::support::{HeldClock, Load, Memcached, eventually, raw, server_list};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watched_server_list_changes_under_load() {
@@ -46,27 +36,7 @@ async fn a_watched_server_list_changes_under_load() {
         ClusterSpec::parse_server_list(text.trim())
     });
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ops, failures) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let load: Vec<_> = (0..8)
-        .map(|t| {
-            let (client, stop, ops, failures) =
-                (client.clone(), stop.clone(), ops.clone(), failures.clone());
-            tokio::spawn(async move {
-                let mut i = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let key = format!("load:{t}:{}", i % 500);
-                    let ok =
-                        client.set(&key, "v", 0).await.is_ok() && client.get(&key).await.is_ok();
-                    ops.fetch_add(1, Ordering::Relaxed);
-                    if !ok {
-                        failures.fetch_add(1, Ordering::Relaxed);
-                    }
-                    i += 1;
-                }
-            })
-        })
-        .collect();
+    let load = Load::start(&client, 8, 500);
     eventually("the load to reach C", || {
         raw::stat(c.addr(), "curr_connections") > baseline
     })
@@ -100,20 +70,10 @@ async fn a_watched_server_list_changes_under_load() {
             .any(|s| s.to_string() == d.addr_string())
     })
     .await;
-    let before = ops.load(Ordering::Relaxed);
-    eventually("more load on the new layout", || {
-        ops.load(Ordering::Relaxed) > before + 2000
-    })
-    .await;
-    stop.store(true, Ordering::Relaxed);
-    for task in load {
-        task.await.unwrap();
-    }
-    assert_eq!(
-        failures.load(Ordering::Relaxed),
-        0,
-        "operations failed across the change"
-    );
+    let before = load.ops();
+    eventually("more load on the new layout", || load.ops() > before + 2000).await;
+    let (_, failed) = load.stop().await;
+    assert_eq!(failed, 0, "operations failed across the change");
     // C's connections closed once their last requests were done.
     eventually("C's connections to close", || {
         raw::stat(c.addr(), "curr_connections") == baseline

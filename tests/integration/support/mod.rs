@@ -353,3 +353,78 @@ pub fn memgroup_ok(args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// Polls `done` every 10 ms for up to 5 s (real time: the tests that use
+/// it watch real processes and a real polling task).
+pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A running load: `tasks` callers each setting and reading back their
+/// own `keys` keys until stopped, counting operations and failures.
+pub struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ops: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    failures: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    /// Starts the callers.
+    pub fn start(client: &memgroup::client::Client, tasks: usize, keys: u64) -> Load {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ops, failures) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let tasks = (0..tasks)
+            .map(|t| {
+                let (client, stop, ops, failures) =
+                    (client.clone(), stop.clone(), ops.clone(), failures.clone());
+                tokio::spawn(async move {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let key = format!("load:{t}:{}", i % keys);
+                        let ok = client.set(&key, "v", 0).await.is_ok()
+                            && client.get(&key).await.is_ok();
+                        ops.fetch_add(1, Ordering::Relaxed);
+                        if !ok {
+                            failures.fetch_add(1, Ordering::Relaxed);
+                        }
+                        i += 1;
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            ops,
+            failures,
+            tasks,
+        }
+    }
+
+    /// Operations done so far.
+    pub fn ops(&self) -> u64 {
+        self.ops.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops the callers; the operations done and how many failed.
+    pub async fn stop(self) -> (u64, u64) {
+        use std::sync::atomic::Ordering;
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            task.await.unwrap();
+        }
+        (
+            self.ops.load(Ordering::Relaxed),
+            self.failures.load(Ordering::Relaxed),
+        )
+    }
+}
