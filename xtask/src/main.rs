@@ -29,7 +29,10 @@ fn main() -> ExitCode {
             faults::compare_faults()
         }
         Some("compare") if args.get(1).map(String::as_str) == Some("--tracing") => {
-            compare_tracing()
+            compare_feature("tracing", "no subscriber")
+        }
+        Some("compare") if args.get(1).map(String::as_str) == Some("--metrics") => {
+            compare_feature("metrics", "no recorder")
         }
         Some("compare") => compare(),
         Some("fuzz") => fuzz(&args[1..]),
@@ -40,7 +43,7 @@ fn main() -> ExitCode {
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --faults] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | mutants [crate] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --metrics | --faults] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | mutants [crate] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -212,11 +215,12 @@ fn compare() -> Result<()> {
     )
 }
 
-/// The cost of the `tracing` feature with no subscriber: `bench-compare`
-/// built without and with it (two target directories), memgroup's get
-/// throughput at 32 in flight measured in alternating runs (so drift on the
-/// machine hits both alike), best and median of each.
-fn compare_tracing() -> Result<()> {
+/// The cost of an observability feature (`tracing` with no subscriber,
+/// `metrics` with no recorder): `bench-compare` built without and with it
+/// (two target directories), memgroup's get throughput at 32 in flight
+/// measured in alternating runs (so drift on the machine hits both alike),
+/// best and median of each.
+fn compare_feature(feature: &str, unobserved: &str) -> Result<()> {
     ensure_memcached()?;
     const ROUNDS: usize = 6;
     let build = |features: &[&str], target: &str| -> Result<std::path::PathBuf> {
@@ -233,7 +237,10 @@ fn compare_tracing() -> Result<()> {
         Ok(root().join(target).join("release").join("bench-compare"))
     };
     let off = build(&[], "bench-compare/target")?;
-    let on = build(&["--features", "tracing"], "bench-compare/target-tracing")?;
+    let on = build(
+        &["--features", feature],
+        &format!("bench-compare/target-{feature}"),
+    )?;
     let measure = |binary: &std::path::Path| -> Result<(f64, f64)> {
         let out = Command::new(binary)
             .env("COMPARE_ONLY", "32")
@@ -262,17 +269,17 @@ fn compare_tracing() -> Result<()> {
         } else {
             [true, false]
         };
-        for tracing in order {
-            let (binary, into) = if tracing {
+        for enabled in order {
+            let (binary, into) = if enabled {
                 (&on, &mut with)
             } else {
                 (&off, &mut without)
             };
             let result = measure(binary)?;
             eprintln!(
-                "round {}: tracing {}: {:.0} ops/s, {:.2} µs CPU/op",
+                "round {}: {feature} {}: {:.0} ops/s, {:.2} µs CPU/op",
                 round + 1,
-                if tracing { "on" } else { "off" },
+                if enabled { "on" } else { "off" },
                 result.0,
                 result.1
             );
@@ -292,9 +299,9 @@ fn compare_tracing() -> Result<()> {
         "| memgroup get, 32 in flight, pool 1 ({ROUNDS} alternating runs of 3 s) | best ops/s | median ops/s | mean CPU µs/op |"
     );
     println!("|---|---|---|---|");
-    println!("| feature `tracing` off | {off_best:.0} | {off_median:.0} | {off_cpu:.2} |");
+    println!("| feature `{feature}` off | {off_best:.0} | {off_median:.0} | {off_cpu:.2} |");
     println!(
-        "| feature `tracing` on, no subscriber | {on_best:.0} | {on_median:.0} | {on_cpu:.2} |"
+        "| feature `{feature}` on, {unobserved} | {on_best:.0} | {on_median:.0} | {on_cpu:.2} |"
     );
     println!(
         "| on ÷ off | {:.3} | {:.3} | {:.3} |",

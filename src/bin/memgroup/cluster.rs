@@ -136,9 +136,14 @@ impl Cluster {
                 ClusterSpec::parse_server_list(servers).map_err(|e| usage(e.to_string()))?,
             ),
             // A file's one discovered group: no servers until it connects.
-            Servers::File | Servers::Discover(_) => file
-                .spec()
-                .unwrap_or_else(|| file.apply_file_wide(ClusterSpec::default())),
+            // A file's one discovered group: no servers until it connects,
+            // but there, so the hashing and pool settings apply to it.
+            Servers::File | Servers::Discover(_) => file.spec().unwrap_or_else(|| {
+                file.apply_file_wide(ClusterSpec::new([memgroup::topology::GroupSpec::new(
+                    memgroup::topology::DEFAULT_GROUP_NAME,
+                    Vec::new(),
+                )]))
+            }),
         };
         let discovery: Vec<(String, String)> = match &source.servers {
             Servers::Discover(endpoint) => {
@@ -358,7 +363,7 @@ impl Cluster {
 
     /// A client for the cluster (connections open lazily).
     pub(crate) fn client(&self) -> Result<Client, Failure> {
-        self.settings.client(self.spec.clone())
+        self.settings.client_of(self.spec.clone(), true)
     }
 
     /// An old layout (for migration and `route --compare`), read as
@@ -390,8 +395,16 @@ impl Cluster {
 }
 
 impl ClientSettings {
-    /// A client for `spec` with these settings (connections open lazily).
+    /// A client for `spec` with these settings (connections open lazily);
+    /// never discovering (a spec of its own: one server, one group, an old
+    /// layout).
     pub(crate) fn client(&self, spec: ClusterSpec) -> Result<Client, Failure> {
+        self.client_of(spec, false)
+    }
+
+    /// A client for `spec`; with `discover`, the cluster's discovered groups
+    /// are asked for their servers as it connects.
+    fn client_of(&self, spec: ClusterSpec, discover: bool) -> Result<Client, Failure> {
         let mut builder = Client::builder()
             .cluster(spec)
             .timeout(self.timeout)
@@ -417,7 +430,7 @@ impl ClientSettings {
             }
         }
         builder = self.limits.apply(builder).merge_gets(self.merge_gets);
-        let client = if self.discovery.is_empty() {
+        let client = if self.discovery.is_empty() || !discover {
             builder.build().map_err(|e| usage(format!("{e}")))?
         } else {
             // Discovery asks the endpoints as the client connects: the

@@ -88,7 +88,9 @@ pub(crate) async fn fetch(
 ) -> Result<ClusterConfig, Error> {
     let exchange = async {
         let mut stream = conn::open(endpoint, settings).await?;
-        let mut decoder = Decoder::new(settings.limits);
+        // The default limits: the user's value size bound is for their
+        // values, not for the cluster list.
+        let mut decoder = Decoder::default();
         let mut buf = BytesMut::with_capacity(4096);
         let cluster = Key::new(b"cluster").expect("a valid key");
         let data = match call(

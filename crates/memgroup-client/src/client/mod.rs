@@ -402,10 +402,6 @@ impl Client {
         );
         let result = trace::await_in_span!(span, timed);
         trace::request_done(&span, &result);
-        crate::metrics::request(
-            snap.name(target.server),
-            result.as_ref().err().map(|e| e.kind().name()),
-        );
         let store = matches!(request, Request::Store { .. } | Request::MetaSet { .. });
         snap.counters(target.server).request(
             now() - started,

@@ -34,9 +34,10 @@ impl ClientBuilder {
     }
 
     /// How often discovery asks its endpoints again (default
-    /// [`DEFAULT_DISCOVER_EVERY`](crate::DEFAULT_DISCOVER_EVERY), 60 s).
+    /// [`DEFAULT_DISCOVER_EVERY`](crate::DEFAULT_DISCOVER_EVERY), 60 s; at
+    /// least 10 ms, so a zero never makes it spin).
     pub fn discover_every(mut self, every: Duration) -> Self {
-        self.discovery.every = every;
+        self.discovery.every = every.max(Duration::from_millis(10));
         self
     }
 
@@ -49,6 +50,7 @@ impl ClientBuilder {
         let discovery = std::mem::take(&mut self.discovery);
         let mut versions = Vec::with_capacity(discovery.groups.len());
         let mut failures = Vec::new();
+        let mut applied = Vec::new();
         let settings = self.conn_settings()?;
         if !discovery.groups.is_empty() {
             let timeout = discover::discovery_timeout(self.op_timeout);
@@ -58,11 +60,19 @@ impl ClientBuilder {
                     .groups
                     .iter()
                     .any(|g| g.name == *group && !g.servers.is_empty());
-                match discover::fetch(endpoint, &settings, timeout).await {
-                    Ok(config) => {
-                        self.spec =
-                            discover::with_nodes(std::mem::take(&mut self.spec), group, &config)?;
+                // A list that cannot be applied counts as a failed fetch.
+                let fetched = discover::fetch(endpoint, &settings, timeout)
+                    .await
+                    .and_then(|config| {
+                        let spec = discover::with_nodes(self.spec.clone(), group, &config)?;
+                        memgroup_topology::Topology::new(spec.clone())?;
+                        Ok((config, spec))
+                    });
+                match fetched {
+                    Ok((config, spec)) => {
+                        self.spec = spec;
                         versions.push(config.version);
+                        applied.push((group.clone(), config.version, config.nodes.len()));
                     }
                     Err(error) if fallback => {
                         versions.push(0);
@@ -79,6 +89,14 @@ impl ClientBuilder {
             }
         }
         let client = self.build_now()?;
+        for (group, version, servers) in applied {
+            client.inner.pool.events().emit(|| Event::Discovered {
+                group,
+                version,
+                previous: 0,
+                servers,
+            });
+        }
         for (group, endpoint, error) in failures {
             client.inner.pool.events().emit(|| Event::DiscoveryFailed {
                 group,

@@ -66,7 +66,11 @@ impl Client {
         item: Option<Item>,
     ) -> Result<Option<Item>, Error> {
         match item {
-            Some(item) if item.value.is_empty() => Ok((!self.is_stub(key).await?).then_some(item)),
+            // A check that fails leaves the hit as it was read.
+            Some(item) if item.value.is_empty() => match self.is_stub(key).await {
+                Ok(true) => Ok(None),
+                _ => Ok(Some(item)),
+            },
             item => Ok(item),
         }
     }

@@ -262,9 +262,12 @@ impl Client {
     /// A meta set (`ms`) with the given flags, in every group.
     ///
     /// With [`MetaFlag::Base64Key`] the key may be any bytes (a binary key):
-    /// memgroup sends and routes it base64 encoded, as for every meta
-    /// command. A base64 key is a different key from its raw form to every
-    /// client of the fleet.
+    /// memgroup sends it base64 encoded, as for every meta command, and
+    /// memcached stores it under the decoded bytes. memgroup routes it by
+    /// its base64 form, so read and write a binary key through the meta
+    /// commands with the flag: a classic command of the same raw bytes may
+    /// go to another server. (Key sanitizing, where on, applies to the
+    /// base64 form too.)
     pub async fn meta_set(
         &self,
         key: impl AsRef<[u8]>,
