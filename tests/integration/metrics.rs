@@ -7,7 +7,7 @@
 use memgroup::client::Client;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
-use crate::support::Memcached;
+use crate::support::two_zones;
 
 /// Every recorded metric: name, sorted labels, value.
 type Seen = Vec<(String, Vec<(String, String)>, DebugValue)>;
@@ -43,15 +43,7 @@ fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 async fn operations_requests_and_fallbacks_are_recorded_by_the_convention() {
     let recorder = DebuggingRecorder::new();
     let _local = metrics::set_default_local_recorder(&recorder);
-    let (mut a, b) = (Memcached::spawn(), Memcached::spawn());
-    let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
-    let client = Client::builder()
-        .evcache_groups(&groups)
-        .unwrap()
-        .zone("sg1")
-        .write_wait(memgroup::client::WriteWait::AllGroups)
-        .build()
-        .unwrap();
+    let (mut a, b, client) = two_zones(|c| c.write_wait(memgroup::client::WriteWait::AllGroups));
     client.set("k", "v", 0).await.unwrap();
     client.get("k").await.unwrap();
     a.kill();

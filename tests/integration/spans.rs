@@ -292,16 +292,9 @@ async fn a_malformed_reply_is_a_warning_naming_the_server() {
 async fn the_exported_spans_follow_the_database_conventions() {
     use opentelemetry::trace::SpanKind;
     use opentelemetry::{Key, Value};
-    let (mut a, b) = (Memcached::spawn(), Memcached::spawn());
     capture();
-    let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
-    let client = Client::builder()
-        .evcache_groups(&groups)
-        .unwrap()
-        .zone("sg1")
-        .write_wait(memgroup::client::WriteWait::AllGroups)
-        .build()
-        .unwrap();
+    let (mut a, b, client) =
+        crate::support::two_zones(|c| c.write_wait(memgroup::client::WriteWait::AllGroups));
     client
         .set_multi(&[("o1", "1"), ("o2", "2"), ("o3", "3")], 0)
         .await

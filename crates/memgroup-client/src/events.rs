@@ -265,12 +265,11 @@ fn log(event: &Event) {
 fn record(event: &Event) {
     match event {
         Event::ServerDown { server, .. } => {
-            let (address, port) = server.rsplit_once(':').unwrap_or((server, ""));
-            let address = address
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string();
-            let port = port.to_string();
+            let (address, port) = memgroup_topology::ServerAddr::split(server);
+            let (address, port) = (
+                address.to_string(),
+                port.map(|p| p.to_string()).unwrap_or_default(),
+            );
             ::metrics::counter!(
                 "memgroup.client.servers_down",
                 "server.address" => address,

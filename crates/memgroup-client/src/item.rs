@@ -247,6 +247,14 @@ impl MultiGet {
         self.hits().count()
     }
 
+    /// Whether some key hit with a value of zero bytes (a scan of the
+    /// outcomes, one per distinct key: no allocation).
+    pub(crate) fn has_empty_hit(&self) -> bool {
+        self.outcomes
+            .iter()
+            .any(|o| matches!(o, Ok(Some(item)) if item.value.is_empty()))
+    }
+
     /// The distinct keys that got no answer from any group, with why.
     pub fn errors(&self) -> impl Iterator<Item = (&[u8], &Error)> {
         self.distinct()

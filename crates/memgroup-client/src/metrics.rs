@@ -72,18 +72,14 @@ pub(crate) fn operation(started: Started, operation: &'static str, error: Option
     }
 }
 
-/// `host:port` split for the `server.address` and `server.port` labels.
+/// `host:port` as the `server.address` and `server.port` labels.
 #[cfg(feature = "metrics")]
 fn server_labels(server: &str) -> (String, String) {
-    match server.rsplit_once(':') {
-        Some((host, port)) => (
-            host.trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string(),
-            port.to_string(),
-        ),
-        None => (server.to_string(), String::new()),
-    }
+    let (address, port) = memgroup_topology::ServerAddr::split(server);
+    (
+        address.to_string(),
+        port.map(|p| p.to_string()).unwrap_or_default(),
+    )
 }
 
 /// A connection to `server` opened.

@@ -40,6 +40,28 @@ impl ServerAddr {
     }
 }
 
+impl ServerAddr {
+    /// Splits a `host:port` name into its host (an IPv6 literal without its
+    /// brackets) and port, without allocating: what telemetry reports as
+    /// `server.address` and `server.port`. A name without a port (or with
+    /// one that is not a number) has `None`.
+    ///
+    /// ```
+    /// use memgroup_topology::ServerAddr;
+    /// assert_eq!(ServerAddr::split("10.0.0.1:11211"), ("10.0.0.1", Some(11211)));
+    /// assert_eq!(ServerAddr::split("[::1]:7000"), ("::1", Some(7000)));
+    /// ```
+    pub fn split(name: &str) -> (&str, Option<u16>) {
+        match name.rsplit_once(':') {
+            Some((host, port)) => (
+                host.trim_start_matches('[').trim_end_matches(']'),
+                port.parse().ok(),
+            ),
+            None => (name, None),
+        }
+    }
+}
+
 /// `host:port`: what a connector resolves, and what the error messages show.
 impl fmt::Display for ServerAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -126,7 +126,7 @@ pub(crate) fn request_span(
 ) -> Span {
     #[cfg(feature = "tracing")]
     return {
-        let (address, port) = address_and_port(server);
+        let (address, port) = memgroup_topology::ServerAddr::split(server);
         tracing::debug_span!(
             "memcached.request",
             command,
@@ -154,19 +154,6 @@ pub(crate) fn request_done(span: &Span, result: &Result<Option<Response>, Error>
         if let Err(e) = result {
             span.record("error.type", e.kind().name());
         }
-    }
-}
-
-/// `host:port` as OpenTelemetry's `server.address` and `server.port`
-/// (an IPv6 literal without its brackets).
-#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
-fn address_and_port(server: &str) -> (&str, Option<u16>) {
-    match server.rsplit_once(':') {
-        Some((host, port)) => (
-            host.trim_start_matches('[').trim_end_matches(']'),
-            port.parse().ok(),
-        ),
-        None => (server, None),
     }
 }
 
