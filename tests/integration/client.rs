@@ -918,8 +918,8 @@ async fn an_unpolled_call_does_not_hold_up_other_callers() {
 }
 
 /// A server restarted while the client's connection to it sat idle: the
-/// next request finds the close (the idle check reads the socket once the
-/// connection has been quiet past its short window) and reconnects, instead
+/// next request finds the close (the idle check sees the socket readable
+/// with no reply due) and reconnects, instead
 /// of failing on the dead connection and backing the server off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_the_server_closed_while_idle_is_replaced_quietly() {
@@ -928,7 +928,7 @@ async fn a_connection_the_server_closed_while_idle_is_replaced_quietly() {
         let client = one_server(&server).build().unwrap();
         client.set("k", "v", 0).await.unwrap();
         server.restart();
-        // Quiet for longer than the idle check's window.
+        // Time for the close to reach the client's socket.
         tokio::time::sleep(Duration::from_millis(100)).await;
         client.set("k", "w", 0).await.unwrap();
         assert_eq!(client.get("k").await.unwrap().unwrap().value, "w");

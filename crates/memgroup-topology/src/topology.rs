@@ -104,6 +104,10 @@ impl Group {
     /// [`Topology::wire_key`]).
     #[must_use]
     pub fn server_for(&self, key: &[u8]) -> ServerId {
+        // Every strategy maps every key to a group's only server: skip the hash.
+        if let [only] = self.servers[..] {
+            return only;
+        }
         self.servers[self.locator.locate(key)]
     }
 

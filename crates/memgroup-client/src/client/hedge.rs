@@ -175,7 +175,8 @@ impl Client {
     /// A single-key `get` of the wire key `key` at `first`, hedged to the
     /// target `next` gives (the key's next group) when `first`'s server looks
     /// stalled — requests outstanding and no answer for the hedge delay —
-    /// and the budget allows. Returns the answers to settle, in order.
+    /// and the budget allows. Returns the answers to settle, in order: the
+    /// second only when a hedge was sent and the first answer was no hit.
     pub(crate) async fn hedged_get(
         &self,
         snap: &Arc<Snapshot>,
@@ -183,30 +184,54 @@ impl Client {
         first: Target,
         attempt: Attempt,
         next: impl FnOnce() -> Option<Target>,
-    ) -> Vec<Answer> {
+    ) -> (Answer, Option<Answer>) {
         let hedging = &self.inner.hedging;
         let keys = [key];
         let request = Request::Get { keys: &keys };
-        if !hedging.hedge.is_on() || snap.topology.groups().len() < 2 {
-            return vec![(first, self.exec(snap, first, &request, attempt).await)];
-        }
-        hedging.earn();
-        let Some(stalled) = hedging.stalled(snap, first) else {
-            return vec![(first, self.exec(snap, first, &request, attempt).await)];
+        let stalled = (hedging.hedge.is_on() && snap.topology.groups().len() > 1)
+            .then(|| {
+                hedging.earn();
+                hedging.stalled(snap, first)
+            })
+            .flatten();
+        let Some(stalled) = stalled else {
+            return (
+                (first, self.exec(snap, first, &request, attempt).await),
+                None,
+            );
         };
         if !hedging.take() {
             // No hedge in the budget: the read passes the stalled server
             // over for the next group (no second request), as the read
             // queue's fast-fail does. The hedges it did send go on timing
             // out there, so the server is marked down.
-            return vec![(first, Err(stalled))];
+            return ((first, Err(stalled)), None);
         }
         let Some(second) = next() else {
             // Nowhere else to ask: the hedge goes back to the budget.
             hedging.tokens.fetch_add(1000, Ordering::Relaxed);
-            return vec![(first, self.exec(snap, first, &request, attempt).await)];
+            return (
+                (first, self.exec(snap, first, &request, attempt).await),
+                None,
+            );
         };
-        hedging.hedged.fetch_add(1, Ordering::Relaxed);
+        // Boxed: the two requests' futures stay out of every `get`'s.
+        Box::pin(self.hedge(snap, key, first, second, attempt)).await
+    }
+
+    /// Sends the `get` of `key` to `first` and its hedge to `second`; the
+    /// first hit wins.
+    async fn hedge(
+        &self,
+        snap: &Arc<Snapshot>,
+        key: Key<'_>,
+        first: Target,
+        second: Target,
+        attempt: Attempt,
+    ) -> (Answer, Option<Answer>) {
+        let keys = [key];
+        let request = Request::Get { keys: &keys };
+        self.inner.hedging.hedged.fetch_add(1, Ordering::Relaxed);
         crate::metrics::hedge();
         // The first request still goes out (its timeout counts towards
         // marking the server down), owning what it uses so it can run on.
@@ -224,17 +249,17 @@ impl Client {
         tokio::select! {
             reply = &mut primary => {
                 if is_hit(first, &reply) {
-                    return vec![(first, reply)];
+                    return ((first, reply), None);
                 }
-                vec![(first, reply), (second, hedge.await)]
+                ((first, reply), Some((second, hedge.await)))
             }
             reply = &mut hedge => {
                 if is_hit(second, &reply) {
                     // The slow request runs on: its timeout still counts.
                     tokio::spawn(primary);
-                    return vec![(second, reply)];
+                    return ((second, reply), None);
                 }
-                vec![(second, reply), (first, primary.await)]
+                ((second, reply), Some((first, primary.await)))
             }
         }
     }

@@ -91,6 +91,8 @@ pub(crate) struct Inner {
     pub(crate) repairs: Arc<repair::Repairs>,
     /// The near cache, when on.
     pub(crate) near: Option<near::Near>,
+    /// Handles to the operation-duration histograms (feature `metrics`).
+    pub(crate) durations: crate::metrics::Durations,
     /// Concurrent `get_or_fill` calls per key, sharing one flight.
     pub(crate) flights: Arc<fill::flight::Flights>,
     /// Whether fallback hits are copied into the groups that missed.
@@ -187,6 +189,7 @@ impl Client {
                 hedging: hedge::Hedging::new(parts.hedge.0, parts.hedge.1),
                 background: AtomicUsize::new(0),
                 settled: tokio::sync::Notify::new(),
+                durations: crate::metrics::Durations::new(),
             }),
             timeout: parts.timeout,
             values: parts.values,
@@ -348,7 +351,6 @@ impl Client {
         request: &Request<'_>,
         attempt: Attempt,
     ) -> Result<Option<Response>, Error> {
-        let pool = &self.inner.pool;
         let started = now();
         // What hedging and the read queue bound look at, kept only where
         // there is another group to read from (shared atomics per request).
@@ -358,49 +360,15 @@ impl Client {
             counters.sent(crate::clock::nanos(started));
             counters.outstanding()
         });
-        let call = async {
-            let conn = pool.connection(snap, target.server, target.slot).await?;
-            match conn.call(request).await {
-                Err(e) if e.is_connection() || e.is_protocol() => {
-                    drop(conn);
-                    pool.connection_failed(snap, target.server, target.slot, &e);
-                    Err(e)
-                }
-                other => other,
-            }
-        };
-        let timed = async {
-            match tokio::time::timeout(self.timeout, call).await {
-                Ok(result) => {
-                    if matches!(result, Ok(Some(_))) {
-                        let counters = snap.counters(target.server);
-                        counters.answered();
-                        if watched {
-                            counters.replied(crate::clock::nanos(now()));
-                        }
-                    }
-                    result.and_then(|r| {
-                        r.map(|r| check_reply(r, snap.name(target.server)))
-                            .transpose()
-                    })
-                }
-                Err(_) => {
-                    pool.timed_out(snap, target.server);
-                    Err(Error::new(
-                        ErrorKind::Timeout,
-                        format!("operation timed out after {:?}", self.timeout),
-                    )
-                    .at(snap.name(target.server)))
-                }
-            }
-        };
         let span = trace::request_span(
             snap.topology.group(target.group).name(),
             snap.name(target.server),
             request.command(),
             attempt,
         );
-        let result = trace::await_in_span!(span, timed);
+        // Each step is its own `async fn` called in place: a future bound to
+        // a local and then awaited is stored twice in the caller's.
+        let result = trace::await_in_span!(span, self.exec_timed(snap, target, request, watched));
         trace::request_done(&span, &result);
         let store = matches!(request, Request::Store { .. } | Request::MetaSet { .. });
         snap.counters(target.server).request(
@@ -409,6 +377,59 @@ impl Client {
             result.as_ref().err().map(Error::kind),
         );
         result
+    }
+
+    /// [`Client::exec`]'s request within the timeout, its reply checked.
+    async fn exec_timed(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        request: &Request<'_>,
+        watched: bool,
+    ) -> Result<Option<Response>, Error> {
+        match tokio::time::timeout(self.timeout, self.exec_call(snap, target, request)).await {
+            Ok(result) => {
+                if matches!(result, Ok(Some(_))) {
+                    let counters = snap.counters(target.server);
+                    counters.answered();
+                    if watched {
+                        counters.replied(crate::clock::nanos(now()));
+                    }
+                }
+                result.and_then(|r| {
+                    r.map(|r| check_reply(r, snap.name(target.server)))
+                        .transpose()
+                })
+            }
+            Err(_) => {
+                self.inner.pool.timed_out(snap, target.server);
+                Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("operation timed out after {:?}", self.timeout),
+                )
+                .at(snap.name(target.server)))
+            }
+        }
+    }
+
+    /// [`Client::exec`]'s request on the target's connection; a broken
+    /// connection frees the slot and marks the server dead.
+    async fn exec_call(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        request: &Request<'_>,
+    ) -> Result<Option<Response>, Error> {
+        let pool = &self.inner.pool;
+        let conn = pool.connection(snap, target.server, target.slot).await?;
+        match conn.call(request).await {
+            Err(e) if e.is_connection() || e.is_protocol() => {
+                drop(conn);
+                pool.connection_failed(snap, target.server, target.slot, &e);
+                Err(e)
+            }
+            other => other,
+        }
     }
 }
 

@@ -228,7 +228,11 @@ impl<T> Outcome for Result<Option<T>, Error> {
 /// record keys.
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 #[inline(always)]
-pub(crate) fn operation_span(client: &Client, name: &'static str, key: Option<&[u8]>) -> Op {
+pub(crate) fn operation_span<'a>(
+    client: &'a Client,
+    name: &'static str,
+    key: Option<&[u8]>,
+) -> Op<'a> {
     let operation = match name {
         "get_multi" => "get",
         // A batch of one is no batch: its command.
@@ -241,13 +245,13 @@ pub(crate) fn operation_span(client: &Client, name: &'static str, key: Option<&[
 
 /// An operation's span, and when it started (for its duration metric,
 /// feature `metrics`). Derefs to its span.
-pub(crate) struct Op {
+pub(crate) struct Op<'a> {
     span: Span,
-    started: crate::metrics::Started,
+    started: crate::metrics::Started<'a>,
     operation: &'static str,
 }
 
-impl std::ops::Deref for Op {
+impl std::ops::Deref for Op<'_> {
     type Target = Span;
 
     fn deref(&self) -> &Span {
@@ -259,7 +263,7 @@ impl std::ops::Deref for Op {
 /// `delete_multi`): `BATCH <command>` with its size from two keys on.
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 #[inline(always)]
-pub(crate) fn batch_span(client: &Client, name: &'static str, size: usize) -> Op {
+pub(crate) fn batch_span<'a>(client: &'a Client, name: &'static str, size: usize) -> Op<'a> {
     if size < 2 {
         return operation_span(client, name, None);
     }
@@ -273,16 +277,16 @@ pub(crate) fn batch_span(client: &Client, name: &'static str, size: usize) -> Op
 
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 #[inline(always)]
-fn named_span(
-    client: &Client,
+fn named_span<'a>(
+    client: &'a Client,
     name: &'static str,
     operation: &'static str,
     key: Option<&[u8]>,
     batch: Option<usize>,
-) -> Op {
+) -> Op<'a> {
     Op {
         span: span_of(client, name, operation, key, batch),
-        started: crate::metrics::start(),
+        started: crate::metrics::start(&client.inner.durations),
         operation,
     }
 }
@@ -330,7 +334,7 @@ fn span_of(
 /// Records an operation's outcome in its span.
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 #[inline(always)]
-pub(crate) fn operation_done(op: &Op, result: &impl Outcome) {
+pub(crate) fn operation_done(op: &Op<'_>, result: &impl Outcome) {
     crate::metrics::operation(op.started, op.operation, result.error_type());
     #[cfg(feature = "tracing")]
     if !op.span.is_disabled() {

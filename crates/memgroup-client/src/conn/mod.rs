@@ -39,14 +39,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use memgroup_proto::{Decoder, Request, Response};
 use parking_lot::Mutex;
 use tokio::sync::oneshot::{self, error::TryRecvError};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::clock::now;
 use crate::counters::ServerCounters;
 use crate::error::{Error, ErrorKind};
 
@@ -131,9 +130,6 @@ struct Shared {
 struct ReadSide {
     buf: BytesMut,
     decoder: Decoder,
-    /// When bytes last arrived: a connection that had a reply this recently
-    /// is not checked for a close while idle (see [`Shared::idle_check`]).
-    last_read: Option<std::time::Instant>,
 }
 
 impl Shared {
@@ -161,9 +157,7 @@ impl Shared {
             }
             match self.transport.try_write(&chunk) {
                 Ok(0) => return self.fail(&write_zero().at(&self.server)),
-                Ok(n) => {
-                    let _ = chunk.split_to(n);
-                }
+                Ok(n) => chunk.advance(n),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return self.fail(&write_failed(e).at(&self.server)),
             }
@@ -176,11 +170,7 @@ impl Shared {
     /// caller waits for readiness again) and delivers every complete reply.
     fn read_some(&self) {
         let mut side = self.read_side.lock();
-        let ReadSide {
-            buf,
-            decoder,
-            last_read,
-        } = &mut *side;
+        let ReadSide { buf, decoder } = &mut *side;
         if buf.capacity() - buf.len() < READ_MIN_ROOM {
             buf.reserve(READ_BUFFER);
         }
@@ -189,10 +179,7 @@ impl Shared {
                 let error = Error::new(ErrorKind::Connection, "connection closed by the server");
                 return self.fail(&error.at(&self.server));
             }
-            Ok(Filled::Bytes(n)) => {
-                self.counters.bytes_in(n);
-                *last_read = Some(now());
-            }
+            Ok(Filled::Bytes(n)) => self.counters.bytes_in(n),
             Ok(Filled::Blocked) => return,
             Err(error) => return self.fail(&error.at(&self.server)),
         }
@@ -325,7 +312,6 @@ impl Connection {
             read_side: Mutex::new(ReadSide {
                 buf: BytesMut::with_capacity(READ_BUFFER),
                 decoder: Decoder::new(settings.limits),
-                last_read: None,
             }),
             transport,
             failed: AtomicBool::new(false),

@@ -163,6 +163,9 @@ pub(crate) struct State {
     front: BytesMut,
     /// Encoded requests not yet handed to the socket.
     out: BytesMut,
+    /// An empty buffer whose chunk was written whole, kept to become the
+    /// next `out`: a request costs no allocation for its bytes.
+    spare: BytesMut,
     role: Role,
     read_role: ReadRole,
     /// Counts the times a caller took the reader role, so a caller's release
@@ -194,6 +197,7 @@ impl State {
         State {
             front: BytesMut::new(),
             out: BytesMut::new(),
+            spare: BytesMut::new(),
             role: Role::Idle,
             read_role: ReadRole::Idle,
             read_epoch: 0,
@@ -426,7 +430,13 @@ impl State {
     /// Takes the next batch, the first `cut` bytes of `out` (as
     /// [`State::cut`] said), and marks its last request.
     fn take_out(&mut self, cut: usize) -> BytesMut {
-        let chunk = self.out.split_to(cut);
+        // All of `out` (the usual case) goes as it is, and the spare takes
+        // its place.
+        let chunk = if cut == self.out.len() {
+            std::mem::replace(&mut self.out, std::mem::take(&mut self.spare))
+        } else {
+            self.out.split_to(cut)
+        };
         // The open `get` line's position moves (or it went out): merging
         // starts afresh.
         self.open = None;
@@ -458,7 +468,11 @@ impl State {
             self.role = Role::Idle;
             return Next::Nothing;
         }
-        self.front = rest;
+        if rest.is_empty() {
+            self.recycle(rest);
+        } else {
+            self.front = rest;
+        }
         if self.can_send() {
             self.role = Role::Writer;
             Next::WakeWriter
@@ -476,19 +490,36 @@ impl State {
             self.role = Role::Idle;
             return false;
         }
-        into.clear();
-        // The front finishes a batch already counted; `out` starts a new one
-        // only while the caps allow.
-        std::mem::swap(into, &mut self.front);
+        // The writer's last chunk, all sent, is the next spare. The front
+        // finishes a batch already counted; `out` starts a new one only
+        // while the caps allow.
+        let sent = std::mem::replace(into, std::mem::take(&mut self.front));
+        self.recycle(sent);
         if let Some(cut) = self.cut() {
             let batch = self.take_out(cut);
             if into.is_empty() {
-                *into = batch;
+                let empty = std::mem::replace(into, batch);
+                self.recycle(empty);
             } else {
                 into.extend_from_slice(&batch);
             }
         }
         true
+    }
+
+    /// Keeps `buf`, written whole, as the spare for the next `out`, unless
+    /// the spare is already as large, or `buf` is too large to hold on to
+    /// (a large value's buffer is let go).
+    fn recycle(&mut self, mut buf: BytesMut) {
+        /// The largest buffer kept for reuse.
+        const MAX_SPARE: usize = 64 * 1024;
+        buf.clear();
+        // Written bytes were advanced past: take their room back (no copy,
+        // no allocation; `false` only when there was none to take).
+        let _ = buf.try_reclaim(buf.capacity() + 1);
+        if buf.capacity() > self.spare.capacity() && buf.capacity() <= MAX_SPARE {
+            self.spare = buf;
+        }
     }
 
     /// The reply to the oldest waiter was decoded: returns where it goes and

@@ -14,11 +14,10 @@
 //! state hands the chunk to the writer task): encrypted bytes the socket did
 //! not take would stay inside rustls with nobody owing them to the socket.
 
-use std::future::Future;
-use std::pin::{Pin, pin};
-use std::task::{Context, Poll, Waker};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -161,11 +160,13 @@ impl Transport {
 
     /// Whether the socket is readable right now, without waiting.
     pub(crate) fn is_readable_now(&self) -> bool {
-        let mut ready = pin!(self.read.ready(Interest::READABLE));
-        matches!(
-            ready.as_mut().poll(&mut Context::from_waker(Waker::noop())),
-            Poll::Ready(Ok(_))
-        )
+        // `try_io` looks at the readiness tokio last saw (an atomic load: no
+        // lock, no waker registered) and runs the closure only when it is
+        // set; a closure that does not fail with `WouldBlock` leaves it set.
+        self.read
+            .as_ref()
+            .try_io(Interest::READABLE, || Ok(()))
+            .is_ok()
     }
 
     /// Reads what the socket has, without blocking, appending plaintext to
@@ -175,7 +176,8 @@ impl Transport {
         if let Some(tls) = &self.tls {
             return fill_tls(&mut tls.lock(), &self.read, &self.write, buf);
         }
-        match self.read.try_read_buf(buf) {
+        let room = buf.capacity() - buf.len();
+        match read_once(&self.read, room, || self.read.try_read_buf(buf)) {
             Ok(0) => Ok(Filled::Eof),
             Ok(n) => Ok(Filled::Bytes(n)),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(Filled::Blocked),
@@ -211,14 +213,42 @@ impl Transport {
             };
             match written {
                 Ok(0) => return Err(write_zero()),
-                Ok(n) => {
-                    let _ = chunk.split_to(n);
-                }
+                Ok(n) => chunk.advance(n),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(write_failed(e)),
             }
         }
         Ok(())
+    }
+}
+
+/// One non-blocking read from `socket` by `read`, into at most `room` bytes.
+///
+/// A read that leaves room took all the socket had: its readiness is cleared
+/// then, as tokio's own `poll_read` does, so the next wait parks instead of
+/// returning at once into a `recv` that fails with `EAGAIN` (`try_read`
+/// alone clears it only on `EAGAIN`: one wasted system call per reply at
+/// light load). The clear goes through `try_io`, whose readiness snapshot is
+/// taken before the read: bytes arriving after it raise a new readiness event
+/// that the clear leaves alone.
+fn read_once(
+    socket: &OwnedReadHalf,
+    room: usize,
+    read: impl FnOnce() -> std::io::Result<usize>,
+) -> std::io::Result<usize> {
+    let mut short = 0;
+    let result = socket
+        .as_ref()
+        .try_io(Interest::READABLE, || match read()? {
+            n if n > 0 && n < room => {
+                short = n;
+                Err(std::io::ErrorKind::WouldBlock.into())
+            }
+            n => Ok(n),
+        });
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && short > 0 => Ok(short),
+        other => other,
     }
 }
 
@@ -232,14 +262,20 @@ pub(crate) fn write_failed(e: std::io::Error) -> Error {
     Error::new(ErrorKind::Connection, "write failed").with_source(e)
 }
 
-/// The socket's non-blocking read as `std::io::Read`, for rustls.
+/// The socket's non-blocking read as `std::io::Read`, for rustls; notes
+/// when a read took all the socket had ([`read_once`]).
 #[cfg(feature = "tls")]
-struct TryRead<'a>(&'a OwnedReadHalf);
+struct TryRead<'a> {
+    socket: &'a OwnedReadHalf,
+    drained: bool,
+}
 
 #[cfg(feature = "tls")]
 impl std::io::Read for TryRead<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.0.try_read(buf)
+        let n = read_once(self.socket, buf.len(), || self.socket.try_read(buf))?;
+        self.drained = n > 0 && n < buf.len();
+        Ok(n)
     }
 }
 
@@ -278,8 +314,14 @@ fn fill_tls(
     let mut eof = false;
     let mut blocked = false;
     while got < TLS_FILL_MAX {
-        match session.read_tls(&mut TryRead(read)) {
+        let mut socket = TryRead {
+            socket: read,
+            drained: false,
+        };
+        match session.read_tls(&mut socket) {
             Ok(0) => eof = true,
+            // All the socket had: no second read to learn it is empty.
+            Ok(_) if socket.drained => blocked = true,
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => blocked = true,
             Err(e) => {
@@ -340,7 +382,7 @@ async fn send_tls(
                     .writer()
                     .write(chunk)
                     .map_err(|e| Error::new(ErrorKind::Connection, "encrypt").with_source(e))?;
-                let _ = chunk.split_to(n);
+                chunk.advance(n);
             }
             while session.wants_write() {
                 match session.write_tls(&mut TryWrite(write)) {

@@ -315,82 +315,20 @@ impl Pool {
 
     /// The connection of a slot, opening it if needed (unless the server is
     /// in its dead-host backoff).
+    ///
+    /// The open connection is returned without an `await`; opening one
+    /// (connect, TLS, login, probe: a future of kilobytes) is boxed, so the
+    /// future of every request that awaits this one stays small and moving
+    /// it costs no large copy.
     pub(crate) async fn connection(
         &self,
         snap: &Snapshot,
         server: ServerId,
         slot: usize,
     ) -> Result<Connection, Error> {
-        let entry = snap.slot(server, slot);
-        if let Some(conn) = entry.live() {
-            return Ok(conn);
-        }
-        // A server back from its backoff is being probed by one caller: the
-        // others do not queue behind the probe (a stalled server would hold
-        // each of them for its timeout) but pass it over as still down.
-        let on_probation = self.dead.lock().failures(server) > 0;
-        let _connecting = match entry.connecting.try_lock() {
-            Ok(guard) => guard,
-            Err(_) if on_probation => {
-                return Err(Error::new(
-                    ErrorKind::ServerDead,
-                    "server is being probed after its backoff",
-                )
-                .at(snap.name(server)));
-            }
-            Err(_) => entry.connecting.lock().await,
-        };
-        if let Some(conn) = entry.live() {
-            return Ok(conn);
-        }
-        let name = snap.name(server);
-        if self.dead.lock().is_dead(server, now()) {
-            if let Some(refused) = entry.refused.lock().clone() {
-                return Err(refused);
-            }
-            return Err(
-                Error::new(ErrorKind::ServerDead, "server is marked dead (backoff)").at(name),
-            );
-        }
-        let counters = snap.counters(server).clone();
-        let was_down = self.dead.lock().failures(server) > 0;
-        let opened = Connection::connect(name, snap.settings(server), counters).await;
-        // A server coming back from its backoff must answer before it takes
-        // requests: a stopped process still accepts connections (the
-        // kernel's backlog), so a connect proves nothing.
-        let opened = match opened {
-            Ok(conn) if was_down => probe(&conn, snap.settings(server).connect_timeout)
-                .await
-                .map(|()| conn)
-                .map_err(|e| e.at(name)),
-            other => other,
-        };
-        match opened {
-            Ok(conn) => {
-                #[cfg(feature = "tracing")]
-                tracing::debug!(server = %name, slot, "connection opened");
-                let was_down = {
-                    let mut dead = self.dead.lock();
-                    let failures = dead.failures(server);
-                    dead.record_success(server);
-                    failures > 0
-                };
-                if was_down {
-                    self.events.emit(|| Event::ServerUp {
-                        server: name.to_string(),
-                    });
-                }
-                *entry.refused.lock() = None;
-                *entry.conn.lock() = Some(conn.clone());
-                Ok(conn)
-            }
-            Err(e) => {
-                // A refused login or TLS handshake backs the server off like
-                // a failure, so it is not retried in a tight loop.
-                self.failed(snap, server, &e);
-                *entry.refused.lock() = e.is_refusal().then(|| e.clone());
-                Err(e)
-            }
+        match snap.slot(server, slot).live() {
+            Some(conn) => Ok(conn),
+            None => Box::pin(self.open_slot(snap, server, slot)).await,
         }
     }
 
@@ -477,24 +415,6 @@ impl Pool {
     }
 }
 
-/// Asks a reopened connection for the server's version within `timeout`:
-/// `Ok` once it answers.
-async fn probe(conn: &Connection, timeout: std::time::Duration) -> Result<(), Error> {
-    match tokio::time::timeout(timeout, conn.call(&memgroup_proto::Request::Version)).await {
-        Ok(Ok(Some(memgroup_proto::Response::Version(_)))) => Ok(()),
-        Ok(Ok(other)) => Err(Error::new(
-            ErrorKind::Protocol,
-            format!("unexpected reply to the probe: {other:?}"),
-        )),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(Error::new(
-            ErrorKind::Timeout,
-            format!(
-                "the server accepted a connection but did not answer a probe within {timeout:?}"
-            ),
-        )),
-    }
-}
-
+mod open;
 #[cfg(test)]
 mod tests;

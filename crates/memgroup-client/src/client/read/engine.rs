@@ -196,13 +196,13 @@ impl Client {
                     let next = || read.next(&pool.dead(), now());
                     self.hedged_get(snap, key, target, attempt, next).await
                 } else {
-                    vec![(
-                        target,
-                        self.read_exec(snap, target, &op.request(&keys), attempt, false)
-                            .await,
-                    )]
+                    let reply = self
+                        .read_exec(snap, target, &op.request(&keys), attempt, false)
+                        .await;
+                    ((target, reply), None)
                 };
-                for (target, reply) in answers {
+                let (first, second) = answers;
+                for (target, reply) in std::iter::once(first).chain(second) {
                     settle(
                         op,
                         snap,

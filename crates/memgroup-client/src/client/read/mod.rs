@@ -189,7 +189,9 @@ impl Client {
             },
         };
         match (found, &self.inner.migration) {
-            (Ok(None), Some(migration)) => Ok(migration.fill(self, key).await),
+            // Boxed: migration mode's second read stays out of every `get`'s
+            // future.
+            (Ok(None), Some(migration)) => Ok(Box::pin(migration.fill(self, key)).await),
             (found, _) => found,
         }
     }
