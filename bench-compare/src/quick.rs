@@ -1,0 +1,202 @@
+//! `COMPARE_QUICK=rows`: a few rows of the full comparison, memgroup against
+//! the peers that lead at light load (`memcache-async`, `memcached-rs`),
+//! alternated round by round on one server, medians printed. For iterating
+//! on one path (the full run takes minutes); the full run stays the record.
+//!
+//! `rows` is a comma list of `seq` (sequential get and set), `multi` (get of
+//! 100 keys), `tls4` (memgroup over TLS against plaintext, 4 in flight) and
+//! in-flight counts (`4`, `32`, …). `COMPARE_ROUNDS` (default 5) rounds of
+//! `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup alone in the
+//! `seq` and in-flight rows (to profile it); `COMPARE_PEERS=NAME` runs only
+//! that client in the in-flight rows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_memcached::AsciiProtocol;
+use memcached::proto::Operation;
+
+use crate::{
+    Config, KEYS, Lat, MULTI_CALLS, MULTI_KEYS, MULTI_WARMUP, SEQ_OPS, SEQ_WARMUP, TlsServer,
+    Tput, VALUE, key, memcache_async_client, memcached_rs_client, memgroup_client, preload,
+    spawn_server, throughput, time_sync, value_ok,
+};
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Prints `name: ops/s, CPU µs/op` as medians over the rounds.
+fn report(name: &str, runs: &[(f64, f64)]) {
+    let ops = median(runs.iter().map(|r| r.0).collect());
+    let cpu = median(runs.iter().map(|r| r.1).collect());
+    let all: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.0)).collect();
+    println!(
+        "{name:<28} {ops:>9.0} ops/s  {cpu:>6.2} µs CPU/op   (rounds: {})",
+        all.join(" ")
+    );
+}
+
+fn lat(l: Lat) -> (f64, f64) {
+    (l.per_sec(), l.cpu_us)
+}
+
+fn tput(t: Tput) -> (f64, f64) {
+    assert_eq!(t.errors, 0, "errors during the run");
+    (t.ops_per_sec, t.cpu_us_per_op)
+}
+
+pub(crate) fn run(rows: &str, secs: Duration) {
+    let rounds = crate::env_num("COMPARE_ROUNDS", 5) as usize;
+    let server = spawn_server();
+    let addr = server.addr_string();
+    preload(&addr);
+    let one = addr.as_str();
+    let keys: Arc<Vec<String>> = Arc::new((0..KEYS).map(key).collect());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if std::env::var("COMPARE_SIZES").is_ok() {
+        let c = memgroup_client(&rt, &[one], 1);
+        let _g = rt.enter();
+        println!("get future: {} bytes", std::mem::size_of_val(&c.get("k")));
+        println!("set future: {} bytes", std::mem::size_of_val(&c.set("k", "v", 0)));
+        println!("get_multi future: {} bytes", std::mem::size_of_val(&c.get_multi(&["k"])));
+        return;
+    }
+    let wants = |row: &str| rows.split(',').any(|r| r == row);
+    let tls_server = wants("tls4").then(|| TlsServer::start(&rt));
+    // `COMPARE_PEERS=0`: memgroup alone (for a profile).
+    let alone = std::env::var("COMPARE_PEERS").as_deref() == Ok("0");
+    for row in rows.split(',') {
+        let mut results: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
+        let mut push = |name, r| match results.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => v.push(r),
+            None => results.push((name, vec![r])),
+        };
+        for round in 0..rounds {
+            eprintln!("{row}: round {} / {rounds} …", round + 1);
+            match row {
+                "seq" => {
+                    let mg = memgroup_client(&rt, &[one], 1);
+                    let (c, k) = (mg.clone(), keys.clone());
+                    push(
+                        "memgroup get",
+                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                            c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
+                        ))),
+                    );
+                    let (c, k) = (mg.clone(), keys.clone());
+                    push(
+                        "memgroup set",
+                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
+                            c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
+                        ))),
+                    );
+                    if alone {
+                        continue;
+                    }
+                    let (mut c, k) = (memcache_async_client(&rt, one), keys.clone());
+                    push(
+                        "memcache-async get",
+                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                            c.get(&k[i % KEYS]).await.expect("get").len()
+                        ))),
+                    );
+                    let mut mr = memcached_rs_client(&[one]);
+                    push(
+                        "memcached-rs get",
+                        lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                            value_ok(mr.get(keys[i % KEYS].as_bytes()).expect("get").0.len())
+                        })),
+                    );
+                    push(
+                        "memcached-rs set",
+                        lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                            mr.set(keys[i % KEYS].as_bytes(), &VALUE[..], 0, 0)
+                                .expect("set")
+                        })),
+                    );
+                }
+                "multi" => {
+                    let batches: Arc<Vec<Vec<String>>> = Arc::new(
+                        (0..KEYS / MULTI_KEYS)
+                            .map(|b| keys[b * MULTI_KEYS..(b + 1) * MULTI_KEYS].to_vec())
+                            .collect(),
+                    );
+                    let mg = memgroup_client(&rt, &[one], 1);
+                    let b = batches.clone();
+                    push(
+                        "memgroup get_multi 100",
+                        lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+                            mg.get_multi(&b[i % b.len()]).await.unwrap().hit_count(),
+                            MULTI_KEYS
+                        ))),
+                    );
+                    let (mut c, b) = (memcache_async_client(&rt, one), batches.clone());
+                    push(
+                        "memcache-async get_multi",
+                        lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+                            c.get_multi(&b[i % b.len()]).await.expect("multi").len(),
+                            MULTI_KEYS
+                        ))),
+                    );
+                    let (mut c, b) = (crate::async_memcached_client(&rt, one), batches.clone());
+                    push(
+                        "async-memcached get_multi",
+                        lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+                            c.get_multi(&b[i % b.len()]).await.unwrap().len(),
+                            MULTI_KEYS
+                        ))),
+                    );
+                }
+                "tls4" => {
+                    for (name, tls) in [("memgroup 4, plaintext", false), ("memgroup 4, TLS", true)]
+                    {
+                        let config = Config::Memgroup {
+                            pool: 1,
+                            merge: true,
+                            decode: false,
+                            tls,
+                        };
+                        let t = throughput(&rt, one, tls_server.as_ref(), &keys, config, 4, secs);
+                        push(name, tput(t));
+                    }
+                }
+                n => {
+                    let n: usize = n.parse().expect("a row: seq, multi, tls4 or a number");
+                    let configs = [
+                        ("memgroup", Config::memgroup()),
+                        (
+                            "memgroup decode",
+                            Config::Memgroup {
+                                pool: 1,
+                                merge: true,
+                                decode: true,
+                                tls: false,
+                            },
+                        ),
+                        ("memcache-async", Config::MemcacheAsync),
+                        ("memcached-rs", Config::MemcachedRs),
+                    ];
+                    let only = std::env::var("COMPARE_PEERS").unwrap_or_default();
+                    let configs: Vec<_> = configs
+                        .into_iter()
+                        .filter(|(name, _)| (!alone || *name == "memgroup") && (only.len() < 2 || *name == only))
+                        .collect();
+                    for k in 0..configs.len() {
+                        let (name, config) = configs[(k + round) % configs.len()];
+                        push(name, tput(throughput(&rt, one, None, &keys, config, n, secs)));
+                    }
+                }
+            }
+        }
+        println!("## {row} ({rounds} rounds, medians)");
+        for (name, runs) in &results {
+            report(name, runs);
+        }
+    }
+}
