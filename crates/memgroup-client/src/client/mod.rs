@@ -368,7 +368,11 @@ impl Client {
         );
         // Each step is its own `async fn` called in place: a future bound to
         // a local and then awaited is stored twice in the caller's.
-        let result = trace::await_in_span!(span, self.exec_timed(snap, target, request, watched));
+        let deadline = started + self.timeout;
+        let result = trace::await_in_span!(
+            span,
+            self.exec_timed(snap, target, request, watched, deadline)
+        );
         trace::request_done(&span, &result);
         let store = matches!(request, Request::Store { .. } | Request::MetaSet { .. });
         snap.counters(target.server).request(
@@ -386,8 +390,11 @@ impl Client {
         target: Target,
         request: &Request<'_>,
         watched: bool,
+        deadline: std::time::Instant,
     ) -> Result<Option<Response>, Error> {
-        match tokio::time::timeout(self.timeout, self.exec_call(snap, target, request)).await {
+        // The deadline from the start already read: no second clock read.
+        let deadline = tokio::time::Instant::from_std(deadline);
+        match tokio::time::timeout_at(deadline, self.exec_call(snap, target, request)).await {
             Ok(result) => {
                 if matches!(result, Ok(Some(_))) {
                     let counters = snap.counters(target.server);

@@ -184,8 +184,11 @@ impl Shared {
             Err(error) => return self.fail(&error.at(&self.server)),
         }
         loop {
-            let expect = self.state.lock().expect();
-            let Some(expect) = expect else {
+            // One lock per reply: what it expects, then (decoded, a few
+            // hundred nanoseconds) whose it is.
+            let mut state = self.state.lock();
+            let Some(expect) = state.expect() else {
+                drop(state);
                 if !buf.is_empty() {
                     let error = Error::new(
                         ErrorKind::Protocol,
@@ -195,9 +198,14 @@ impl Shared {
                 }
                 return;
             };
-            match decoder.decode(buf, expect) {
+            let decoded = decoder.decode(buf, expect);
+            let (reply_to, next) = match &decoded {
+                Ok(Some(_)) => state.reply(),
+                _ => (None, state::Next::Nothing),
+            };
+            drop(state);
+            match decoded {
                 Ok(Some(reply)) => {
-                    let (reply_to, next) = self.state.lock().reply();
                     if let Some(reply_to) = reply_to {
                         reply_to.deliver(Ok(reply));
                     }

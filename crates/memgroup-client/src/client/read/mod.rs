@@ -23,7 +23,7 @@ use crate::client::trace::{self};
 use crate::client::{Client, unexpected};
 use crate::conn::merge::circular;
 use crate::error::Error;
-use crate::item::{Item, MultiGet};
+use crate::item::{Distinct, Item, MultiGet};
 use crate::join::{BoxFuture, join_all};
 use crate::longkey;
 use crate::options::Expiry;
@@ -33,11 +33,9 @@ use std::sync::Arc;
 
 mod backfill;
 mod consistent;
-mod distinct;
 mod engine;
 mod fresh;
 
-use distinct::Distinct;
 use engine::{KeyRead, ReadOp};
 
 /// The classic retrieval commands.
@@ -298,14 +296,23 @@ impl Client {
     pub async fn get_multi<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<MultiGet, Error> {
         let snap = self.snapshot();
         // Validate everything before sending anything.
+        // The distinct keys, the first position given of each, and the
+        // distinct index of every key given: the result's layout, found once.
         let mut given: Vec<&[u8]> = Vec::with_capacity(keys.len());
+        let mut first = Vec::with_capacity(keys.len());
+        let mut slot = Vec::with_capacity(keys.len());
         let mut wires = Vec::with_capacity(keys.len());
         let mut seen = Distinct::with_capacity(keys.len());
-        for key in keys {
+        for (position, key) in keys.iter().enumerate() {
             let key = key.as_ref();
-            if seen.insert(&given, key) {
-                wires.push(self.wire_key(&snap, key)?);
-                given.push(key);
+            match seen.find_or_insert(key, given.len(), |i| given[i]) {
+                Ok(i) => slot.push(i),
+                Err(i) => {
+                    wires.push(self.wire_key(&snap, key)?);
+                    given.push(key);
+                    first.push(position);
+                    slot.push(i);
+                }
             }
         }
         let rotation = self.rotation();
@@ -320,17 +327,19 @@ impl Client {
         if repairing {
             self.read_repair(&snap, &reads, since);
         }
-        let mut found = MultiGet::with_capacity(keys.len());
-        for ((key, read), wire) in given.into_iter().zip(reads).zip(&wires) {
-            let outcome = read.outcome(&snap, &self.inner.pool).map(|hit| {
-                hit.and_then(|item| match &wire.long {
-                    Some(original) => Retrieve::unwrap_long(original, item),
-                    None => Some(item),
+        let outcomes = reads
+            .into_iter()
+            .zip(&wires)
+            .map(|(read, wire)| {
+                read.outcome(&snap, &self.inner.pool).map(|hit| {
+                    hit.and_then(|item| match &wire.long {
+                        Some(original) => Retrieve::unwrap_long(original, item),
+                        None => Some(item),
+                    })
                 })
-            });
-            found.push(key, outcome);
-        }
-        found.align(keys);
+            })
+            .collect();
+        let mut found = MultiGet::new(keys, slot, first, seen, outcomes);
         self.drop_stubs(&mut found).await;
         trace::operation_done(&span, &found);
         if let Some(migration) = &self.inner.migration {

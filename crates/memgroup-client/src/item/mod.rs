@@ -8,6 +8,12 @@ use memgroup_topology::GroupId;
 
 use crate::error::Error;
 
+mod distinct;
+mod multiget;
+
+pub(crate) use distinct::Distinct;
+pub use multiget::MultiGet;
+
 /// A value read from memcached: the bytes and the 32-bit client flags stored
 /// with them (and the CAS unique, for `gets`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,147 +163,4 @@ pub struct ServerStats {
     pub server: String,
     /// The `STAT` name/value pairs, or why they could not be read.
     pub stats: Result<HashMap<String, String>, Error>,
-}
-
-/// What a multi-key read found: for each key given, in the order given, its
-/// own outcome — a hit, a miss (`Ok(None)`) or the error that kept it from
-/// an answer — so one server down costs only its own keys. Also reachable
-/// by key ([`get`](MultiGet::get), `multi[key]` for a hit).
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct MultiGet {
-    /// The keys as given, repeats included.
-    keys: Vec<Vec<u8>>,
-    /// `outcomes[slot[i]]` is the outcome of `keys[i]` (a repeated key
-    /// shares its first occurrence's).
-    slot: Vec<usize>,
-    outcomes: Vec<Result<Option<Item>, Error>>,
-    /// Distinct key → its outcome.
-    index: HashMap<Vec<u8>, usize>,
-}
-
-impl MultiGet {
-    /// An empty result, to be filled with [`push`](MultiGet::push).
-    pub(crate) fn with_capacity(n: usize) -> MultiGet {
-        MultiGet {
-            keys: Vec::with_capacity(n),
-            slot: Vec::with_capacity(n),
-            outcomes: Vec::with_capacity(n),
-            index: HashMap::with_capacity(n),
-        }
-    }
-
-    /// Records the outcome of a key not seen before.
-    pub(crate) fn push(&mut self, key: &[u8], outcome: Result<Option<Item>, Error>) {
-        self.index.insert(key.to_vec(), self.outcomes.len());
-        self.outcomes.push(outcome);
-    }
-
-    /// Lays the keys as given over the distinct outcomes pushed.
-    pub(crate) fn align<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
-        for key in keys {
-            let key = key.as_ref();
-            self.slot.push(self.index[key]);
-            self.keys.push(key.to_vec());
-        }
-    }
-
-    /// The outcome of a distinct key, to change it (migration's fill).
-    pub(crate) fn outcome_mut(&mut self, key: &[u8]) -> Option<&mut Result<Option<Item>, Error>> {
-        let i = *self.index.get(key)?;
-        self.outcomes.get_mut(i)
-    }
-
-    /// How many keys were given (repeats included).
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Whether no key was given.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    /// Each key given with its outcome, in the order given.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Result<Option<Item>, Error>)> {
-        self.keys
-            .iter()
-            .zip(&self.slot)
-            .map(|(k, &i)| (k.as_slice(), &self.outcomes[i]))
-    }
-
-    /// The outcome of `key`, if it was given.
-    pub fn outcome(&self, key: impl AsRef<[u8]>) -> Option<&Result<Option<Item>, Error>> {
-        self.index.get(key.as_ref()).map(|&i| &self.outcomes[i])
-    }
-
-    /// The item of `key`, if it was given and hit.
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Option<&Item> {
-        self.outcome(key)?.as_ref().ok()?.as_ref()
-    }
-
-    /// The distinct keys that hit, with their items, in the order given.
-    pub fn hits(&self) -> impl Iterator<Item = (&[u8], &Item)> {
-        self.distinct()
-            .filter_map(|(k, o)| Some((k, o.as_ref().ok()?.as_ref()?)))
-    }
-
-    /// How many distinct keys hit.
-    pub fn hit_count(&self) -> usize {
-        self.hits().count()
-    }
-
-    /// Whether some key hit with a value of zero bytes (a scan of the
-    /// outcomes, one per distinct key: no allocation).
-    pub(crate) fn has_empty_hit(&self) -> bool {
-        self.outcomes
-            .iter()
-            .any(|o| matches!(o, Ok(Some(item)) if item.value.is_empty()))
-    }
-
-    /// The distinct keys that got no answer from any group, with why.
-    pub fn errors(&self) -> impl Iterator<Item = (&[u8], &Error)> {
-        self.distinct()
-            .filter_map(|(k, o)| Some((k, o.as_ref().err()?)))
-    }
-
-    /// Whether every key got an answer (a hit or a miss): no errors.
-    pub fn is_complete(&self) -> bool {
-        self.outcomes.iter().all(Result::is_ok)
-    }
-
-    /// The hits by key, dropping misses and errors.
-    pub fn into_hits(self) -> HashMap<Vec<u8>, Item> {
-        let mut outcomes: Vec<Option<Item>> = self
-            .outcomes
-            .into_iter()
-            .map(|o| o.ok().flatten())
-            .collect();
-        self.index
-            .into_iter()
-            .filter_map(|(k, i)| Some((k, outcomes[i].take()?)))
-            .collect()
-    }
-
-    /// Each distinct key once, at its first occurrence, with its outcome.
-    fn distinct(&self) -> impl Iterator<Item = (&[u8], &Result<Option<Item>, Error>)> {
-        let mut seen = vec![false; self.outcomes.len()];
-        self.keys
-            .iter()
-            .zip(&self.slot)
-            .filter(move |&(_, &i)| !std::mem::replace(&mut seen[i], true))
-            .map(|(k, &i)| (k.as_slice(), &self.outcomes[i]))
-    }
-}
-
-impl<K: AsRef<[u8]>> std::ops::Index<K> for MultiGet {
-    type Output = Item;
-
-    /// The item of a key that hit; panics on a miss, an error or a key not
-    /// given (use [`MultiGet::get`] to ask).
-    fn index(&self, key: K) -> &Item {
-        let key = key.as_ref();
-        self.get(key)
-            .unwrap_or_else(|| panic!("no hit for key {:?}", String::from_utf8_lossy(key)))
-    }
 }
