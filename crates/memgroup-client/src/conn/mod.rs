@@ -151,18 +151,24 @@ impl Shared {
     /// Writes `chunk` without blocking, as the caller holding the writer role;
     /// the state decides who sends the rest.
     fn write_now(&self, mut chunk: BytesMut) {
+        // Encrypted records the socket did not take (TLS): the writer task
+        // must flush them.
+        let mut owed = false;
         while !chunk.is_empty() {
             if self.failed.load(Ordering::Acquire) {
                 break;
             }
             match self.transport.try_write(&chunk) {
-                Ok(0) => return self.fail(&write_zero().at(&self.server)),
-                Ok(n) => chunk.advance(n),
+                Ok((0, _)) => return self.fail(&write_zero().at(&self.server)),
+                Ok((n, left)) => {
+                    chunk.advance(n);
+                    owed = left;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return self.fail(&write_failed(e).at(&self.server)),
             }
         }
-        let next = self.state.lock().caller_wrote(chunk);
+        let next = self.state.lock().caller_wrote(chunk, owed);
         self.follow(next);
     }
 

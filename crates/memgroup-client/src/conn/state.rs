@@ -16,7 +16,7 @@
 //! | [`queue`](State::queue), little in flight | Idle | Caller | `try_write` the chunk, then [`caller_wrote`](State::caller_wrote) |
 //! | `queue`, under load | Idle | Writer | wake the writer task |
 //! | `queue`, role taken or batches full | any | same | nothing: the holder or a reply sends it |
-//! | `caller_wrote`, rest left or more to send | Caller | Writer | wake the writer task |
+//! | `caller_wrote`, rest left (or owed by the transport) or more to send | Caller | Writer | wake the writer task |
 //! | `caller_wrote`, nothing more | Caller | Idle | nothing |
 //! | [`writer_take`](State::writer_take), nothing it may send | Writer | Idle | the task sleeps |
 //! | [`reply`](State::reply) ends a batch, more to send | Idle | Writer | wake the writer task |
@@ -39,8 +39,10 @@
 //! **Invariants** (checked after every step of the property test):
 //! 1. `batches` is the number of waiters with `ends_batch` set: written
 //!    batches whose last reply has not arrived.
-//! 2. A non-empty `front` (bytes of a started write the socket did not take)
-//!    means the writer task holds the role and owes them to the socket.
+//! 2. A non-empty `front` (bytes of a started write the socket did not take),
+//!    or `owed` (bytes the transport took but the socket did not: TLS
+//!    records), means the writer task holds the role and owes them to the
+//!    socket.
 //! 3. Nothing queued is left with nobody to write it: with the role idle and
 //!    the connection open, `out` is empty or `batches` is at its maximum, and
 //!    then a batch's last reply, which will come, hands the role over.
@@ -166,6 +168,9 @@ pub(crate) struct State {
     /// An empty buffer whose chunk was written whole, kept to become the
     /// next `out`: a request costs no allocation for its bytes.
     spare: BytesMut,
+    /// The transport holds bytes of a caller's write the socket did not take
+    /// (TLS records inside rustls): the writer task owes them to the socket.
+    owed: bool,
     role: Role,
     read_role: ReadRole,
     /// Counts the times a caller took the reader role, so a caller's release
@@ -198,6 +203,7 @@ impl State {
             front: BytesMut::new(),
             out: BytesMut::new(),
             spare: BytesMut::new(),
+            owed: false,
             role: Role::Idle,
             read_role: ReadRole::Idle,
             read_epoch: 0,
@@ -401,7 +407,7 @@ impl State {
 
     /// Whether the writer task has something it may send now.
     fn can_send(&self) -> bool {
-        !self.front.is_empty() || self.cut().is_some()
+        self.owed || !self.front.is_empty() || self.cut().is_some()
     }
 
     /// How many bytes of `out` the next batch may take, if any: all of it
@@ -461,13 +467,16 @@ impl State {
     }
 
     /// A caller holding the role wrote what it could of its chunk; `rest` is
-    /// what the socket did not take.
-    pub(crate) fn caller_wrote(&mut self, rest: BytesMut) -> Next {
+    /// what the transport did not take, and `owed` says whether it holds
+    /// bytes the socket did not take (TLS records): either way the writer
+    /// task then takes the role and sends them.
+    pub(crate) fn caller_wrote(&mut self, rest: BytesMut, owed: bool) -> Next {
         debug_assert_eq!(self.role, Role::Caller);
         if self.closed.is_some() {
             self.role = Role::Idle;
             return Next::Nothing;
         }
+        self.owed = owed;
         if rest.is_empty() {
             self.recycle(rest);
         } else {
@@ -490,6 +499,8 @@ impl State {
             self.role = Role::Idle;
             return false;
         }
+        // Its send flushes what the transport holds before anything else.
+        self.owed = false;
         // The writer's last chunk, all sent, is the next spare. The front
         // finishes a batch already counted; `out` starts a new one only
         // while the caps allow.
@@ -557,6 +568,7 @@ impl State {
         self.batches = 0;
         self.unwritten = 0;
         self.unanswered = 0;
+        self.owed = false;
         self.open = None;
         self.front = BytesMut::new();
         self.out = BytesMut::new();
@@ -582,7 +594,7 @@ impl State {
         for waiter in self.waiters.range(self.waiters.len() - self.unwritten..) {
             assert!(!waiter.ends_batch && waiter.end <= self.out.len());
         }
-        if !self.front.is_empty() {
+        if !self.front.is_empty() || self.owed {
             assert_eq!(self.role, Role::Writer, "invariant 2: front has a writer");
         }
         if self.role == Role::Idle && self.closed.is_none() {

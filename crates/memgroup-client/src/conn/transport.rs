@@ -10,9 +10,11 @@
 //! to encrypt or decrypt. So a TLS connection keeps the plaintext one's shape:
 //! a lone caller reads its own reply without a task switch.
 //!
-//! Over TLS a caller never writes directly (`try_write` declines, and the
-//! state hands the chunk to the writer task): encrypted bytes the socket did
-//! not take would stay inside rustls with nobody owing them to the socket.
+//! Over TLS a caller writes directly too: its chunk is encrypted and the
+//! records go out as far as the socket takes them. Records the socket did
+//! not take stay inside rustls; [`Transport::try_write`] says so, and the
+//! state then hands the writer role to the writer task, which owes them to
+//! the socket (an empty send flushes them).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -185,13 +187,17 @@ impl Transport {
         }
     }
 
-    /// Writes what the socket takes now without blocking. Over TLS it takes
-    /// nothing (`WouldBlock`): the writer task sends with [`Transport::send`].
-    pub(crate) fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
-        if self.is_tls() {
-            return Err(std::io::ErrorKind::WouldBlock.into());
+    /// Writes what the socket takes now without blocking: the bytes of
+    /// `data` taken, and whether encrypted records are left inside rustls
+    /// (over TLS all of `data` is taken and encrypted; the records the
+    /// socket did not take are owed by whoever [`send`](Transport::send)s
+    /// next).
+    pub(crate) fn try_write(&self, data: &[u8]) -> std::io::Result<(usize, bool)> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            return try_write_tls(&mut tls.lock(), &self.write, data);
         }
-        self.write.try_write(data)
+        Ok((self.write.try_write(data)?, false))
     }
 
     /// Sends all of `chunk`, waiting for room in the socket; `stop` is asked
@@ -362,6 +368,28 @@ fn fill_tls(
         (0, false, true) => Filled::Blocked,
         (n, _, _) => Filled::Bytes(n),
     })
+}
+
+/// Encrypts `data` and writes the records the socket takes now: the bytes
+/// of `data` taken (all of them), and whether records are left in rustls.
+#[cfg(feature = "tls")]
+fn try_write_tls(
+    session: &mut rustls::ClientConnection,
+    write: &OwnedWriteHalf,
+    data: &[u8],
+) -> std::io::Result<(usize, bool)> {
+    use std::io::Write;
+
+    let taken = session.writer().write(data)?;
+    while session.wants_write() {
+        match session.write_tls(&mut TryWrite(write)) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((taken, session.wants_write()))
 }
 
 /// Encrypts `chunk` and writes the records, waiting for room as needed.

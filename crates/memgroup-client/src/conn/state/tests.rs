@@ -58,7 +58,10 @@ fn an_idle_connection_lets_the_caller_write_at_once() {
     assert_eq!(state.role, Role::Caller);
     state.check();
     // Everything went out: the role is free again.
-    assert!(matches!(state.caller_wrote(BytesMut::new()), Next::Nothing));
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new(), false),
+        Next::Nothing
+    ));
     assert_eq!(state.role, Role::Idle);
     state.check();
     // With nothing unanswered, the caller writes however many callers are
@@ -83,7 +86,7 @@ fn queued_gets_merge_while_the_role_is_held() {
     assert_eq!(&state.out[..], b"get b c\r\n", "b asked twice, sent once");
     // The caller's write is done; what queued meanwhile goes to the writer.
     assert!(matches!(
-        state.caller_wrote(BytesMut::new()),
+        state.caller_wrote(BytesMut::new(), false),
         Next::WakeWriter
     ));
     let mut chunk = BytesMut::new();
@@ -116,10 +119,16 @@ fn callers_write_directly_only_while_few_requests_are_in_flight() {
     let mut state = State::new(8, false);
     let (_a, next) = queue_get(&mut state, &sem, b"a", 1);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
-    assert!(matches!(state.caller_wrote(BytesMut::new()), Next::Nothing));
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new(), false),
+        Next::Nothing
+    ));
     let (_b, next) = queue_get(&mut state, &sem, b"b", DIRECT_WRITE_CALLERS);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
-    assert!(matches!(state.caller_wrote(BytesMut::new()), Next::Nothing));
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new(), false),
+        Next::Nothing
+    ));
     let (_c, next) = queue_get(&mut state, &sem, b"c", DIRECT_WRITE_CALLERS + 1);
     assert!(matches!(next, Next::WakeWriter), "{next:?}");
     state.check();
@@ -131,7 +140,10 @@ fn under_load_the_writer_task_takes_the_role_and_batches_wait_for_replies() {
     let mut state = State::new(1, false);
     let (_a, next) = queue_get(&mut state, &sem, b"a", 1);
     let Next::Write(_) = next else { panic!() };
-    assert!(matches!(state.caller_wrote(BytesMut::new()), Next::Nothing));
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new(), false),
+        Next::Nothing
+    ));
     // One batch unanswered, the cap is 1: requests wait.
     let (_b, next) = queue_get(&mut state, &sem, b"b", 10);
     assert!(matches!(next, Next::Nothing));
@@ -158,7 +170,7 @@ fn a_partial_write_finishes_before_anything_else_even_at_the_cap() {
     let rest = chunk.split_off(3);
     let (_b, _) = queue_get(&mut state, &sem, b"b", 2);
     // The socket took 3 bytes: the rest goes to the writer task first.
-    assert!(matches!(state.caller_wrote(rest), Next::WakeWriter));
+    assert!(matches!(state.caller_wrote(rest, false), Next::WakeWriter));
     state.check();
     let mut out = BytesMut::new();
     assert!(state.writer_take(&mut out));
@@ -213,8 +225,10 @@ enum Step {
     Get(u8),
     /// A caller queues a `set` (with `noreply` when true).
     Set(u8, bool),
-    /// The caller holding the role writes; the socket takes up to this many bytes.
-    CallerWrites(usize),
+    /// The caller holding the role writes; the socket takes up to this many
+    /// bytes, or (when true, as over TLS) the transport takes the whole chunk
+    /// and the socket none of it yet.
+    CallerWrites(usize, bool),
     /// The writer task runs one step; the socket takes up to this many bytes.
     WriterRuns(usize),
     /// The server answers what it has read.
@@ -234,7 +248,8 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => (0u8..12).prop_map(Step::Get),
         1 => (0u8..12, any::<bool>()).prop_map(|(k, n)| Step::Set(k, n)),
-        3 => (1usize..40).prop_map(Step::CallerWrites),
+        3 => (1usize..40, proptest::bool::weighted(0.2))
+            .prop_map(|(n, owed)| Step::CallerWrites(n, owed)),
         3 => (1usize..40).prop_map(Step::WriterRuns),
         2 => Just(Step::Serve),
         3 => Just(Step::Read),
@@ -258,6 +273,9 @@ struct Sim {
     /// Whether the writer task holds the role, and the chunk it is writing.
     writer: bool,
     writer_chunk: BytesMut,
+    /// Bytes the transport took from a caller and the socket did not (TLS
+    /// records in rustls): they go before anything the writer sends next.
+    held: Vec<u8>,
     /// Bytes on the wire the server has not read.
     wire: Vec<u8>,
     /// Replies the server sent, not yet decoded by the reader.
@@ -390,11 +408,16 @@ impl Sim {
                 }
                 self.follow(state, queued.next);
             }
-            Step::CallerWrites(n) => {
+            Step::CallerWrites(n, owed) => {
                 if let Some(mut chunk) = self.caller_chunk.take() {
-                    let n = n.min(chunk.len());
-                    self.wire.extend_from_slice(&chunk.split_to(n));
-                    let next = state.caller_wrote(chunk);
+                    let next = if owed {
+                        self.held.extend_from_slice(&chunk.split());
+                        state.caller_wrote(chunk, true)
+                    } else {
+                        let n = n.min(chunk.len());
+                        self.wire.extend_from_slice(&chunk.split_to(n));
+                        state.caller_wrote(chunk, false)
+                    };
                     self.follow(state, next);
                 }
             }
@@ -404,8 +427,11 @@ impl Sim {
                 }
                 if self.writer_chunk.is_empty() {
                     let mut chunk = std::mem::take(&mut self.writer_chunk);
+                    let held = !self.held.is_empty();
                     if state.writer_take(&mut chunk) {
-                        assert!(!chunk.is_empty(), "the writer took nothing");
+                        // Its send flushes the held bytes first.
+                        self.wire.append(&mut self.held);
+                        assert!(!chunk.is_empty() || held, "the writer took nothing");
                         self.writer_chunk = chunk;
                     } else {
                         self.writer = false;
@@ -498,7 +524,7 @@ proptest! {
         // Quiesce: every party runs until nobody can move. If something were
         // queued with nobody to write it, a caller would stay unanswered.
         for _ in 0..10_000 {
-            sim.apply(&mut state, &sem, Step::CallerWrites(usize::MAX));
+            sim.apply(&mut state, &sem, Step::CallerWrites(usize::MAX, false));
             sim.apply(&mut state, &sem, Step::WriterRuns(usize::MAX));
             sim.apply(&mut state, &sem, Step::Serve);
             sim.apply(&mut state, &sem, Step::Read);
@@ -513,6 +539,7 @@ proptest! {
         }
         if !sim.failed {
             prop_assert!(sim.wire.is_empty(), "the server read everything");
+            prop_assert!(sim.held.is_empty(), "held bytes were flushed");
             prop_assert_eq!(state.batches, 0);
             prop_assert_eq!(state.role, Role::Idle);
             prop_assert_eq!(state.read_role, ReadRole::Idle);
