@@ -606,6 +606,77 @@ async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
     }
 }
 
+/// Requests in flight together on a stalled server: their replies are the
+/// reader task's to read, so each caller's deadline is watched by the
+/// connection's timer (no timer per request). Each fails at its own
+/// deadline — still waiting 1 ms before it, failed 1 ms after, whatever the
+/// runtime ran meanwhile — and once the server resumes the late replies are
+/// read and dropped: every later caller gets its own value.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn requests_in_flight_together_time_out_each_at_its_deadline() {
+    let _clock = HeldClock::hold();
+    let server = Memcached::spawn();
+    let client = one_server(&server)
+        .timeouts_until_down(0)
+        .timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..8).map(|i| format!("late:{i}")).collect();
+    for k in &keys {
+        client.set(k, k, 0).await.unwrap();
+    }
+    server.stop();
+    let poll = |get: &mut std::pin::Pin<Box<dyn std::future::Future<Output = _> + '_>>| {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        get.as_mut().poll(&mut cx)
+    };
+    // Half now, half 40 ms later: two deadlines.
+    let mut gets: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = _>>>> = Vec::new();
+    for k in &keys[..4] {
+        gets.push(Box::pin(client.get(k)));
+    }
+    for get in &mut gets {
+        assert!(poll(get).is_pending());
+    }
+    tokio::time::advance(Duration::from_millis(40)).await;
+    for k in &keys[4..] {
+        gets.push(Box::pin(client.get(k)));
+    }
+    for get in &mut gets[4..] {
+        assert!(poll(get).is_pending());
+    }
+    // 99 ms after the first four: all still waiting.
+    tokio::time::advance(Duration::from_millis(59)).await;
+    for get in &mut gets {
+        assert!(poll(get).is_pending(), "timed out before its 100 ms");
+    }
+    // 101 ms: the first four have failed, the others wait on.
+    tokio::time::advance(Duration::from_millis(2)).await;
+    for (i, get) in gets.iter_mut().enumerate() {
+        match poll(get) {
+            std::task::Poll::Ready(result) if i < 4 => {
+                let error = result.unwrap_err();
+                assert!(error.is_timeout(), "{error}");
+            }
+            std::task::Poll::Pending if i >= 4 => {}
+            other => panic!("get {i} at 101 ms: {other:?}"),
+        }
+    }
+    // 141 ms: the rest have failed too.
+    tokio::time::advance(Duration::from_millis(40)).await;
+    for get in &mut gets[4..] {
+        let std::task::Poll::Ready(result) = poll(get) else {
+            panic!("still waiting past its deadline");
+        };
+        assert!(result.unwrap_err().is_timeout());
+    }
+    drop(gets);
+    server.resume();
+    for k in &keys {
+        assert_eq!(client.get(k).await.unwrap().unwrap().value, k.as_bytes());
+    }
+}
+
 /// Commands a server read during `f`, from its `bytes_read`, when every
 /// command is a `get` of `KEY_LEN`-byte keys: a line is `get` + keys × (1 +
 /// `KEY_LEN`) + `\r\n`. The `stats` requests' own bytes are measured first.

@@ -124,6 +124,16 @@ impl Merged {
     /// Hands each caller its part of the command's reply: its key's value or
     /// a miss (an empty `Values`). An error reply or a failure goes to every
     /// caller.
+    /// Every caller still waiting gets `error` now; the in-flight permits
+    /// stay held until the reply itself arrives (and is dropped).
+    pub(crate) fn time_out(&mut self, error: &Error) {
+        for entry in &mut self.entries {
+            if let Some(tx) = entry.reply.take() {
+                let _ = tx.send(Err(error.clone()));
+            }
+        }
+    }
+
     pub(crate) fn deliver(mut self, reply: Result<Response, Error>) {
         let values = match reply {
             Ok(Response::Values(values)) => values,

@@ -42,8 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::{Buf, BytesMut};
 use memgroup_proto::{Decoder, Request, Response};
 use parking_lot::Mutex;
-use tokio::sync::oneshot::{self, error::TryRecvError};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, TryAcquireError};
 use tokio::task::JoinHandle;
 
 use crate::counters::ServerCounters;
@@ -53,7 +52,9 @@ mod idle;
 mod login;
 pub(crate) mod merge;
 mod open;
+mod read;
 pub(crate) mod state;
+mod timer;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;
 mod transport;
@@ -62,7 +63,7 @@ pub use login::Credentials;
 pub(crate) use open::{ConnSettings, open};
 use state::{Next, Queued, State};
 pub(crate) use transport::Stream;
-use transport::{Filled, Transport, write_failed, write_zero};
+use transport::{Transport, write_failed, write_zero};
 
 /// What the writer task's buffer starts at: a batch of ~300 small requests
 /// fits without growing it.
@@ -89,7 +90,7 @@ pub(crate) struct Connection {
 #[derive(Debug)]
 struct Inner {
     shared: Arc<Shared>,
-    tasks: [JoinHandle<()>; 2],
+    tasks: [JoinHandle<()>; 3],
 }
 
 impl Drop for Inner {
@@ -111,6 +112,8 @@ struct Shared {
     wake_writer: Notify,
     /// Hands the reader role to the reader task.
     wake_reader: Notify,
+    /// Tells the timer task to look at the state's deadline again.
+    wake_timer: Notify,
     /// Used only by the holder of the reader role (and, while nobody holds
     /// it, by [`Shared::idle_check`]).
     read_side: Mutex<ReadSide>,
@@ -172,96 +175,6 @@ impl Shared {
         self.follow(next);
     }
 
-    /// As the holder of the reader role: reads what the socket has (once; the
-    /// caller waits for readiness again) and delivers every complete reply.
-    fn read_some(&self) {
-        let mut side = self.read_side.lock();
-        let ReadSide { buf, decoder } = &mut *side;
-        if buf.capacity() - buf.len() < READ_MIN_ROOM {
-            buf.reserve(READ_BUFFER);
-        }
-        match self.transport.fill(buf) {
-            Ok(Filled::Eof) => {
-                let error = Error::new(ErrorKind::Connection, "connection closed by the server");
-                return self.fail(&error.at(&self.server));
-            }
-            Ok(Filled::Bytes(n)) => self.counters.bytes_in(n),
-            Ok(Filled::Blocked) => return,
-            Err(error) => return self.fail(&error.at(&self.server)),
-        }
-        loop {
-            // One lock per reply: what it expects, then (decoded, a few
-            // hundred nanoseconds) whose it is.
-            let mut state = self.state.lock();
-            let Some(expect) = state.expect() else {
-                drop(state);
-                if !buf.is_empty() {
-                    let error = Error::new(
-                        ErrorKind::Protocol,
-                        format!("{} unsolicited bytes from the server", buf.len()),
-                    );
-                    return self.fail(&error.at(&self.server));
-                }
-                return;
-            };
-            let decoded = decoder.decode(buf, expect);
-            let (reply_to, next) = match &decoded {
-                Ok(Some(_)) => state.reply(),
-                _ => (None, state::Next::Nothing),
-            };
-            drop(state);
-            match decoded {
-                Ok(Some(reply)) => {
-                    if let Some(reply_to) = reply_to {
-                        reply_to.deliver(Ok(reply));
-                    }
-                    self.follow(next);
-                }
-                Ok(None) => return,
-                Err(e) => {
-                    let error =
-                        Error::new(ErrorKind::Protocol, "malformed reply; connection closed")
-                            .at(&self.server)
-                            .with_source(e);
-                    return self.fail(&error);
-                }
-            }
-        }
-    }
-
-    /// As a caller holding the reader role: reads until its own reply is in.
-    async fn read_own(
-        &self,
-        mut receiver: oneshot::Receiver<Result<Response, Error>>,
-        epoch: u64,
-    ) -> Result<Response, Error> {
-        // Hands the role on however this ends (reply, failure, or the caller
-        // giving up).
-        let _role = ReaderRole(self, epoch);
-        loop {
-            match receiver.try_recv() {
-                Ok(reply) => return reply,
-                Err(TryRecvError::Closed) => {
-                    return Err(
-                        Error::new(ErrorKind::Connection, "connection closed").at(&self.server)
-                    );
-                }
-                Err(TryRecvError::Empty) => {}
-            }
-            match self.transport.readable().await {
-                Ok(()) => self.read_some(),
-                Err(e) => {
-                    let error = Error::new(ErrorKind::Connection, "read failed").at(&self.server);
-                    self.fail(&error.with_source(e));
-                }
-            }
-            // A peer that keeps the socket readable (an endless reply) must
-            // not keep this loop from yielding: the caller's timeout and the
-            // worker's other tasks get their turn.
-            tokio::task::coop::consume_budget().await;
-        }
-    }
-
     /// Closes the connection: every waiter fails with `error`.
     fn fail(&self, error: &Error) {
         let replies = {
@@ -276,9 +189,10 @@ impl Shared {
         for reply in replies {
             reply.deliver(Err(error.clone()));
         }
-        // The writer and reader tasks, if they wait, see the state closed and end.
+        // The tasks, if they wait, see the state closed and end.
         self.wake_writer.notify_one();
         self.wake_reader.notify_one();
+        self.wake_timer.notify_one();
     }
 }
 
@@ -290,18 +204,6 @@ fn log_close(error: &Error) {
         tracing::warn!(error = %error.chain(), "malformed reply from memcached; connection closed");
     } else {
         tracing::debug!(error = %error.chain(), "connection closed");
-    }
-}
-
-/// Held by a caller reading its own reply (with the epoch it took the reader
-/// role in); passes the role on when dropped.
-struct ReaderRole<'a>(&'a Shared, u64);
-
-impl Drop for ReaderRole<'_> {
-    fn drop(&mut self) {
-        if self.0.state.lock().reader_release(self.1) {
-            self.0.wake_reader.notify_one();
-        }
     }
 }
 
@@ -323,6 +225,7 @@ impl Connection {
             state: Mutex::new(state),
             wake_writer: Notify::new(),
             wake_reader: Notify::new(),
+            wake_timer: Notify::new(),
             read_side: Mutex::new(ReadSide {
                 buf: BytesMut::with_capacity(READ_BUFFER),
                 decoder: Decoder::new(settings.limits),
@@ -333,12 +236,13 @@ impl Connection {
             permits: Arc::new(Semaphore::new(max_in_flight)),
             counters,
         });
-        let reader = tokio::spawn(read_loop(shared.clone()));
+        let reader = tokio::spawn(read::read_loop(shared.clone()));
         let writer = tokio::spawn(write_loop(shared.clone()));
+        let timer = tokio::spawn(timer::timer_loop(shared.clone()));
         Ok(Connection {
             inner: Arc::new(Inner {
                 shared,
-                tasks: [reader, writer],
+                tasks: [reader, writer, timer],
             }),
         })
     }
@@ -347,11 +251,6 @@ impl Connection {
     /// (the server stopped answering: its callers move on at once).
     pub(crate) fn abort(&self, error: &Error) {
         self.inner.shared.fail(error);
-    }
-
-    /// The peer's address as configured.
-    pub(crate) fn server(&self) -> &str {
-        &self.inner.shared.server
     }
 
     /// Whether the connection has failed (without checking an idle one).
@@ -371,41 +270,65 @@ impl Connection {
         shared.failed.load(Ordering::Acquire) || shared.idle_check()
     }
 
-    /// Sends `request` and waits for its reply. Requests without a reply
-    /// (`noreply`, `quit`) return `Ok(None)` once queued for writing.
+    /// Sends `request` and waits for its reply until `deadline`, then fails
+    /// with a timeout ([`ErrorKind::Timeout`]; the connection's timer says
+    /// so, and the reply, when it comes, is read and dropped). Requests
+    /// without a reply (`noreply`, `quit`) return `Ok(None)` once queued for
+    /// writing.
     ///
     /// Cancel-safe: dropping the future at any point leaves the connection in
     /// sync (see the module docs).
-    pub(crate) async fn call(&self, request: &Request<'_>) -> Result<Option<Response>, Error> {
+    pub(crate) async fn call(
+        &self,
+        request: &Request<'_>,
+        deadline: std::time::Instant,
+    ) -> Result<Option<Response>, Error> {
         let shared = &self.inner.shared;
-        let permit = shared
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::new(ErrorKind::Connection, "connection closed"))?;
+        let closed = || Error::new(ErrorKind::Connection, "connection closed");
+        // A timer of its own only while the cap on requests in flight is
+        // reached (rare): the wait for the reply is the connection timer's.
+        let permit = match shared.permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(TryAcquireError::Closed) => return Err(closed()),
+            Err(TryAcquireError::NoPermits) => {
+                let acquire = shared.permits.clone().acquire_owned();
+                match tokio::time::timeout_at(deadline.into(), acquire).await {
+                    Ok(permit) => permit.map_err(|_| closed())?,
+                    Err(_) => return Err(timer::timed_out().at(&shared.server)),
+                }
+            }
+        };
         let in_flight = shared.callers_in_flight();
         let Queued {
             receiver,
             next,
             reads,
             wake_reader,
+            wake_timer,
             encoded,
-        } = shared.state.lock().queue(request, permit, in_flight)?;
+        } = shared
+            .state
+            .lock()
+            .queue(request, permit, in_flight, deadline)?;
         shared.counters.bytes_out(encoded);
         shared.follow(next);
         if wake_reader {
             shared.wake_reader.notify_one();
         }
-        match (receiver, reads) {
-            (Some(receiver), Some(epoch)) => shared.read_own(receiver, epoch).await.map(Some),
-            (Some(receiver), None) => match receiver.await {
+        if wake_timer {
+            shared.wake_timer.notify_one();
+        }
+        let Some(receiver) = receiver else {
+            return Ok(None);
+        };
+        match reads {
+            Some(epoch) => shared.read_own(receiver, epoch, deadline).await.map(Some),
+            // The connection's timer tells this caller when its deadline
+            // passes (no timer of its own).
+            None => match timer::watched(shared, deadline, receiver).await {
                 Ok(reply) => reply.map(Some),
-                Err(_) => {
-                    Err(Error::new(ErrorKind::Connection, "connection closed").at(self.server()))
-                }
+                Err(_) => Err(closed().at(&shared.server)),
             },
-            (None, _) => Ok(None),
         }
     }
 }
@@ -438,32 +361,6 @@ async fn write_loop(shared: Arc<Shared>) {
             if stop() {
                 return;
             }
-        }
-    }
-}
-
-/// The reader task: reads while it holds the reader role, handed to it by a
-/// caller that got its own reply (or gave up) while others were still due;
-/// lets the role go when no reply is due.
-async fn read_loop(shared: Arc<Shared>) {
-    loop {
-        shared.wake_reader.notified().await;
-        loop {
-            if shared.failed.load(Ordering::Acquire) {
-                return;
-            }
-            if shared.state.lock().reader_task_done() {
-                break;
-            }
-            match shared.transport.readable().await {
-                Ok(()) => shared.read_some(),
-                Err(e) => {
-                    let error = Error::new(ErrorKind::Connection, "read failed").at(&shared.server);
-                    return shared.fail(&error.with_source(e));
-                }
-            }
-            // Yield now and then under an endless stream (see `read_own`).
-            tokio::task::coop::consume_budget().await;
         }
     }
 }

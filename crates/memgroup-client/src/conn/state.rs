@@ -55,8 +55,14 @@
 //! 6. Once closed, nothing is queued or sent, and every waiter was failed once.
 //! 7. Replies due have a reader: with waiters and the connection open, the
 //!    reader role is held.
+//! 8. The bytes of written batches unanswered stay within the bound (TLS),
+//!    but for a single request larger than it, sent alone.
+//! 9. The timer wakes by the earliest deadline of the waiters still
+//!    waiting (`armed` is at or before it); a waiter past its deadline has
+//!    its callers told so ([`State::expire`]) and stays, its reply dropped.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use memgroup_proto::{Expect, GrowingRetrieval, Key, Request, Response};
@@ -72,6 +78,13 @@ use crate::error::Error;
 /// callers went from ~81k to ~61k gets/s when every such write was handed
 /// over; 16 and more gain from batching).
 pub(crate) const DIRECT_WRITE_CALLERS: usize = 4;
+
+/// A single-key retrieval joins the open `get` only if its deadline is at
+/// most this much later than the line's (then the line's becomes its): a
+/// caller of the same timeout joins within microseconds, and a joined
+/// caller's timeout is then at most this late, within the timer's own
+/// millisecond granularity. One of another timeout gets a line of its own.
+const JOIN_DEADLINE_SLACK: Duration = Duration::from_millis(1);
 
 /// Who may write to the socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +121,9 @@ pub(crate) struct Queued {
     /// The reader task must be woken: it took the role over from a lone
     /// caller now that a second one waits.
     pub(crate) wake_reader: bool,
+    /// The timer must be woken: this request's deadline is the earliest now
+    /// (see [`State::armed`]).
+    pub(crate) wake_timer: bool,
     /// Bytes the request added to the output.
     pub(crate) encoded: usize,
 }
@@ -127,18 +143,34 @@ pub(crate) enum Next {
 /// Where a reply goes.
 #[derive(Debug)]
 pub(crate) enum Reply {
-    /// One caller, holding one in-flight permit (released with the reply).
-    One(ReplyTx, OwnedSemaphorePermit),
+    /// One caller (`None` once told it timed out), holding one in-flight
+    /// permit (released with the reply).
+    One(Option<ReplyTx>, OwnedSemaphorePermit),
     /// Several callers' `get`s merged into one command.
     Merged(Box<Merged>),
 }
 
 impl Reply {
+    /// Tells every caller still waiting that its request timed out; the
+    /// permits stay held until the reply arrives.
+    fn time_out(&mut self, error: &Error) {
+        match self {
+            Reply::One(tx, _permit) => {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(Err(error.clone()));
+                }
+            }
+            Reply::Merged(merged) => merged.time_out(error),
+        }
+    }
+
     /// Hands `reply` over; a caller that gave up is skipped.
     pub(crate) fn deliver(self, reply: Result<Response, Error>) {
         match self {
             Reply::One(tx, _permit) => {
-                let _ = tx.send(reply);
+                if let Some(tx) = tx {
+                    let _ = tx.send(reply);
+                }
             }
             Reply::Merged(merged) => merged.deliver(reply),
         }
@@ -156,6 +188,11 @@ struct Waiter {
     batch_bytes: usize,
     /// `None` only for a moment while a caller joins a merged `get`.
     reply: Option<Reply>,
+    /// When its callers stop waiting (a merged `get`: its last joiner's).
+    deadline: Instant,
+    /// Its callers were told it timed out ([`State::expire`]); its reply is
+    /// still read, and dropped.
+    timed_out: bool,
 }
 
 /// The state of one connection; see the module docs.
@@ -195,6 +232,10 @@ pub(crate) struct State {
     max_batches: usize,
     /// Whether queued single-key retrievals join into one command.
     merge_gets: bool,
+    /// The earliest deadline of the waiters not yet timed out when last
+    /// computed (it may have passed for a waiter answered since): when the
+    /// timer wakes. `None` while no waiter has a deadline to watch.
+    armed: Option<Instant>,
 }
 
 impl State {
@@ -216,6 +257,7 @@ impl State {
             open: None,
             max_batches: max_batches.max(1),
             merge_gets,
+            armed: None,
         }
     }
 
@@ -249,6 +291,7 @@ impl State {
         request: &Request<'_>,
         permit: OwnedSemaphorePermit,
         in_flight: usize,
+        deadline: Instant,
     ) -> Result<Queued, Error> {
         if let Some(error) = &self.closed {
             return Err(error.clone());
@@ -268,7 +311,7 @@ impl State {
                     _ => None,
                 };
                 let refused = match single {
-                    Some((cas, key)) => self.join_open(cas, key, tx, permit),
+                    Some((cas, key)) => self.join_open(cas, key, tx, permit, deadline),
                     None => Some((tx, permit)),
                 };
                 if let Some((tx, permit)) = refused {
@@ -284,7 +327,9 @@ impl State {
                         end: self.out.len(),
                         ends_batch: false,
                         batch_bytes: 0,
-                        reply: Some(Reply::One(tx, permit)),
+                        reply: Some(Reply::One(Some(tx), permit)),
+                        deadline,
+                        timed_out: false,
                     });
                     self.unwritten += 1;
                 }
@@ -307,13 +352,57 @@ impl State {
                 ReadRole::Task => {}
             }
         }
+        let wake_timer = receiver.is_some() && self.arm(deadline);
         Ok(Queued {
             receiver,
             next: self.next_write(in_flight),
             reads,
             wake_reader,
+            wake_timer,
             encoded,
         })
+    }
+
+    /// Watches `deadline` too: returns whether the timer must be woken (it
+    /// is earlier than what the timer sleeps until, or the timer sleeps with
+    /// nothing to watch).
+    fn arm(&mut self, deadline: Instant) -> bool {
+        match self.armed {
+            Some(at) if at <= deadline => false,
+            _ => {
+                self.armed = Some(deadline);
+                true
+            }
+        }
+    }
+
+    /// When the timer is to wake ([`State::expire`] then), if at all.
+    pub(crate) fn armed(&self) -> Option<Instant> {
+        self.armed
+    }
+
+    /// The timer woke at `now`: every waiter whose deadline has passed has
+    /// its callers told `error` (a timeout), and stays in the queue, so its
+    /// reply is still read and dropped and the stream stays in step; its
+    /// in-flight permits are released with that reply. Then the timer is
+    /// set for the earliest deadline left, if any.
+    pub(crate) fn expire(&mut self, now: Instant, error: &Error) {
+        let mut next: Option<Instant> = None;
+        for waiter in &mut self.waiters {
+            let Some(reply) = waiter.reply.as_mut() else {
+                continue;
+            };
+            if waiter.timed_out {
+                continue;
+            }
+            if waiter.deadline <= now {
+                reply.time_out(error);
+                waiter.timed_out = true;
+            } else {
+                next = Some(next.map_or(waiter.deadline, |n| n.min(waiter.deadline)));
+            }
+        }
+        self.armed = next;
     }
 
     /// A caller that took the reader role in `epoch` has its reply, or gave
@@ -357,11 +446,15 @@ impl State {
         key: Key<'_>,
         tx: ReplyTx,
         permit: OwnedSemaphorePermit,
+        deadline: Instant,
     ) -> Option<(ReplyTx, OwnedSemaphorePermit)> {
         let (Some(open), Some(waiter)) = (self.open.as_mut(), self.waiters.back_mut()) else {
             return Some((tx, permit));
         };
-        if open.is_cas() != cas {
+        let in_time = deadline
+            .checked_duration_since(waiter.deadline)
+            .is_some_and(|later| later <= JOIN_DEADLINE_SLACK);
+        if open.is_cas() != cas || waiter.timed_out || !in_time {
             return Some((tx, permit));
         }
         let bytes = key.as_bytes();
@@ -374,14 +467,16 @@ impl State {
             return Some((tx, permit));
         }
         let mut merged = match waiter.reply.take() {
-            Some(Reply::One(first, first_permit)) => {
+            Some(Reply::One(Some(first), first_permit)) => {
                 Box::new(Merged::new(open.first_key(&self.out), first, first_permit))
             }
+            Some(Reply::One(None, _)) => unreachable!("a waiter timed out is not joined"),
             Some(Reply::Merged(merged)) => merged,
             None => unreachable!("checked above"),
         };
         merged.add(bytes, tx, permit);
         waiter.reply = Some(Reply::Merged(merged));
+        waiter.deadline = deadline;
         waiter.end = self.out.len();
         // The reply may hold one item per key now on the line.
         waiter.expect = Expect::values(open.keys());
@@ -569,13 +664,15 @@ impl State {
         self.unwritten = 0;
         self.unanswered = 0;
         self.owed = false;
+        self.armed = None;
         self.open = None;
         self.front = BytesMut::new();
         self.out = BytesMut::new();
         self.waiters.drain(..).filter_map(|w| w.reply).collect()
     }
 
-    /// Panics unless the module docs' invariants 1–4 hold.
+    /// Panics unless the module docs' invariants hold (those of the state
+    /// alone: 1–4, 8 and 9).
     #[cfg(test)]
     fn check(&self) {
         let ends = self.waiters.iter().filter(|w| w.ends_batch).count();
@@ -602,6 +699,18 @@ impl State {
         }
         if !self.waiters.is_empty() && self.closed.is_none() {
             assert_ne!(self.read_role, ReadRole::Idle, "invariant 7: a reader");
+        }
+        let earliest = self
+            .waiters
+            .iter()
+            .filter(|w| w.reply.is_some() && !w.timed_out)
+            .map(|w| w.deadline)
+            .min();
+        if let (Some(earliest), false) = (earliest, self.closed.is_some()) {
+            assert!(
+                self.armed.is_some_and(|at| at <= earliest),
+                "invariant 9: the timer wakes by the earliest deadline"
+            );
         }
         if let Some(open) = &self.open {
             assert!(self.out.ends_with(b"\r\n"), "invariant 4");

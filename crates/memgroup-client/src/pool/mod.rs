@@ -313,6 +313,16 @@ impl Pool {
             .emit(|| Event::TopologyChanged { added, removed });
     }
 
+    /// The slot's connection if it is open (no opening, no `await`).
+    pub(crate) fn live_connection(
+        &self,
+        snap: &Snapshot,
+        server: ServerId,
+        slot: usize,
+    ) -> Option<Connection> {
+        snap.slot(server, slot).live()
+    }
+
     /// The connection of a slot, opening it if needed (unless the server is
     /// in its dead-host backoff).
     ///

@@ -93,18 +93,21 @@ impl Pool {
 /// Asks a reopened connection for the server's version within `timeout`:
 /// `Ok` once it answers.
 async fn probe(conn: &Connection, timeout: std::time::Duration) -> Result<(), Error> {
-    match tokio::time::timeout(timeout, conn.call(&memgroup_proto::Request::Version)).await {
-        Ok(Ok(Some(memgroup_proto::Response::Version(_)))) => Ok(()),
-        Ok(Ok(other)) => Err(Error::new(
+    match conn
+        .call(&memgroup_proto::Request::Version, now() + timeout)
+        .await
+    {
+        Ok(Some(memgroup_proto::Response::Version(_))) => Ok(()),
+        Ok(other) => Err(Error::new(
             ErrorKind::Protocol,
             format!("unexpected reply to the probe: {other:?}"),
         )),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(Error::new(
+        Err(e) if e.is_timeout() => Err(Error::new(
             ErrorKind::Timeout,
             format!(
                 "the server accepted a connection but did not answer a probe within {timeout:?}"
             ),
         )),
+        Err(e) => Err(e),
     }
 }

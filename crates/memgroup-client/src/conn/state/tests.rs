@@ -19,6 +19,11 @@ fn permits() -> Arc<Semaphore> {
     Arc::new(Semaphore::new(10_000))
 }
 
+/// A deadline no unit test reaches.
+fn far() -> std::time::Instant {
+    crate::clock::now() + std::time::Duration::from_secs(3600)
+}
+
 fn get(key: &[u8]) -> Vec<u8> {
     key.to_vec()
 }
@@ -28,7 +33,7 @@ fn queue_get(state: &mut State, sem: &Arc<Semaphore>, key: &[u8], in_flight: usi
     let keys = [Key::new(key).unwrap()];
     let permit = sem.clone().try_acquire_owned().unwrap();
     let queued = state
-        .queue(&Request::Get { keys: &keys }, permit, in_flight)
+        .queue(&Request::Get { keys: &keys }, permit, in_flight, far())
         .unwrap();
     (queued.receiver.unwrap(), queued.next)
 }
@@ -199,7 +204,7 @@ fn a_failure_reaches_every_waiter_once_and_later_calls_fail() {
         data: b"x",
         noreply: false,
     };
-    let rx_s = state.queue(&set, permit, 3).unwrap().receiver;
+    let rx_s = state.queue(&set, permit, 3, far()).unwrap().receiver;
     let error = Error::new(ErrorKind::Connection, "gone");
     let replies = state.fail(&error);
     // `a` went out alone (the caller took it); `b` waits in `out`.
@@ -211,7 +216,7 @@ fn a_failure_reaches_every_waiter_once_and_later_calls_fail() {
         assert!(rx.try_recv().unwrap().unwrap_err().is_connection());
     }
     let permit = sem.clone().try_acquire_owned().unwrap();
-    let later = state.queue(&Request::Get { keys: &keys }, permit, 1);
+    let later = state.queue(&Request::Get { keys: &keys }, permit, 1, far());
     assert!(later.unwrap_err().is_connection());
     assert_eq!(sem.available_permits(), 10_000);
 }
@@ -240,9 +245,14 @@ enum Step {
     /// The reader role's holder checks whether it is done: a caller when its
     /// reply is in, the reader task when no reply is due.
     ReaderDone,
+    /// This many milliseconds pass; the timer expires what is due.
+    Tick(u64),
     /// The connection breaks.
     Fail,
 }
+
+/// Every simulated request's timeout.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_millis(10);
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
@@ -255,6 +265,7 @@ fn step() -> impl Strategy<Value = Step> {
         3 => Just(Step::Read),
         1 => Just(Step::GiveUp),
         2 => Just(Step::ReaderDone),
+        1 => (1u64..8).prop_map(Step::Tick),
         1 => Just(Step::Fail).prop_filter("rare", |_| true),
     ]
 }
@@ -287,9 +298,17 @@ struct Sim {
     /// Whether the reader task holds the role.
     task_reads: bool,
     failed: bool,
+    /// When the simulation started, and the time passed since.
+    start: Option<std::time::Instant>,
+    elapsed: std::time::Duration,
 }
 
 impl Sim {
+    /// The simulated clock.
+    fn now(&mut self) -> std::time::Instant {
+        *self.start.get_or_insert_with(crate::clock::now) + self.elapsed
+    }
+
     fn follow(&mut self, state: &State, next: Next) {
         match next {
             Next::Nothing => {}
@@ -393,7 +412,8 @@ impl Sim {
                 };
                 let permit = sem.clone().try_acquire_owned().unwrap();
                 let in_flight = 10_000 - sem.available_permits();
-                let queued = state.queue(&request, permit, in_flight).unwrap();
+                let deadline = self.now() + TIMEOUT;
+                let queued = state.queue(&request, permit, in_flight, deadline).unwrap();
                 if let Some(epoch) = queued.reads {
                     assert!(!self.someone_reads(), "a caller read while others did");
                     self.caller_readers.push((self.callers.len(), epoch));
@@ -441,6 +461,14 @@ impl Sim {
                     self.wire.extend_from_slice(&self.writer_chunk.split_to(n));
                 }
                 self.check_role(state);
+            }
+            Step::Tick(ms) => {
+                self.elapsed += std::time::Duration::from_millis(ms);
+                let now = self.now();
+                if state.armed().is_some_and(|at| at <= now) {
+                    let error = Error::new(ErrorKind::Timeout, "simulated");
+                    state.expire(now, &error);
+                }
             }
             // After a failure the socket is gone: nothing moves any more.
             _ if self.failed => {}
@@ -549,7 +577,7 @@ proptest! {
             let Some(rx) = caller.rx.as_mut() else { continue };
             let got = rx.try_recv();
             match (&caller.get, got) {
-                (_, Ok(Err(e))) => prop_assert!(sim.failed && e.is_connection()),
+                (_, Ok(Err(e))) => prop_assert!((sim.failed && e.is_connection()) || e.is_timeout()),
                 (Some(key), Ok(Ok(Response::Values(v)))) => {
                     prop_assert_eq!(v.len(), 1);
                     prop_assert_eq!(&v[0].key[..], &key[..], "another caller's value");

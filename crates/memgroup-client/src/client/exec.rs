@@ -1,0 +1,163 @@
+//! `exec`, the one step every operation shares: one request to one target
+//! (a connection slot), within the client's timeout, its reply checked.
+
+use memgroup_proto::{Request, Response};
+use memgroup_topology::Target;
+
+use super::trace::{self, Attempt};
+use super::{Client, unexpected};
+use crate::clock::now;
+use crate::error::{Error, ErrorKind};
+use crate::pool::Snapshot;
+
+impl Client {
+    /// A meta request at `target`: its reply, `None` for `EN` (a meta get's
+    /// miss); any other kind of reply is a protocol error.
+    pub(crate) async fn meta_at(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        request: &Request<'_>,
+        attempt: Attempt,
+    ) -> Result<Option<memgroup_proto::MetaResponse>, Error> {
+        match self.exec(snap, target, request, attempt).await? {
+            Some(Response::Meta(m)) if m.status == memgroup_proto::MetaStatus::En => Ok(None),
+            Some(Response::Meta(m)) => Ok(Some(m)),
+            other => Err(unexpected(other.as_ref())),
+        }
+    }
+
+    /// Sends one request to one target within the timeout. A broken
+    /// connection marks the server dead (backoff) and frees the slot; error
+    /// replies (`SERVER_ERROR`, `CLIENT_ERROR`, `ERROR`) become errors.
+    pub(crate) async fn exec(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        request: &Request<'_>,
+        attempt: Attempt,
+    ) -> Result<Option<Response>, Error> {
+        let started = now();
+        // What hedging and the read queue bound look at, kept only where
+        // there is another group to read from (shared atomics per request).
+        let watched = snap.topology.groups().len() > 1;
+        let _outstanding = watched.then(|| {
+            let counters = snap.counters(target.server);
+            counters.sent(crate::clock::nanos(started));
+            counters.outstanding()
+        });
+        let span = trace::request_span(
+            snap.topology.group(target.group).name(),
+            snap.name(target.server),
+            request.command(),
+            attempt,
+        );
+        // Each step is its own `async fn` called in place: a future bound to
+        // a local and then awaited is stored twice in the caller's.
+        let deadline = started + self.timeout;
+        let result = trace::await_in_span!(
+            span,
+            self.exec_timed(snap, target, request, watched, deadline)
+        );
+        trace::request_done(&span, &result);
+        let store = matches!(request, Request::Store { .. } | Request::MetaSet { .. });
+        snap.counters(target.server).request(
+            now() - started,
+            store,
+            result.as_ref().err().map(Error::kind),
+        );
+        result
+    }
+
+    /// [`Client::exec`]'s request within the timeout, its reply checked.
+    async fn exec_timed(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        request: &Request<'_>,
+        watched: bool,
+        deadline: std::time::Instant,
+    ) -> Result<Option<Response>, Error> {
+        match self.exec_call(snap, target, request, deadline).await {
+            Some(result) => {
+                if matches!(result, Ok(Some(_))) {
+                    let counters = snap.counters(target.server);
+                    counters.answered();
+                    if watched {
+                        counters.replied(crate::clock::nanos(now()));
+                    }
+                }
+                result.and_then(|r| {
+                    r.map(|r| check_reply(r, snap.name(target.server)))
+                        .transpose()
+                })
+            }
+            None => {
+                self.inner.pool.timed_out(snap, target.server);
+                Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("operation timed out after {:?}", self.timeout),
+                )
+                .at(snap.name(target.server)))
+            }
+        }
+    }
+
+    /// [`Client::exec`]'s request on the target's connection; a broken
+    /// connection frees the slot and marks the server dead. `None` when
+    /// `deadline` passed first: opening the connection, or waiting for the
+    /// reply (the connection's timer says so: no timer per request).
+    async fn exec_call(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        request: &Request<'_>,
+        deadline: std::time::Instant,
+    ) -> Option<Result<Option<Response>, Error>> {
+        let pool = &self.inner.pool;
+        let conn = match pool.live_connection(snap, target.server, target.slot) {
+            Some(conn) => conn,
+            None => {
+                let opening = pool.connection(snap, target.server, target.slot);
+                match tokio::time::timeout_at(deadline.into(), opening).await {
+                    Ok(Ok(conn)) => conn,
+                    Ok(Err(e)) => return Some(Err(e)),
+                    Err(_) => return None,
+                }
+            }
+        };
+        match conn.call(request, deadline).await {
+            // The only timeout a call reports: its deadline passed.
+            Err(e) if e.is_timeout() => None,
+            Err(e) if e.is_connection() || e.is_protocol() => {
+                drop(conn);
+                pool.connection_failed(snap, target.server, target.slot, &e);
+                Some(Err(e))
+            }
+            other => Some(other),
+        }
+    }
+}
+
+/// Turns error replies into errors.
+fn check_reply(reply: Response, server: &str) -> Result<Response, Error> {
+    match reply {
+        Response::ServerError(m) => Err(Error::new(
+            ErrorKind::Server,
+            format!("SERVER_ERROR {}", String::from_utf8_lossy(&m)),
+        )
+        .at(server)),
+        Response::ClientError(m) if m.starts_with(b"unauthenticated") => Err(Error::new(
+            ErrorKind::Auth,
+            "the server requires authentication (CLIENT_ERROR unauthenticated); configure credentials",
+        )
+        .at(server)),
+        Response::ClientError(m) => Err(Error::new(
+            ErrorKind::Client,
+            format!("CLIENT_ERROR {}", String::from_utf8_lossy(&m)),
+        )
+        .at(server)),
+        Response::Error => Err(Error::new(ErrorKind::Client, "ERROR (unknown command)").at(server)),
+        other => Ok(other),
+    }
+}

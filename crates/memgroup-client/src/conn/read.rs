@@ -1,0 +1,162 @@
+//! The reading side of a connection: whoever holds the reader role — a
+//! lone caller for its own reply, or the reader task while several are due —
+//! reads the socket and delivers every complete reply where the state says.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use tokio::sync::oneshot::{self, error::TryRecvError};
+
+use super::state::Next;
+use super::timer::timed_out;
+use super::transport::Filled;
+use super::{READ_BUFFER, READ_MIN_ROOM, ReadSide, Shared};
+use crate::clock::now;
+use crate::error::{Error, ErrorKind};
+use memgroup_proto::Response;
+
+impl Shared {
+    /// As the holder of the reader role: reads what the socket has (once; the
+    /// caller waits for readiness again) and delivers every complete reply.
+    pub(super) fn read_some(&self) {
+        let mut side = self.read_side.lock();
+        let ReadSide { buf, decoder } = &mut *side;
+        if buf.capacity() - buf.len() < READ_MIN_ROOM {
+            buf.reserve(READ_BUFFER);
+        }
+        match self.transport.fill(buf) {
+            Ok(Filled::Eof) => {
+                let error = Error::new(ErrorKind::Connection, "connection closed by the server");
+                return self.fail(&error.at(&self.server));
+            }
+            Ok(Filled::Bytes(n)) => self.counters.bytes_in(n),
+            Ok(Filled::Blocked) => return,
+            Err(error) => return self.fail(&error.at(&self.server)),
+        }
+        loop {
+            // One lock per reply: what it expects, then (decoded, a few
+            // hundred nanoseconds) whose it is.
+            let mut state = self.state.lock();
+            let Some(expect) = state.expect() else {
+                drop(state);
+                if !buf.is_empty() {
+                    let error = Error::new(
+                        ErrorKind::Protocol,
+                        format!("{} unsolicited bytes from the server", buf.len()),
+                    );
+                    return self.fail(&error.at(&self.server));
+                }
+                return;
+            };
+            let decoded = decoder.decode(buf, expect);
+            let (reply_to, next) = match &decoded {
+                Ok(Some(_)) => state.reply(),
+                _ => (None, Next::Nothing),
+            };
+            drop(state);
+            match decoded {
+                Ok(Some(reply)) => {
+                    if let Some(reply_to) = reply_to {
+                        reply_to.deliver(Ok(reply));
+                    }
+                    self.follow(next);
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    let error =
+                        Error::new(ErrorKind::Protocol, "malformed reply; connection closed")
+                            .at(&self.server)
+                            .with_source(e);
+                    return self.fail(&error);
+                }
+            }
+        }
+    }
+
+    /// As a caller holding the reader role: reads until its own reply is in,
+    /// or `deadline` passes. A lone caller watches its deadline itself (the
+    /// timer task would have to wake it through its reply channel, and its
+    /// own reply, which it delivers, would then wake it once more).
+    pub(super) async fn read_own(
+        &self,
+        mut receiver: oneshot::Receiver<Result<Response, Error>>,
+        epoch: u64,
+        deadline: Instant,
+    ) -> Result<Response, Error> {
+        // Hands the role on however this ends (reply, failure, or the caller
+        // giving up).
+        let _role = ReaderRole(self, epoch);
+        let late = tokio::time::sleep_until(deadline.into());
+        tokio::pin!(late);
+        loop {
+            match receiver.try_recv() {
+                Ok(reply) => return reply,
+                Err(TryRecvError::Closed) => {
+                    return Err(
+                        Error::new(ErrorKind::Connection, "connection closed").at(&self.server)
+                    );
+                }
+                Err(TryRecvError::Empty) => {}
+            }
+            tokio::select! {
+                biased;
+                readable = self.transport.readable() => match readable {
+                    Ok(()) => self.read_some(),
+                    Err(e) => {
+                        let error = Error::new(ErrorKind::Connection, "read failed").at(&self.server);
+                        self.fail(&error.with_source(e));
+                    }
+                },
+                // Past the deadline: the request times out as the timer task
+                // would time it out (its reply is still read, and dropped).
+                () = &mut late => {
+                    let error = timed_out().at(&self.server);
+                    self.state.lock().expire(now(), &error);
+                }
+            }
+            // A peer that keeps the socket readable (an endless reply) must
+            // not keep this loop from yielding: the caller's deadline and the
+            // worker's other tasks get their turn.
+            tokio::task::coop::consume_budget().await;
+        }
+    }
+}
+
+/// Held by a caller reading its own reply (with the epoch it took the reader
+/// role in); passes the role on when dropped.
+struct ReaderRole<'a>(&'a Shared, u64);
+
+impl Drop for ReaderRole<'_> {
+    fn drop(&mut self) {
+        if self.0.state.lock().reader_release(self.1) {
+            self.0.wake_reader.notify_one();
+        }
+    }
+}
+
+/// The reader task: reads while it holds the reader role, handed to it by a
+/// caller that got its own reply (or gave up) while others were still due;
+/// lets the role go when no reply is due.
+pub(super) async fn read_loop(shared: Arc<Shared>) {
+    loop {
+        shared.wake_reader.notified().await;
+        loop {
+            if shared.failed.load(Ordering::Acquire) {
+                return;
+            }
+            if shared.state.lock().reader_task_done() {
+                break;
+            }
+            match shared.transport.readable().await {
+                Ok(()) => shared.read_some(),
+                Err(e) => {
+                    let error = Error::new(ErrorKind::Connection, "read failed").at(&shared.server);
+                    return shared.fail(&error.with_source(e));
+                }
+            }
+            // Yield now and then under an endless stream (see `read_own`).
+            tokio::task::coop::consume_budget().await;
+        }
+    }
+}
