@@ -102,14 +102,15 @@
 //!   ([`Expiry`], [`WriteOptions`]: what every write takes), `longkey`,
 //!   [`value`] (value formats), `join`.
 //! - **`conn/`** — one pipelined connection: `state` (the sans-IO state
-//!   machine), the driver in `conn/mod.rs`, `idle` (a quiet connection
-//!   checked for a close), `merge` (who gets which value of
+//!   machine), the driver in `conn/mod.rs`, `read` (the reading side),
+//!   `timer` (one timer per connection for its requests' deadlines), `idle`
+//!   (a quiet connection checked for a close), `merge` (who gets which value of
 //!   a merged `get`), `transport` (plain TCP or TLS under one readiness
 //!   loop), `tls`, `login`, `open` (connect, handshake, log in).
 //! - **`pool`** — `pool_size` connection slots per server, the current
 //!   topology snapshot and the dead-host record.
-//! - **`client/`** — the [`Client`] handle (`client/mod.rs`: `exec`, one
-//!   request to one target) and every file that adds methods to it:
+//! - **`client/`** — the [`Client`] handle (`client/mod.rs`; `client/exec.rs`:
+//!   `exec`, one request to one target) and every file that adds methods to it:
 //!   `builder/`, `url`, `read/` (the read engine), `write/` (replication, and
 //!   conditional writes through the arbiter), `repair` (the repair queue),
 //!   `fill` (`get_or_fill`: leases and one flight per key),
@@ -120,7 +121,7 @@
 //! `client/near.rs` is the near cache. Rooms for what is coming, so it
 //! lands in one place: the discovery
 //! poller in `client/discover.rs` (its parser in `memgroup-proto`), metrics
-//! export beside `counters`, in `client/metrics.rs`.
+//! export beside `counters`, in `metrics.rs`.
 
 #![forbid(unsafe_code)]
 

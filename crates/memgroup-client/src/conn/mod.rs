@@ -21,9 +21,10 @@
 //! instead of one per key.
 //!
 //! **Cancellation and timeouts never desynchronise the stream**: a caller that
-//! gives up (its future is dropped or times out) leaves its waiter in the
-//! queue; the reader still reads that reply and discards it, so the next reply
-//! goes to the right caller. Only a broken stream (I/O error, EOF, a reply
+//! gives up (its future is dropped) or whose deadline passes (the
+//! connection's [`timer`](crate::conn::timer) tells it) leaves its waiter in
+//! the queue; the reader still reads that reply and discards it, so the next
+//! reply goes to the right caller. Only a broken stream (I/O error, EOF, a reply
 //! that does not parse) closes the connection, and then every waiting caller
 //! fails at once with a connection or protocol error.
 //!
