@@ -56,4 +56,6 @@ pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};
 pub use metadump::{DEFAULT_MAX_DUMP_LINE, DumpEntry, DumpLine, MetadumpDecoder, percent_decode};
 pub use multiget::{GrowingRetrieval, MAX_GROWN_KEYS, MAX_GROWN_LINE};
 pub use request::{ArithMode, MetaCommand, MetaFlag, Request, SetMode, StoreCommand};
-pub use response::{MetaFields, MetaResponse, MetaStatus, MetaTtl, Response, Stat, Value, Values};
+pub use response::{
+    MetaFields, MetaResponse, MetaStatus, MetaTtl, Response, Stat, Value, Values, ValuesIntoIter,
+};

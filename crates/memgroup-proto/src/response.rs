@@ -107,12 +107,47 @@ impl From<Vec<Value>> for Values {
 
 impl IntoIterator for Values {
     type Item = Value;
-    type IntoIter = std::vec::IntoIter<Value>;
+    type IntoIter = ValuesIntoIter;
 
-    fn into_iter(self) -> Self::IntoIter {
-        self.into_vec().into_iter()
+    /// The values in order; a single value (a `get` of one key) without
+    /// the allocation of a `Vec`.
+    fn into_iter(self) -> ValuesIntoIter {
+        ValuesIntoIter(match self.0 {
+            Repr::One(v) => IntoIterRepr::One(Some(v)),
+            Repr::Many(v) => IntoIterRepr::Many(v.into_iter()),
+        })
     }
 }
+
+/// The values of a [`Values`], by value, in order.
+#[derive(Debug)]
+pub struct ValuesIntoIter(IntoIterRepr);
+
+#[derive(Debug)]
+enum IntoIterRepr {
+    One(Option<Value>),
+    Many(std::vec::IntoIter<Value>),
+}
+
+impl Iterator for ValuesIntoIter {
+    type Item = Value;
+
+    fn next(&mut self) -> Option<Value> {
+        match &mut self.0 {
+            IntoIterRepr::One(v) => v.take(),
+            IntoIterRepr::Many(v) => v.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.0 {
+            IntoIterRepr::One(v) => (usize::from(v.is_some()), Some(usize::from(v.is_some()))),
+            IntoIterRepr::Many(v) => v.size_hint(),
+        }
+    }
+}
+
+impl ExactSizeIterator for ValuesIntoIter {}
 
 impl<'a> IntoIterator for &'a Values {
     type Item = &'a Value;
