@@ -409,6 +409,11 @@ impl Decoder {
                     if self.values.len() >= max_items {
                         return Err(ProtoError::TooManyItems { asked: max_items });
                     }
+                    if self.values.is_empty() {
+                        // Room for every key asked (bounded: a count the
+                        // reply may not reach costs no more than this).
+                        self.values.reserve(max_items.min(MAX_RESERVED_VALUES));
+                    }
                     let data_len = self.check_len(len)?;
                     let head = Head::Value { key, flags, cas };
                     self.pending = Some(Pending {
@@ -592,6 +597,9 @@ impl Decoder {
         Ok(Some(newline - 1))
     }
 }
+
+/// The most values a retrieval's reply makes room for before they arrive.
+const MAX_RESERVED_VALUES: usize = 1024;
 
 /// The offset of the first `\n`, eight bytes at a time: this search runs
 /// over every reply byte that is not value data.

@@ -49,14 +49,36 @@ impl Values {
 
     /// Appends an item.
     pub fn push(&mut self, value: Value) {
-        self.0 = match std::mem::take(&mut self.0) {
-            Repr::Many(v) if v.is_empty() && v.capacity() == 0 => Repr::One(value),
-            Repr::Many(mut v) => {
-                v.push(value);
-                Repr::Many(v)
+        match &mut self.0 {
+            Repr::Many(v) if v.capacity() > 0 => v.push(value),
+            Repr::Many(_) => self.0 = Repr::One(value),
+            Repr::One(_) => {
+                let Repr::One(first) = std::mem::take(&mut self.0) else {
+                    unreachable!("matched above")
+                };
+                let mut many = Vec::with_capacity(4);
+                many.extend([first, value]);
+                self.0 = Repr::Many(many);
             }
-            Repr::One(first) => Repr::Many(vec![first, value]),
-        };
+        }
+    }
+
+    /// Makes room for `n` values when that is more than one (a lone value is
+    /// held without a `Vec`): a multi-key reply's values then land without
+    /// the vector growing as they come.
+    pub fn reserve(&mut self, n: usize) {
+        match &mut self.0 {
+            Repr::Many(v) if n > 1 => v.reserve(n.saturating_sub(v.len())),
+            Repr::One(_) if n > 1 => {
+                let Repr::One(first) = std::mem::take(&mut self.0) else {
+                    unreachable!("matched above")
+                };
+                let mut many = Vec::with_capacity(n);
+                many.push(first);
+                self.0 = Repr::Many(many);
+            }
+            _ => {}
+        }
     }
 
     /// Removes and returns the last item.
@@ -502,5 +524,40 @@ mod tests {
         assert_eq!(meta(b"f1 t300").ttl(), Some(300));
         assert_eq!(meta(b"t-1").ttl(), Some(-1));
         assert_eq!(meta(b"f1").ttl(), None);
+    }
+
+    /// Values keep their order however they were stored: one alone, pushed
+    /// into a reserved vector, or a lone one moved into one by `reserve`.
+    #[test]
+    fn values_keep_their_order_however_stored() {
+        let value = |k: &str| Value {
+            key: Bytes::copy_from_slice(k.as_bytes()),
+            flags: 0,
+            cas: None,
+            data: Bytes::new(),
+        };
+        let keys = |v: Values| -> Vec<Bytes> { v.into_iter().map(|v| v.key).collect() };
+        let mut one = Values::new();
+        one.push(value("a"));
+        assert_eq!(one.len(), 1);
+        assert_eq!(keys(one), ["a"]);
+        let mut reserved = Values::new();
+        reserved.reserve(3);
+        for k in ["a", "b", "c", "d"] {
+            reserved.push(value(k));
+        }
+        assert_eq!(reserved.len(), 4);
+        assert_eq!(keys(reserved), ["a", "b", "c", "d"]);
+        let mut moved = Values::new();
+        moved.push(value("a"));
+        moved.reserve(5);
+        moved.push(value("b"));
+        assert_eq!(&moved[1].key[..], b"b");
+        assert_eq!(moved.into_iter().len(), 2);
+        let mut none = Values::new();
+        none.reserve(1);
+        assert!(none.is_empty());
+        none.push(value("z"));
+        assert_eq!(keys(none), ["z"]);
     }
 }
