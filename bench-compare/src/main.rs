@@ -697,6 +697,16 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// The runtime every async client runs on: tokio's multi-thread scheduler
+/// with 2 workers.
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
 /// `COMPARE_ONLY=32`: memgroup's get throughput at 32 in flight (pool 1),
 /// one line `ops_per_sec cpu_us_per_op`, for the A/B runs of `cargo xtask
 /// compare --tracing` (this binary built with and without the feature).
@@ -705,11 +715,7 @@ fn only_memgroup_32(secs: Duration) {
     let addr = server.addr_string();
     preload(&addr);
     let keys: Arc<Vec<String>> = Arc::new((0..KEYS).map(key).collect());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = runtime();
     let config = Config::Memgroup {
         pool: 1,
         merge: true,
@@ -750,11 +756,7 @@ fn main() {
             .map(|b| keys[b * MULTI_KEYS..(b + 1) * MULTI_KEYS].to_vec())
             .collect(),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = runtime();
 
     // 1. Sequential latency on one connection.
     eprintln!("sequential latency …");

@@ -8,7 +8,9 @@
 //! in-flight counts (`4`, `32`, …). `COMPARE_ROUNDS` (default 5) rounds of
 //! `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup alone in the
 //! `seq` and in-flight rows (to profile it); `COMPARE_PEERS=NAME` runs only
-//! that client in the in-flight rows.
+//! that client in the in-flight rows. `COMPARE_SIZES=1` prints the sizes of
+//! memgroup's `get`, `set` and `get_multi` futures instead (each move of a
+//! future copies it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,11 +56,7 @@ pub(crate) fn run(rows: &str, secs: Duration) {
     preload(&addr);
     let one = addr.as_str();
     let keys: Arc<Vec<String>> = Arc::new((0..KEYS).map(key).collect());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = crate::runtime();
     if std::env::var("COMPARE_SIZES").is_ok() {
         let c = memgroup_client(&rt, &[one], 1);
         let _g = rt.enter();
