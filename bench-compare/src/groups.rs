@@ -4,8 +4,8 @@
 //! near cache saves a hot `get`, and the thundering herd with and without
 //! `get_or_fill`.
 
-use std::sync::Arc;
 use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memgroup_client::{Client, NearCache};
@@ -70,7 +70,12 @@ fn writes(rt: &Runtime, a: &str, b: &str) -> Vec<(&'static str, &'static str, La
         time(rt, warmup, ops, move |i| {
             let c = c.clone();
             async move {
-                assert!(c.add(format!("g:add:{i}"), &VALUE[..], 0).await.unwrap().applied());
+                assert!(
+                    c.add(format!("g:add:{i}"), &VALUE[..], 0)
+                        .await
+                        .unwrap()
+                        .applied()
+                );
             }
         }),
     ));
@@ -213,7 +218,11 @@ fn herd(rt: &Runtime, a: &str, b: &str, lease: bool, secs: Duration) -> (f64, Du
             current = Some((k, at));
         }
     }
-    (starts.len() as f64 / f64::from(expiries.max(1)), p99, lat.len() as u64)
+    (
+        starts.len() as f64 / f64::from(expiries.max(1)),
+        p99,
+        lat.len() as u64,
+    )
 }
 
 /// Measures the rows; returns them as two markdown tables.

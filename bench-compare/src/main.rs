@@ -939,7 +939,8 @@ fn main() {
     };
     let mg_rt = commands_per_server(&addrs, "get", || {
         let (c, b) = (mg3.clone(), batches.clone());
-        let found = rt.block_on(rt.spawn(async move { c.get_multi(&b[7]).await.unwrap().hit_count() }));
+        let found =
+            rt.block_on(rt.spawn(async move { c.get_multi(&b[7]).await.unwrap().hit_count() }));
         assert_eq!(found.unwrap(), MULTI_KEYS);
     });
     drop(mg3);
@@ -1148,7 +1149,10 @@ fn main() {
         ("async-memcached", am_set),
         ("memcached-rs", mr_set),
     ];
-    for (what, mine, theirs) in [("get", mg_get, &seq_gets[..]), ("set", mg_set, &seq_sets[..])] {
+    for (what, mine, theirs) in [
+        ("get", mg_get, &seq_gets[..]),
+        ("set", mg_set, &seq_sets[..]),
+    ] {
         let (fast_name, fastest) = theirs
             .iter()
             .max_by(|a, b| a.1.per_sec().total_cmp(&b.1.per_sec()))
@@ -1157,7 +1161,10 @@ fn main() {
             .iter()
             .min_by(|a, b| a.1.cpu_us.total_cmp(&b.1.cpu_us))
             .unwrap();
-        let (r, c) = (mine.per_sec() / fastest.per_sec(), mine.cpu_us / leanest.cpu_us);
+        let (r, c) = (
+            mine.per_sec() / fastest.per_sec(),
+            mine.cpu_us / leanest.cpu_us,
+        );
         println!(
             "- One caller, sequential {what}: memgroup ÷ fastest peer ({fast_name}) = **{r:.2}×** — target ≥ 0.95×: {}; client CPU/op ÷ lowest ({lean_name}) = **{c:.2}** — target ≤ 1.05: {}",
             verdict(r >= 0.95),

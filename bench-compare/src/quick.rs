@@ -19,9 +19,9 @@ use async_memcached::AsciiProtocol;
 use memcached::proto::Operation;
 
 use crate::{
-    Config, KEYS, Lat, MULTI_CALLS, MULTI_KEYS, MULTI_WARMUP, SEQ_OPS, SEQ_WARMUP, TlsServer,
-    Tput, VALUE, key, memcache_async_client, memcached_rs_client, memgroup_client, preload,
-    spawn_server, throughput, time_sync, value_ok,
+    Config, KEYS, Lat, MULTI_CALLS, MULTI_KEYS, MULTI_WARMUP, SEQ_OPS, SEQ_WARMUP, TlsServer, Tput,
+    VALUE, key, memcache_async_client, memcached_rs_client, memgroup_client, preload, spawn_server,
+    throughput, time_sync, value_ok,
 };
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -61,8 +61,14 @@ pub(crate) fn run(rows: &str, secs: Duration) {
         let c = memgroup_client(&rt, &[one], 1);
         let _g = rt.enter();
         println!("get future: {} bytes", std::mem::size_of_val(&c.get("k")));
-        println!("set future: {} bytes", std::mem::size_of_val(&c.set("k", "v", 0)));
-        println!("get_multi future: {} bytes", std::mem::size_of_val(&c.get_multi(&["k"])));
+        println!(
+            "set future: {} bytes",
+            std::mem::size_of_val(&c.set("k", "v", 0))
+        );
+        println!(
+            "get_multi future: {} bytes",
+            std::mem::size_of_val(&c.get_multi(&["k"]))
+        );
         return;
     }
     let wants = |row: &str| rows.split(',').any(|r| r == row);
@@ -183,11 +189,16 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                     let only = std::env::var("COMPARE_PEERS").unwrap_or_default();
                     let configs: Vec<_> = configs
                         .into_iter()
-                        .filter(|(name, _)| (!alone || *name == "memgroup") && (only.len() < 2 || *name == only))
+                        .filter(|(name, _)| {
+                            (!alone || *name == "memgroup") && (only.len() < 2 || *name == only)
+                        })
                         .collect();
                     for k in 0..configs.len() {
                         let (name, config) = configs[(k + round) % configs.len()];
-                        push(name, tput(throughput(&rt, one, None, &keys, config, n, secs)));
+                        push(
+                            name,
+                            tput(throughput(&rt, one, None, &keys, config, n, secs)),
+                        );
                     }
                 }
             }
