@@ -9,6 +9,17 @@ pub(crate) fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// When a request started at `start` with `timeout` must be answered: a
+/// timeout too long to add (`Duration::MAX`, for "wait as long as it
+/// takes") is about thirty years, as tokio's own timers take it.
+pub(crate) fn deadline(
+    start: std::time::Instant,
+    timeout: std::time::Duration,
+) -> std::time::Instant {
+    const FAR: std::time::Duration = std::time::Duration::from_secs(86_400 * 365 * 30);
+    start.checked_add(timeout.min(FAR)).unwrap_or(start)
+}
+
 /// `at` as nanoseconds since the first time this was asked (0 for anything
 /// earlier): an instant an atomic can hold.
 pub(crate) fn nanos(at: std::time::Instant) -> u64 {
@@ -23,4 +34,22 @@ pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    /// Any timeout makes a deadline: one too long to add is far away, not a
+    /// panic.
+    #[test]
+    fn every_timeout_has_a_deadline() {
+        let start = super::now();
+        assert_eq!(
+            super::deadline(start, Duration::from_millis(5)),
+            start + Duration::from_millis(5)
+        );
+        let far = super::deadline(start, Duration::MAX);
+        assert!(far > start + Duration::from_secs(86_400 * 365));
+    }
 }

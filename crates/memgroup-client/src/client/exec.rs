@@ -54,7 +54,7 @@ impl Client {
         );
         // Each step is its own `async fn` called in place: a future bound to
         // a local and then awaited is stored twice in the caller's.
-        let deadline = started + self.timeout;
+        let deadline = crate::clock::deadline(started, self.timeout);
         let result = trace::await_in_span!(
             span,
             self.exec_timed(snap, target, request, watched, deadline)

@@ -94,7 +94,10 @@ impl Pool {
 /// `Ok` once it answers.
 async fn probe(conn: &Connection, timeout: std::time::Duration) -> Result<(), Error> {
     match conn
-        .call(&memgroup_proto::Request::Version, now() + timeout)
+        .call(
+            &memgroup_proto::Request::Version,
+            crate::clock::deadline(now(), timeout),
+        )
         .await
     {
         Ok(Some(memgroup_proto::Response::Version(_))) => Ok(()),
