@@ -121,9 +121,6 @@ impl Merged {
         new
     }
 
-    /// Hands each caller its part of the command's reply: its key's value or
-    /// a miss (an empty `Values`). An error reply or a failure goes to every
-    /// caller.
     /// Every caller still waiting gets `error` now; the in-flight permits
     /// stay held until the reply itself arrives (and is dropped).
     pub(crate) fn time_out(&mut self, error: &Error) {
@@ -134,6 +131,9 @@ impl Merged {
         }
     }
 
+    /// Hands each caller its part of the command's reply: its key's value or
+    /// a miss (an empty `Values`). An error reply or a failure goes to every
+    /// caller.
     pub(crate) fn deliver(mut self, reply: Result<Response, Error>) {
         let values = match reply {
             Ok(Response::Values(values)) => values,

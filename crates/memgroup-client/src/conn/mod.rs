@@ -268,7 +268,12 @@ impl Connection {
     /// an idle connection for a close by the server.
     pub(crate) fn is_closed(&self) -> bool {
         let shared = &self.inner.shared;
-        shared.failed.load(Ordering::Acquire) || shared.idle_check()
+        shared.failed.load(Ordering::Acquire)
+            // Its tasks ended with the runtime that spawned them (a client
+            // shared by several runtimes): nobody would read it or watch its
+            // deadlines any more.
+            || self.inner.tasks.iter().any(JoinHandle::is_finished)
+            || shared.idle_check()
     }
 
     /// Sends `request` and waits for its reply until `deadline`, then fails

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot::{self, error::TryRecvError};
 
-use super::state::Next;
+use super::state::{JOIN_DEADLINE_SLACK, Next};
 use super::timer::timed_out;
 use super::transport::Filled;
 use super::{READ_BUFFER, READ_MIN_ROOM, ReadSide, Shared};
@@ -110,9 +110,13 @@ impl Shared {
                 },
                 // Past the deadline: the request times out as the timer task
                 // would time it out (its reply is still read, and dropped).
+                // A line others joined times out up to the join slack later:
+                // look again then (a fired sleep polled again would spin).
                 () = &mut late => {
+                    let now = now();
                     let error = timed_out().at(&self.server);
-                    self.state.lock().expire(now(), &error);
+                    self.state.lock().expire(now, &error);
+                    late.as_mut().reset((now + JOIN_DEADLINE_SLACK).into());
                 }
             }
             // A peer that keeps the socket readable (an endless reply) must

@@ -60,6 +60,8 @@
 //! 9. The timer wakes by the earliest deadline of the waiters still
 //!    waiting (`armed` is at or before it); a waiter past its deadline has
 //!    its callers told so ([`State::expire`]) and stays, its reply dropped.
+//!    A merged line's deadline is at most [`JOIN_DEADLINE_SLACK`] past its
+//!    first caller's, however many join.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -80,11 +82,12 @@ use crate::error::Error;
 pub(crate) const DIRECT_WRITE_CALLERS: usize = 4;
 
 /// A single-key retrieval joins the open `get` only if its deadline is at
-/// most this much later than the line's (then the line's becomes its): a
-/// caller of the same timeout joins within microseconds, and a joined
-/// caller's timeout is then at most this late, within the timer's own
-/// millisecond granularity. One of another timeout gets a line of its own.
-const JOIN_DEADLINE_SLACK: Duration = Duration::from_millis(1);
+/// most this much later than the line's first caller's (the line then times
+/// out at the latest of its callers' deadlines): a caller of the same timeout
+/// joins within microseconds, and every caller's timeout is then at most
+/// this late, within the timer's own millisecond granularity. One of
+/// another timeout gets a line of its own.
+pub(crate) const JOIN_DEADLINE_SLACK: Duration = Duration::from_millis(1);
 
 /// Who may write to the socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +193,10 @@ struct Waiter {
     reply: Option<Reply>,
     /// When its callers stop waiting (a merged `get`: its last joiner's).
     deadline: Instant,
+    /// Its first caller's deadline: a caller joins a merged `get` only
+    /// within [`JOIN_DEADLINE_SLACK`] of it, so no caller's timeout comes
+    /// later than that however many join.
+    first_deadline: Instant,
     /// Its callers were told it timed out ([`State::expire`]); its reply is
     /// still read, and dropped.
     timed_out: bool,
@@ -329,6 +336,7 @@ impl State {
                         batch_bytes: 0,
                         reply: Some(Reply::One(Some(tx), permit)),
                         deadline,
+                        first_deadline: deadline,
                         timed_out: false,
                     });
                     self.unwritten += 1;
@@ -452,7 +460,7 @@ impl State {
             return Some((tx, permit));
         };
         let in_time = deadline
-            .checked_duration_since(waiter.deadline)
+            .checked_duration_since(waiter.first_deadline)
             .is_some_and(|later| later <= JOIN_DEADLINE_SLACK);
         if open.is_cas() != cas || waiter.timed_out || !in_time {
             return Some((tx, permit));
@@ -476,7 +484,7 @@ impl State {
         };
         merged.add(bytes, tx, permit);
         waiter.reply = Some(Reply::Merged(merged));
-        waiter.deadline = deadline;
+        waiter.deadline = waiter.deadline.max(deadline);
         waiter.end = self.out.len();
         // The reply may hold one item per key now on the line.
         waiter.expect = Expect::values(open.keys());
@@ -699,6 +707,13 @@ impl State {
         }
         if !self.waiters.is_empty() && self.closed.is_none() {
             assert_ne!(self.read_role, ReadRole::Idle, "invariant 7: a reader");
+        }
+        for w in &self.waiters {
+            assert!(
+                w.first_deadline <= w.deadline
+                    && w.deadline - w.first_deadline <= JOIN_DEADLINE_SLACK,
+                "invariant 9: a merged line's callers time out within the slack"
+            );
         }
         let earliest = self
             .waiters

@@ -221,6 +221,35 @@ fn a_failure_reaches_every_waiter_once_and_later_calls_fail() {
     assert_eq!(sem.available_permits(), 10_000);
 }
 
+/// Callers join an open `get` only within the slack of its first caller's
+/// deadline: joins cannot chain a line's deadline later and later.
+#[test]
+fn a_merged_line_times_out_within_the_slack_of_its_first_caller() {
+    let sem = permits();
+    let mut state = State::new(1, true);
+    let start = crate::clock::now();
+    let timeout = std::time::Duration::from_millis(100);
+    let mut queue_at = |key: &[u8], after_us: u64| {
+        let keys = [Key::new(key).unwrap()];
+        let permit = sem.clone().try_acquire_owned().unwrap();
+        let deadline = start + std::time::Duration::from_micros(after_us) + timeout;
+        state
+            .queue(&Request::Get { keys: &keys }, permit, 8, deadline)
+            .unwrap()
+    };
+    // The first goes out at once; the next ones wait behind it, on one line.
+    let _a = queue_at(b"a", 0);
+    let _b = queue_at(b"b", 10);
+    let _c = queue_at(b"c", 900);
+    let _d = queue_at(b"d", 1_800);
+    state.check();
+    // a alone; b and c on one line; d (1.79 ms after b) on a line of its own.
+    assert_eq!(state.waiters.len(), 3);
+    assert_eq!(&state.out[..], b"get b c\r\nget d\r\n");
+    let line = &state.waiters[1];
+    assert!(line.deadline - line.first_deadline <= JOIN_DEADLINE_SLACK);
+}
+
 // ---- random interleavings ------------------------------------------------------------
 
 /// One step of the simulation.
