@@ -677,6 +677,37 @@ async fn requests_in_flight_together_time_out_each_at_its_deadline() {
     }
 }
 
+/// A client outliving the runtime its connections were opened on (a client
+/// shared by several runtimes, as by several `#[tokio::test]`s): those
+/// connections' tasks ended with it, so nobody would read their replies or
+/// watch their deadlines. The next requests, several at once, go out on a
+/// new connection and get their replies.
+#[test]
+fn a_client_outliving_its_connections_runtime_reconnects() {
+    let server = Memcached::spawn();
+    let client = {
+        let first = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        first.block_on(async {
+            let client = one_server(&server).build().unwrap();
+            client.set("k", "v", 0).await.unwrap();
+            client
+        })
+    };
+    let second = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    second.block_on(bounded(async {
+        for got in join((0..8).map(|_| client.get("k"))).await {
+            assert_eq!(got.unwrap().unwrap().value, "v");
+        }
+    }));
+}
+
 /// Commands a server read during `f`, from its `bytes_read`, when every
 /// command is a `get` of `KEY_LEN`-byte keys: a line is `get` + keys × (1 +
 /// `KEY_LEN`) + `\r\n`. The `stats` requests' own bytes are measured first.
