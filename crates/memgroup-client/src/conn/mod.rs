@@ -237,9 +237,9 @@ impl Connection {
             permits: Arc::new(Semaphore::new(max_in_flight)),
             counters,
         });
-        let reader = tokio::spawn(read::read_loop(shared.clone()));
-        let writer = tokio::spawn(write_loop(shared.clone()));
-        let timer = tokio::spawn(timer::timer_loop(shared.clone()));
+        let reader = tokio::spawn(guarded(shared.clone(), read::read_loop(shared.clone())));
+        let writer = tokio::spawn(guarded(shared.clone(), write_loop(shared.clone())));
+        let timer = tokio::spawn(guarded(shared.clone(), timer::timer_loop(shared.clone())));
         Ok(Connection {
             inner: Arc::new(Inner {
                 shared,
@@ -268,12 +268,7 @@ impl Connection {
     /// an idle connection for a close by the server.
     pub(crate) fn is_closed(&self) -> bool {
         let shared = &self.inner.shared;
-        shared.failed.load(Ordering::Acquire)
-            // Its tasks ended with the runtime that spawned them (a client
-            // shared by several runtimes): nobody would read it or watch its
-            // deadlines any more.
-            || self.inner.tasks.iter().any(JoinHandle::is_finished)
-            || shared.idle_check()
+        shared.failed.load(Ordering::Acquire) || shared.idle_check()
     }
 
     /// Sends `request` and waits for its reply until `deadline`, then fails
@@ -336,6 +331,27 @@ impl Connection {
                 Err(_) => Err(closed().at(&shared.server)),
             },
         }
+    }
+}
+
+/// Runs one of the connection's tasks. However it ends — its loop returns
+/// (the connection failed) or its runtime drops it (shut down, with a
+/// client that outlives it) — the connection fails: nobody would read it or
+/// watch its deadlines any more, so the pool replaces it.
+async fn guarded(shared: Arc<Shared>, task: impl std::future::Future<Output = ()>) {
+    let _ended = TaskEnded(shared);
+    task.await;
+}
+
+/// Fails its connection when dropped (see [`guarded`]).
+struct TaskEnded(Arc<Shared>);
+
+impl Drop for TaskEnded {
+    fn drop(&mut self) {
+        self.0.fail(&Error::new(
+            ErrorKind::Connection,
+            "the connection's tasks ended (their runtime shut down)",
+        ));
     }
 }
 
