@@ -194,29 +194,27 @@ impl Client {
                 hedging.stalled(snap, first)
             })
             .flatten();
-        let Some(stalled) = stalled else {
-            return (
-                (first, self.exec(snap, first, &request, attempt).await),
-                None,
-            );
-        };
-        if !hedging.take() {
-            // No hedge in the budget: the read passes the stalled server
-            // over for the next group (no second request), as the read
-            // queue's fast-fail does. The hedges it did send go on timing
-            // out there, so the server is marked down.
-            return ((first, Err(stalled)), None);
+        if let Some(stalled) = stalled {
+            if !hedging.take() {
+                // No hedge in the budget: the read passes the stalled server
+                // over for the next group (no second request), as the read
+                // queue's fast-fail does. The hedges it did send go on timing
+                // out there, so the server is marked down.
+                return ((first, Err(stalled)), None);
+            }
+            match next() {
+                // Boxed: the two requests' futures stay out of every `get`'s.
+                Some(second) => {
+                    return Box::pin(self.hedge(snap, key, first, second, attempt)).await;
+                }
+                // Nowhere else to ask: the hedge goes back to the budget.
+                None => {
+                    hedging.tokens.fetch_add(1000, Ordering::Relaxed);
+                }
+            }
         }
-        let Some(second) = next() else {
-            // Nowhere else to ask: the hedge goes back to the budget.
-            hedging.tokens.fetch_add(1000, Ordering::Relaxed);
-            return (
-                (first, self.exec(snap, first, &request, attempt).await),
-                None,
-            );
-        };
-        // Boxed: the two requests' futures stay out of every `get`'s.
-        Box::pin(self.hedge(snap, key, first, second, attempt)).await
+        let reply = self.exec(snap, first, &request, attempt).await;
+        ((first, reply), None)
     }
 
     /// Sends the `get` of `key` to `first` and its hedge to `second`; the

@@ -285,7 +285,6 @@ impl Connection {
         deadline: std::time::Instant,
     ) -> Result<Option<Response>, Error> {
         let shared = &self.inner.shared;
-        let closed = || Error::new(ErrorKind::Connection, "connection closed");
         // A timer of its own only while the cap on requests in flight is
         // reached (rare): the wait for the reply is the connection timer's.
         let permit = match shared.permits.clone().try_acquire_owned() {
@@ -332,6 +331,11 @@ impl Connection {
             },
         }
     }
+}
+
+/// The error of a request whose connection closed before its reply.
+fn closed() -> Error {
+    Error::new(ErrorKind::Connection, "connection closed")
 }
 
 /// Runs one of the connection's tasks. However it ends — its loop returns

@@ -9,7 +9,6 @@ use std::time::Instant;
 use tokio::sync::oneshot::{self, error::TryRecvError};
 
 use super::state::{JOIN_DEADLINE_SLACK, Next};
-use super::timer::timed_out;
 use super::transport::Filled;
 use super::{READ_BUFFER, READ_MIN_ROOM, ReadSide, Shared};
 use crate::clock::now;
@@ -92,11 +91,7 @@ impl Shared {
         loop {
             match receiver.try_recv() {
                 Ok(reply) => return reply,
-                Err(TryRecvError::Closed) => {
-                    return Err(
-                        Error::new(ErrorKind::Connection, "connection closed").at(&self.server)
-                    );
-                }
+                Err(TryRecvError::Closed) => return Err(super::closed().at(&self.server)),
                 Err(TryRecvError::Empty) => {}
             }
             tokio::select! {
@@ -114,8 +109,7 @@ impl Shared {
                 // look again then (a fired sleep polled again would spin).
                 () = &mut late => {
                     let now = now();
-                    let error = timed_out().at(&self.server);
-                    self.state.lock().expire(now, &error);
+                    self.expire_late(now);
                     late.as_mut().reset((now + JOIN_DEADLINE_SLACK).into());
                 }
             }

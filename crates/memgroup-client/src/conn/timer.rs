@@ -19,6 +19,15 @@ pub(super) fn timed_out() -> Error {
     Error::new(ErrorKind::Timeout, "no reply before the request's deadline")
 }
 
+impl Shared {
+    /// Tells the callers of every request past its deadline at `now` that
+    /// it timed out ([`State::expire`](super::state::State::expire)).
+    pub(super) fn expire_late(&self, now: Instant) {
+        let error = timed_out().at(&self.server);
+        self.state.lock().expire(now, &error);
+    }
+}
+
 /// The timer task. It sleeps until the earliest deadline of the
 /// requests waiting ([`State::armed`]), which a request sets only when it is
 /// earlier than that or nothing was watched; then it tells the callers of
@@ -39,10 +48,7 @@ pub(super) async fn timer_loop(shared: Arc<Shared>) {
             continue;
         };
         tokio::select! {
-            () = tokio::time::sleep_until(at.into()) => {
-                let error = timed_out().at(&shared.server);
-                shared.state.lock().expire(now(), &error);
-            }
+            () = tokio::time::sleep_until(at.into()) => shared.expire_late(now()),
             () = shared.wake_timer.notified() => {}
         }
     }
@@ -63,8 +69,7 @@ pub(super) async fn watched<T>(
         if again {
             let now = now();
             if now >= deadline {
-                let error = timed_out().at(&shared.server);
-                shared.state.lock().expire(now, &error);
+                shared.expire_late(now);
             }
         }
         again = true;

@@ -296,20 +296,18 @@ impl Client {
     pub async fn get_multi<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<MultiGet, Error> {
         let snap = self.snapshot();
         // Validate everything before sending anything.
-        // The distinct keys, the first position given of each, and the
-        // distinct index of every key given: the result's layout, found once.
-        let mut given: Vec<&[u8]> = Vec::with_capacity(keys.len());
-        let mut first = Vec::with_capacity(keys.len());
+        // The first position given of each distinct key, and the distinct
+        // index of every key given: the result's layout, found once.
+        let mut first: Vec<usize> = Vec::with_capacity(keys.len());
         let mut slot = Vec::with_capacity(keys.len());
         let mut wires = Vec::with_capacity(keys.len());
         let mut seen = Distinct::with_capacity(keys.len());
         for (position, key) in keys.iter().enumerate() {
             let key = key.as_ref();
-            match seen.find_or_insert(key, given.len(), |i| given[i]) {
+            match seen.find_or_insert(key, first.len(), |i| keys[first[i]].as_ref()) {
                 Ok(i) => slot.push(i),
                 Err(i) => {
                     wires.push(self.wire_key(&snap, key)?);
-                    given.push(key);
                     first.push(position);
                     slot.push(i);
                 }
