@@ -178,17 +178,20 @@ impl Shared {
 
     /// Closes the connection: every waiter fails with `error`.
     fn fail(&self, error: &Error) {
-        let replies = {
+        let (replies, reader) = {
             let mut state = self.state.lock();
             self.failed.store(true, Ordering::Release);
             #[cfg(feature = "tracing")]
             if state.closed().is_none() {
                 log_close(error);
             }
-            state.fail(error)
+            (state.fail(error), state.take_reader_waker())
         };
         for reply in replies {
             reply.deliver(Err(error.clone()));
+        }
+        if let Some(reader) = reader {
+            reader.wake();
         }
         // The tasks, if they wait, see the state closed and end.
         self.wake_writer.notify_one();
@@ -305,6 +308,7 @@ impl Connection {
             reads,
             wake_reader,
             wake_timer,
+            wake_caller,
             encoded,
         } = shared
             .state
@@ -317,6 +321,9 @@ impl Connection {
         }
         if wake_timer {
             shared.wake_timer.notify_one();
+        }
+        if let Some(caller) = wake_caller {
+            caller.wake();
         }
         let Some(receiver) = receiver else {
             return Ok(None);

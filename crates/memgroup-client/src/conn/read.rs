@@ -2,15 +2,17 @@
 //! lone caller for its own reply, or the reader task while several are due —
 //! reads the socket and delivers every complete reply where the state says.
 
+use std::future::poll_fn;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::Instant;
 
 use tokio::sync::oneshot::{self, error::TryRecvError};
 
-use super::state::{JOIN_DEADLINE_SLACK, Next};
+use super::state::Next;
 use super::transport::Filled;
-use super::{READ_BUFFER, READ_MIN_ROOM, ReadSide, Shared};
+use super::{READ_BUFFER, READ_MIN_ROOM, ReadSide, Shared, timer};
 use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use memgroup_proto::Response;
@@ -73,10 +75,14 @@ impl Shared {
         }
     }
 
-    /// As a caller holding the reader role: reads until its own reply is in,
-    /// or `deadline` passes. A lone caller watches its deadline itself (the
-    /// timer task would have to wake it through its reply channel, and its
-    /// own reply, which it delivers, would then wake it once more).
+    /// As a caller holding the reader role: reads until its own reply is in.
+    /// It has no timer of its own: the connection's timer tells it that its
+    /// deadline passed, as a failure does, through its reply channel and the
+    /// waker it leaves in the state ([`State::watch_reader`]). Once the
+    /// reader task takes the role over (a second caller waits), it waits for
+    /// its reply as the others do.
+    ///
+    /// [`State::watch_reader`]: super::state::State::watch_reader
     pub(super) async fn read_own(
         &self,
         mut receiver: oneshot::Receiver<Result<Response, Error>>,
@@ -86,37 +92,56 @@ impl Shared {
         // Hands the role on however this ends (reply, failure, or the caller
         // giving up).
         let _role = ReaderRole(self, epoch);
-        let late = tokio::time::sleep_until(deadline.into());
-        tokio::pin!(late);
-        loop {
-            match receiver.try_recv() {
-                Ok(reply) => return reply,
-                Err(TryRecvError::Closed) => return Err(super::closed().at(&self.server)),
-                Err(TryRecvError::Empty) => {}
+        let mut again = false;
+        let read = poll_fn(|cx| {
+            // The waker first: a timeout or a failure told after the check
+            // of the reply channel below wakes this caller.
+            if !self.state.lock().watch_reader(epoch, cx.waker()) {
+                return Poll::Ready(None);
             }
-            tokio::select! {
-                biased;
-                readable = self.transport.readable() => match readable {
-                    Ok(()) => self.read_some(),
-                    Err(e) => {
-                        let error = Error::new(ErrorKind::Connection, "read failed").at(&self.server);
-                        self.fail(&error.with_source(e));
+            loop {
+                match receiver.try_recv() {
+                    Ok(reply) => return Poll::Ready(Some(reply)),
+                    Err(TryRecvError::Closed) => {
+                        return Poll::Ready(Some(Err(super::closed().at(&self.server))));
                     }
-                },
-                // Past the deadline: the request times out as the timer task
-                // would time it out (its reply is still read, and dropped).
-                // A line others joined times out up to the join slack later:
-                // look again then (a fired sleep polled again would spin).
-                () = &mut late => {
-                    let now = now();
-                    self.expire_late(now);
-                    late.as_mut().reset((now + JOIN_DEADLINE_SLACK).into());
+                    Err(TryRecvError::Empty) => {}
+                }
+                // Ready or not, this counts against the task's budget: a peer
+                // that keeps the socket readable (an endless reply) does not
+                // keep the worker's other tasks from their turn.
+                match self.transport.poll_readable(cx) {
+                    Poll::Ready(Ok(())) => self.read_some(),
+                    Poll::Ready(Err(e)) => {
+                        let error = Error::new(ErrorKind::Connection, "read failed");
+                        self.fail(&error.at(&self.server).with_source(e));
+                    }
+                    Poll::Pending => break,
                 }
             }
-            // A peer that keeps the socket readable (an endless reply) must
-            // not keep this loop from yielding: the caller's deadline and the
-            // worker's other tasks get their turn.
-            tokio::task::coop::consume_budget().await;
+            // Polled again without its reply (its own `select!`, a manual
+            // poll): past its deadline it times out now, even if the timer
+            // task has not run yet (that wakes it at once through its
+            // waker). A line others joined times out when the timer says.
+            if again {
+                let now = now();
+                if now >= deadline {
+                    self.expire_late(now);
+                    if let Ok(reply) = receiver.try_recv() {
+                        return Poll::Ready(Some(reply));
+                    }
+                }
+            }
+            again = true;
+            Poll::Pending
+        })
+        .await;
+        match read {
+            Some(reply) => reply,
+            None => match timer::watched(self, deadline, receiver).await {
+                Ok(reply) => reply,
+                Err(_) => Err(super::closed().at(&self.server)),
+            },
         }
     }
 }

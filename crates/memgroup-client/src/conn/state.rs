@@ -25,11 +25,13 @@
 //! caller ([`ReadRole::Caller`]) or the reader task ([`ReadRole::Task`]). A
 //! caller whose request finds no reply due (a lone caller, the connection
 //! idle) takes the role and reads its own reply: no task switch between the
-//! reply and its caller. As soon as a second caller waits, the reader task
-//! takes the role over (the first caller may still read on until its own
-//! reply is in; reads are serialised by the driver, so two readers are
-//! safe): a caller's future that is polled once and then left unpolled never
-//! holds up other callers' replies. A caller that has its reply, or gives
+//! reply and its caller, and no timer of its own (the connection's timer
+//! wakes it through the waker it leaves, [`watch_reader`](State::watch_reader)).
+//! As soon as a second caller waits, the reader task takes the role over and
+//! the first caller is woken to wait for its reply as the others do (reads
+//! are serialised by the driver, so a read it had begun is safe): a caller's
+//! future that is polled once and then left unpolled never holds up other
+//! callers' replies. A caller that has its reply, or gives
 //! up, hands the role to the reader task if other replies are still due
 //! ([`reader_release`](State::reader_release)), else lets it go; a release
 //! by a caller that no longer holds the role (an older epoch) does nothing.
@@ -64,6 +66,7 @@
 //!    first caller's, however many join.
 
 use std::collections::VecDeque;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -127,6 +130,10 @@ pub(crate) struct Queued {
     /// The timer must be woken: this request's deadline is the earliest now
     /// (see [`State::armed`]).
     pub(crate) wake_timer: bool,
+    /// The caller that was reading its own reply must stop (the reader task
+    /// took the role over): wake it, and it waits for its reply as the
+    /// others do.
+    pub(crate) wake_caller: Option<Waker>,
     /// Bytes the request added to the output.
     pub(crate) encoded: usize,
 }
@@ -243,6 +250,11 @@ pub(crate) struct State {
     /// computed (it may have passed for a waiter answered since): when the
     /// timer wakes. `None` while no waiter has a deadline to watch.
     armed: Option<Instant>,
+    /// The waker of the caller holding the reader role, while it waits for
+    /// the socket ([`State::watch_reader`]): woken when the role moves to the
+    /// reader task, when a request times out (it may be this caller's: it
+    /// has no timer of its own) and when the connection fails.
+    reader_waker: Option<Waker>,
 }
 
 impl State {
@@ -265,6 +277,7 @@ impl State {
             max_batches: max_batches.max(1),
             merge_gets,
             armed: None,
+            reader_waker: None,
         }
     }
 
@@ -345,7 +358,7 @@ impl State {
             }
         };
         let encoded = self.out.len() - before;
-        let (mut reads, mut wake_reader) = (None, false);
+        let (mut reads, mut wake_reader, mut wake_caller) = (None, false, None);
         if receiver.is_some() {
             match self.read_role {
                 ReadRole::Idle => {
@@ -356,6 +369,7 @@ impl State {
                 ReadRole::Caller => {
                     self.read_role = ReadRole::Task;
                     wake_reader = true;
+                    wake_caller = self.reader_waker.take();
                 }
                 ReadRole::Task => {}
             }
@@ -367,6 +381,7 @@ impl State {
             reads,
             wake_reader,
             wake_timer,
+            wake_caller,
             encoded,
         })
     }
@@ -393,9 +408,12 @@ impl State {
     /// its callers told `error` (a timeout), and stays in the queue, so its
     /// reply is still read and dropped and the stream stays in step; its
     /// in-flight permits are released with that reply. Then the timer is
-    /// set for the earliest deadline left, if any.
-    pub(crate) fn expire(&mut self, now: Instant, error: &Error) {
+    /// set for the earliest deadline left, if any. Returns the waker of the
+    /// caller reading its own reply when a request timed out (it may be
+    /// that caller's: it learns it from its reply channel once woken).
+    pub(crate) fn expire(&mut self, now: Instant, error: &Error) -> Option<Waker> {
         let mut next: Option<Instant> = None;
+        let mut told = false;
         for waiter in &mut self.waiters {
             let Some(reply) = waiter.reply.as_mut() else {
                 continue;
@@ -406,11 +424,36 @@ impl State {
             if waiter.deadline <= now {
                 reply.time_out(error);
                 waiter.timed_out = true;
+                told = true;
             } else {
                 next = Some(next.map_or(waiter.deadline, |n| n.min(waiter.deadline)));
             }
         }
         self.armed = next;
+        if told { self.reader_waker.take() } else { None }
+    }
+
+    /// The caller that took the reader role in `epoch` waits for the socket:
+    /// `waker` is to be woken when it must look again other than for the
+    /// socket (see `reader_waker`). Returns `false` when the caller no
+    /// longer holds the role (the reader task took it over): it then waits
+    /// for its reply as the others do. Called before the caller checks its
+    /// reply channel, so a timeout or failure told after the check wakes it.
+    pub(crate) fn watch_reader(&mut self, epoch: u64, waker: &Waker) -> bool {
+        if self.read_role != ReadRole::Caller || self.read_epoch != epoch {
+            return false;
+        }
+        match &self.reader_waker {
+            Some(known) if known.will_wake(waker) => {}
+            _ => self.reader_waker = Some(waker.clone()),
+        }
+        true
+    }
+
+    /// The waker of the caller reading its own reply, taken (the connection
+    /// failed: it is to look at its reply channel).
+    pub(crate) fn take_reader_waker(&mut self) -> Option<Waker> {
+        self.reader_waker.take()
     }
 
     /// A caller that took the reader role in `epoch` has its reply, or gave
@@ -420,6 +463,7 @@ impl State {
         if self.read_role != ReadRole::Caller || self.read_epoch != epoch {
             return false;
         }
+        self.reader_waker = None;
         if self.waiters.is_empty() || self.closed.is_some() {
             self.read_role = ReadRole::Idle;
             false

@@ -2,8 +2,8 @@
 //! of the requests waiting for a reply someone else reads, instead of one
 //! timer per request (with 32 callers in flight a timer registered and
 //! cancelled per request cost 14 % of the client's CPU per `get`). A lone
-//! caller reading its own reply keeps a timer of its own (see
-//! `Shared::read_own`).
+//! caller reading its own reply is woken through the waker it leaves in the
+//! state (see `Shared::read_own`).
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
@@ -24,7 +24,10 @@ impl Shared {
     /// it timed out ([`State::expire`](super::state::State::expire)).
     pub(super) fn expire_late(&self, now: Instant) {
         let error = timed_out().at(&self.server);
-        self.state.lock().expire(now, &error);
+        let reader = self.state.lock().expire(now, &error);
+        if let Some(reader) = reader {
+            reader.wake();
+        }
     }
 }
 

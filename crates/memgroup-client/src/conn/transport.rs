@@ -160,6 +160,16 @@ impl Transport {
         self.read.readable().await
     }
 
+    /// [`Transport::readable`] as a poll, for the one caller reading its own
+    /// reply (the socket keeps one waker for it, apart from the reader
+    /// task's). Counts against the task's cooperative budget.
+    pub(crate) fn poll_readable(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.read.as_ref().poll_read_ready(cx)
+    }
+
     /// Whether the socket is readable right now, without waiting.
     pub(crate) fn is_readable_now(&self) -> bool {
         // `try_io` looks at the readiness tokio last saw (an atomic load: no
