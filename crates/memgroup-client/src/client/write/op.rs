@@ -172,49 +172,56 @@ impl<'a> WriteOp<'a> {
 
 /// A write with its key, owned: its groups' parts may outlive the call.
 pub(super) struct Job {
-    /// The wire key.
-    pub(super) key: Vec<u8>,
     /// Its number among writes, as they start.
     pub(super) number: u64,
     /// Counted in flight until every part is done (the job dropped).
     pub(super) writing: Option<crate::client::repair::Writing>,
-    /// The op, its value and meta flags borrowed from `data` and `flags`.
+    /// The op, its value and meta flags borrowed from `bytes` and `flags`.
     op: WriteOp<'static>,
-    data: Vec<u8>,
+    /// The wire key, then the value: one allocation.
+    bytes: Vec<u8>,
+    /// Where the key ends in `bytes`.
+    key_len: usize,
     flags: Vec<MetaFlag>,
 }
 
 impl Job {
     /// `op` on `key`, with `data` (an envelope) in place of its value.
     pub(super) fn new(key: &[u8], op: WriteOp<'_>, data: Option<Vec<u8>>) -> Job {
-        let (data, flags) = match op {
-            WriteOp::Store { data: value, .. } => {
-                (data.unwrap_or_else(|| value.to_vec()), Vec::new())
-            }
-            WriteOp::MetaSet { data: value, flags } => (value.to_vec(), flags.to_vec()),
+        let (value, flags) = match op {
+            WriteOp::Store { data: value, .. } => (data.as_deref().unwrap_or(value), Vec::new()),
+            WriteOp::MetaSet { data: value, flags } => (value, flags.to_vec()),
             WriteOp::MetaDelete { flags } | WriteOp::MetaArith { flags } => {
-                (Vec::new(), flags.to_vec())
+                (&[][..], flags.to_vec())
             }
-            _ => (Vec::new(), Vec::new()),
+            _ => (&[][..], Vec::new()),
         };
+        let mut bytes = Vec::with_capacity(key.len() + value.len());
+        bytes.extend_from_slice(key);
+        bytes.extend_from_slice(value);
         let op = op.with_value(&[], &[]);
         Job {
-            key: key.to_vec(),
             number: 0,
             writing: None,
             op,
-            data,
+            bytes,
+            key_len: key.len(),
             flags,
         }
     }
 
+    /// The wire key.
+    pub(super) fn key(&self) -> &[u8] {
+        &self.bytes[..self.key_len]
+    }
+
     /// The op, borrowing its value and flags from the job.
     pub(super) fn op(&self) -> WriteOp<'_> {
-        self.op.with_value(&self.data, &self.flags)
+        self.op.with_value(&self.bytes[self.key_len..], &self.flags)
     }
 
     pub(super) fn request(&self) -> Request<'_> {
         self.op()
-            .request(Key::new(&self.key).expect("validated when made"))
+            .request(Key::new(self.key()).expect("validated when made"))
     }
 }

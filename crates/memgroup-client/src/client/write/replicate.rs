@@ -57,6 +57,8 @@ impl Drop for Rest {
 /// One group's answer to a write.
 struct Part {
     group: GroupId,
+    /// Its place among the write's groups, in the topology's order.
+    at: usize,
     /// The server written to (or, when the group was passed over, the key's own).
     server: ServerId,
     /// The key's own server in the group.
@@ -187,32 +189,33 @@ impl Client {
         only: Option<&[GroupId]>,
         judge: bool,
     ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
-        let plan: Vec<Result<Target, Skipped>> = {
+        // Each group's part starts as its target is chosen; `outstanding`
+        // lists the groups in the topology's order until they answer.
+        let groups = only.map_or(snap.topology.groups().len(), <[GroupId]>::len);
+        let mut outstanding: Vec<GroupId> = Vec::with_capacity(groups);
+        let mut futures = Vec::with_capacity(groups);
+        {
             let rotation = self.rotation();
             let dead = self.inner.pool.dead();
             let now = now();
             let topology = &snap.topology;
+            let mut start = |target: Result<Target, Skipped>| {
+                let group = match &target {
+                    Ok(t) => t.group,
+                    Err(skip) => skip.group,
+                };
+                futures.push(self.part(snap, &job, target, outstanding.len()));
+                outstanding.push(group);
+            };
             match only {
                 None => topology
-                    .write_targets(&job.key, &dead, now, rotation)
-                    .collect(),
+                    .write_targets(job.key(), &dead, now, rotation)
+                    .for_each(&mut start),
                 Some(groups) => topology
-                    .targeted_write_targets(&job.key, groups, &dead, now, rotation, None)
-                    .collect(),
+                    .targeted_write_targets(job.key(), groups, &dead, now, rotation, None)
+                    .for_each(&mut start),
             }
-        };
-        let mut outstanding: Vec<GroupId> = plan
-            .iter()
-            .map(|t| match t {
-                Ok(t) => t.group,
-                Err(skip) => skip.group,
-            })
-            .collect();
-        let order = outstanding.clone();
-        let futures = plan
-            .into_iter()
-            .map(|target| self.part(snap, &job, target))
-            .collect();
+        }
         let mut rest = Rest {
             running: Unordered::new(futures),
             client: self.clone(),
@@ -225,7 +228,7 @@ impl Client {
             || only.is_some()
             || self.inner.write_wait == WriteWait::AllGroups
             || self.inner.background_count() >= MAX_BACKGROUND;
-        let mut parts: Vec<Part> = Vec::with_capacity(order.len());
+        let mut parts: Vec<Part> = Vec::with_capacity(outstanding.len());
         while let Some(mut part) = rest.running.next().await {
             outstanding.retain(|&g| g != part.group);
             self.repair_if_missed(snap, &job, &mut part);
@@ -235,14 +238,14 @@ impl Client {
             }
         }
         drop(rest);
-        parts.sort_by_key(|p| order.iter().position(|&g| g == p.group));
-        let mut outcome = WriteOutcome::default();
+        parts.sort_unstable_by_key(|p| p.at);
+        let mut outcome = WriteOutcome::new(Vec::with_capacity(parts.len()));
         let mut replies = Vec::with_capacity(parts.len());
         for part in parts {
             outcome.groups.push(GroupOutcome {
                 id: part.group,
-                group: snap.topology.group(part.group).name().to_string(),
-                server: Some(snap.name(part.server).to_string()),
+                group: snap.topology.group(part.group).name().to_owned(),
+                server: Some(String::from(&**snap.name(part.server))),
                 result: part.result,
             });
             replies.push(part.reply.ok().flatten());
@@ -265,17 +268,18 @@ impl Client {
         snap: &Arc<Snapshot>,
         job: &Arc<Job>,
         target: Result<Target, Skipped>,
+        at: usize,
     ) -> BoxFuture<'static, Part> {
         let (group, server) = match target {
             Ok(t) => (t.group, t.server),
             Err(skip) => (skip.group, skip.server),
         };
-        let own = snap.topology.group(group).server_for(&job.key);
+        let own = snap.topology.group(group).server_for(job.key());
         // Registered from the start (before any await): a later write that
         // is applied there while this part runs is seen when it ends.
         let repairs = &self.inner.repairs;
         let tracking = (repairs.enabled() && job.op().repairs_on_miss())
-            .then(|| repairs.inflight.begin(own, &job.key));
+            .then(|| repairs.inflight.begin(own, job.key()));
         let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
         Box::pin(async move {
             let reply = match target {
@@ -289,6 +293,7 @@ impl Client {
             };
             Part {
                 group,
+                at,
                 server,
                 own,
                 reply,
@@ -308,7 +313,7 @@ impl Client {
         };
         let reached = part.reply.is_ok() && part.server == part.own;
         let group = snap.topology.group(part.group).name();
-        let write = (&job.key[..], job.number, job.op().supersedes_repair());
+        let write = (job.key(), job.number, job.op().supersedes_repair());
         let error = part.reply.as_ref().err();
         self.settle_part(snap.name(part.own), group, write, reached, error, tracking);
     }
