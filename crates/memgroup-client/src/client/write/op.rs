@@ -187,9 +187,9 @@ pub(super) struct Job {
 
 impl Job {
     /// `op` on `key`, with `data` (an envelope) in place of its value.
-    pub(super) fn new(key: &[u8], op: WriteOp<'_>, data: Option<Vec<u8>>) -> Job {
+    pub(super) fn new(key: &[u8], op: WriteOp<'_>, data: Option<&[u8]>) -> Job {
         let (value, flags) = match op {
-            WriteOp::Store { data: value, .. } => (data.as_deref().unwrap_or(value), Vec::new()),
+            WriteOp::Store { data: value, .. } => (data.unwrap_or(value), Vec::new()),
             WriteOp::MetaSet { data: value, flags } => (value, flags.to_vec()),
             WriteOp::MetaDelete { flags } | WriteOp::MetaArith { flags } => {
                 (&[][..], flags.to_vec())

@@ -143,7 +143,7 @@ impl Client {
                     data,
                     ..
                 },
-            ) => Job::new(&wire.bytes, op, Some(longkey::wrap(original, data)?)),
+            ) => Job::new(&wire.bytes, op, Some(&longkey::wrap(original, data)?)),
             (
                 Some(_),
                 op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. } | WriteOp::MetaDelete { .. }),
