@@ -331,6 +331,28 @@ fn memgroup_client_with(
     .expect("memgroup connect")
 }
 
+/// The CPU seconds process `pid` has used (user and system), from
+/// `/proc/PID/stat`; 0 where that cannot be read.
+pub(crate) fn server_cpu(pid: Option<u32>) -> f64 {
+    let Some(stat) = pid.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+    else {
+        return 0.0;
+    };
+    // The fields after the command name (in parentheses, which may hold
+    // spaces): utime and stime are the 14th and 15th of the line.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz.max(1.0)
+}
+
 /// A memcached serving TLS (`-Z`, certificates made now), pre-set with the
 /// same keys.
 struct TlsServer {
@@ -904,6 +926,8 @@ fn main() {
         Config::MemcachedRs,
     ];
     let mut best: HashMap<(usize, usize), Tput> = HashMap::new();
+    // memcached's CPU µs per op in the run kept in `best`.
+    let mut server_cost: HashMap<(usize, usize), f64> = HashMap::new();
     for round in 0..rounds {
         for &n in &IN_FLIGHT {
             // Each round starts with another client, so none always runs
@@ -915,11 +939,20 @@ fn main() {
                     "throughput round {} / {rounds}: config {c}, {n} in flight …",
                     round + 1
                 );
+                // The server's CPU over the run (its share of a core at the
+                // run's rate gives its CPU per op).
+                let pid = match config {
+                    Config::Memgroup { tls: true, .. } => tls_server.server.pid(),
+                    _ => servers[0].pid(),
+                };
+                let (cpu0, t0) = (server_cpu(pid), Instant::now());
                 let t = throughput(&rt, one, Some(&tls_server), &keys, config, n, secs);
+                let busy = (server_cpu(pid) - cpu0) / t0.elapsed().as_secs_f64();
                 let entry = best.entry((c, n)).or_default();
                 let errors = entry.errors + t.errors;
                 if t.ops_per_sec > entry.ops_per_sec {
                     *entry = t;
+                    server_cost.insert((c, n), busy * 1e6 / t.ops_per_sec);
                 }
                 entry.errors = errors;
             }
@@ -1224,8 +1257,12 @@ fn main() {
             4 => format!(" — target ≥ 0.85: {}", verdict(r >= 0.85)),
             _ => String::new(),
         };
+        let (plain_server, tls_server) = (server_cost[&(mg1c, n)], server_cost[&(mg_tls, n)]);
         println!(
-            "- Over TLS, {n} in flight: memgroup throughput ÷ plaintext = **{r:.2}**, client CPU/op ÷ plaintext = {c:.2}{target}"
+            "- Over TLS, {n} in flight: memgroup throughput ÷ plaintext = **{r:.2}**, client CPU/op ÷ plaintext = {c:.2} ({:.2} → {:.2} µs), memcached's CPU/op ÷ plaintext = {:.2} ({plain_server:.2} → {tls_server:.2} µs){target}",
+            tput(mg1c, n).cpu_us_per_op,
+            tput(mg_tls, n).cpu_us_per_op,
+            tls_server / plain_server
         );
     }
     println!(

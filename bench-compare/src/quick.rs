@@ -20,8 +20,8 @@ use memcached::proto::Operation;
 
 use crate::{
     Config, KEYS, Lat, MULTI_CALLS, MULTI_KEYS, MULTI_WARMUP, SEQ_OPS, SEQ_WARMUP, TlsServer, Tput,
-    VALUE, key, memcache_async_client, memcached_rs_client, memgroup_client, preload, spawn_server,
-    throughput, time_sync, value_ok,
+    VALUE, key, memcache_async_client, memcached_rs_client, memgroup_client, preload, server_cpu,
+    spawn_server, throughput, time_sync, value_ok,
 };
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -33,6 +33,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn report(name: &str, runs: &[(f64, f64)]) {
     let ops = median(runs.iter().map(|r| r.0).collect());
     let cpu = median(runs.iter().map(|r| r.1).collect());
+    if name.starts_with("  its") {
+        // A server's line: its share of a core, its CPU per op.
+        println!("{name:<38} {ops:>5.2} of a core  {cpu:>6.2} µs CPU/op");
+        return;
+    }
     let all: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.0)).collect();
     println!(
         "{name:<28} {ops:>9.0} ops/s  {cpu:>6.2} µs CPU/op   (rounds: {})",
@@ -158,6 +163,7 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                     );
                 }
                 "tls4" => {
+                    let tls_pid = tls_server.as_ref().and_then(|t| t.server.pid());
                     for (name, tls) in [("memgroup 4, plaintext", false), ("memgroup 4, TLS", true)]
                     {
                         let config = Config::Memgroup {
@@ -166,8 +172,22 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                             decode: false,
                             tls,
                         };
+                        let pid = if tls { tls_pid } else { server.pid() };
+                        let (cpu0, t0) = (server_cpu(pid), std::time::Instant::now());
                         let t = throughput(&rt, one, tls_server.as_ref(), &keys, config, 4, secs);
+                        // The server's share of a core over the run, and its
+                        // CPU per op at the run's rate.
+                        let busy = (server_cpu(pid) - cpu0) / t0.elapsed().as_secs_f64();
+                        let per_op = busy * 1e6 / t.ops_per_sec;
                         push(name, tput(t));
+                        push(
+                            if tls {
+                                "  its memcached -Z: core share, µs/op"
+                            } else {
+                                "  its memcached: core share, µs/op"
+                            },
+                            (busy, per_op),
+                        );
                     }
                 }
                 n => {
