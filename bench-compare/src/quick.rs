@@ -203,6 +203,15 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                                 tls: false,
                             },
                         ),
+                        (
+                            "memgroup no merging",
+                            Config::Memgroup {
+                                pool: 1,
+                                merge: false,
+                                decode: false,
+                                tls: false,
+                            },
+                        ),
                         ("memcache-async", Config::MemcacheAsync),
                         ("memcached-rs", Config::MemcachedRs),
                     ];
@@ -210,7 +219,8 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                     let configs: Vec<_> = configs
                         .into_iter()
                         .filter(|(name, _)| {
-                            (!alone || *name == "memgroup") && (only.len() < 2 || *name == only)
+                            (!alone || name.starts_with("memgroup"))
+                                && (only.len() < 2 || *name == only)
                         })
                         .collect();
                     for k in 0..configs.len() {
