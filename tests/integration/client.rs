@@ -278,6 +278,71 @@ async fn killed_server_reads_fall_back_and_writes_report_the_group() {
     .await;
 }
 
+/// A caller reading its own reply has no timer of its own: when its
+/// connection is closed under it (another caller's timeout on the other
+/// connection marks the stalled server down), it is woken then, not at its
+/// own deadline ten seconds later. Runs under paused time.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_lone_reader_is_woken_when_its_connection_closes() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    /// Remembers being woken.
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    let _clock = HeldClock::hold();
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .pool_size(2)
+        .failover(false)
+        .timeout(Duration::from_secs(10))
+        .timeouts_until_down(1)
+        .build()
+        .unwrap();
+    client.set("a", "1", 0).await.unwrap();
+    // Operations take the pool's slots in turn: both connections open.
+    for _ in 0..2 {
+        assert!(client.get("a").await.unwrap().is_some());
+    }
+    server.stop();
+    // Alone on its connection, it reads its own reply.
+    let lone = client.get("a");
+    tokio::pin!(lone);
+    let flag = Arc::new(Flag(AtomicBool::new(false)));
+    let waker = Waker::from(flag.clone());
+    assert!(
+        lone.as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    // On the other connection, a request with a short timeout: its timeout
+    // marks the server down and closes both connections.
+    let hasty = client.with_timeout(Duration::from_millis(100));
+    let (short, ()) = tokio::join!(
+        hasty.get("a"),
+        tokio::time::advance(Duration::from_millis(100))
+    );
+    server.resume();
+    assert!(short.unwrap_err().is_timeout());
+    assert!(
+        flag.0.load(Ordering::SeqCst),
+        "the lone reader was not woken when its connection closed"
+    );
+    let Poll::Ready(result) = lone.as_mut().poll(&mut Context::from_waker(&waker)) else {
+        panic!("woken, the lone reader still waits");
+    };
+    let error = result.unwrap_err();
+    assert!(error.is_server_dead(), "{error}");
+}
+
 /// Runs under paused time: the timeouts pass when the test moves the clock.
 /// A SIGSTOPped server: its first requests wait out the timeout, then (three
 /// timeouts in a row) it is marked down and the next requests fail at once
