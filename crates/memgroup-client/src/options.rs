@@ -66,11 +66,18 @@ impl Expiry {
     /// The `exptime` memcached reads as meant, at the current wall-clock
     /// time (see [`Expiry`] on clock skew).
     pub fn exptime(self) -> Result<u32, Error> {
-        self.exptime_at(unix_now())
+        self.exptime_with(unix_now)
     }
 
     /// The `exptime` when the Unix time is `now` (seconds).
+    #[cfg(test)]
     pub(crate) fn exptime_at(self, now: u64) -> Result<u32, Error> {
+        self.exptime_with(|| now)
+    }
+
+    /// The `exptime`, asking `now` for the Unix time (seconds) only when it
+    /// is absolute: a relative one (the usual case) reads no clock.
+    fn exptime_with(self, now: impl FnOnce() -> u64) -> Result<u32, Error> {
         // memcached parses exptime as a signed 32-bit number.
         let absolute = |at: u64| {
             i32::try_from(at).map(|at| at as u32).map_err(|_| {
@@ -91,10 +98,11 @@ impl Expiry {
                 if seconds <= u64::from(MAX_RELATIVE_EXPTIME) {
                     Ok(seconds as u32)
                 } else {
-                    absolute(now.saturating_add(seconds))
+                    absolute(now().saturating_add(seconds))
                 }
             }
             Expiry::At(at) => {
+                let now = now();
                 let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
                 let seconds = since
                     .as_secs()
