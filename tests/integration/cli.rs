@@ -823,6 +823,13 @@ fn keys_ping_and_cp() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 3);
     assert!(v.as_array().unwrap().iter().all(|s| s["up"] == true));
+    // Each server with its group, round trips in whole microseconds.
+    assert!(
+        v.as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["group"].is_string() && s["min_us"].is_u64() && s["avg_us"].is_u64())
+    );
     let dead = format!("{list},127.0.0.1:1");
     let o = memgroup(&["--servers", &dead, "ping", "--count", "1"]);
     assert_eq!(o.status.code(), Some(1));

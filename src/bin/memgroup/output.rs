@@ -109,7 +109,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
         .map(|row| row.iter().map(|cell| clean(cell)).collect())
         .collect();
     let rows = &rows;
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());

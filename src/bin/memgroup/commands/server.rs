@@ -314,39 +314,55 @@ pub(crate) async fn ping(
     let Cluster { spec, settings, .. } = Cluster::from_flags(flags)?;
     let topology = Topology::new(spec)?;
     let mut down = 0;
-    let mut report = Report::new(&["SERVER", "STATE", "ROUND TRIP"]);
-    for addr in topology.servers() {
-        let client = server_client(&settings, &addr.to_string())?;
-        let mut times = Vec::with_capacity(count);
-        let mut failure = None;
-        for _ in 0..count.max(1) {
-            let t0 = Instant::now();
-            match client.probe().await.into_iter().next().map(|p| p.version) {
-                Some(Ok(_)) => times.push(t0.elapsed().as_secs_f64() * 1e6),
-                Some(Err(e)) => {
-                    failure = Some(e.chain());
-                    break;
+    let mut report = Report::new(&["GROUP", "SERVER", "STATE", "MIN µs", "AVG µs", "ERROR"]);
+    for group in topology.groups() {
+        for &id in group.servers() {
+            let addr = topology.servers()[id.0].to_string();
+            let client = server_client(&settings, &addr)?;
+            let mut times = Vec::with_capacity(count);
+            let mut failure = None;
+            for _ in 0..count.max(1) {
+                let t0 = Instant::now();
+                match client.probe().await.into_iter().next().map(|p| p.version) {
+                    Some(Ok(_)) => times.push(t0.elapsed().as_secs_f64() * 1e6),
+                    Some(Err(e)) => {
+                        failure = Some(e.chain());
+                        break;
+                    }
+                    None => break,
                 }
-                None => break,
             }
-        }
-        match failure {
-            Some(e) => {
-                down += 1;
-                report.record(json!({"server": addr.to_string(), "up": false, "error": e}));
-                report.row(vec![addr.to_string(), "down".into(), e]);
-            }
-            None => {
-                let min = times.iter().copied().fold(f64::INFINITY, f64::min);
-                let avg = times.iter().sum::<f64>() / times.len() as f64;
-                report.record(
-                    json!({"server": addr.to_string(), "up": true, "min_us": min, "avg_us": avg}),
-                );
-                report.row(vec![
-                    addr.to_string(),
-                    "up".into(),
-                    format!("min {min:.0} µs, avg {avg:.0} µs"),
-                ]);
+            let name = group.name();
+            match failure {
+                Some(e) => {
+                    down += 1;
+                    report.record(json!({"group": name, "server": addr, "up": false, "error": e}));
+                    report.row(vec![
+                        name.into(),
+                        addr,
+                        "down".into(),
+                        "-".into(),
+                        "-".into(),
+                        e,
+                    ]);
+                }
+                None => {
+                    // Whole microseconds: a loopback round trip's noise is
+                    // larger than that.
+                    let min = times.iter().copied().fold(f64::INFINITY, f64::min).round() as u64;
+                    let avg = (times.iter().sum::<f64>() / times.len() as f64).round() as u64;
+                    report.record(
+                        json!({"group": name, "server": addr, "up": true, "min_us": min, "avg_us": avg}),
+                    );
+                    report.row(vec![
+                        name.into(),
+                        addr,
+                        "up".into(),
+                        min.to_string(),
+                        avg.to_string(),
+                        String::new(),
+                    ]);
+                }
             }
         }
     }
