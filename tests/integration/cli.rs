@@ -385,6 +385,7 @@ async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
     let source: Vec<Memcached> = (0..3).map(|_| Memcached::spawn_with(&big)).collect();
     let target: Vec<Memcached> = (0..3).map(|_| Memcached::spawn_with(&big)).collect();
     let groups = format!("src={};dst={}", list(&source), list(&target));
+    let groups_again = groups.clone();
     let client = Client::builder()
         .evcache_groups(&groups)
         .unwrap()
@@ -501,6 +502,25 @@ async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
         );
         assert_eq!(t_dst == -1, ttl(i) == 0);
     }
+
+    // `-q`: a warm that succeeds (every key already there) prints nothing;
+    // its exit code says it.
+    let o = tokio::task::spawn_blocking(move || {
+        memgroup(&[
+            "--groups",
+            &groups_again,
+            "-q",
+            "warm",
+            "--from",
+            "src",
+            "--to",
+            "dst",
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "", "-q warm printed its summary");
 }
 
 /// `--value-format` decodes what a format stored (here EVCache's gzip), `set
@@ -817,6 +837,39 @@ fn keys_ping_and_cp() {
     let o = run(&["--json", "keys", "--prefix", "k:", "--limit", "7"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 7);
+    // Stored without an expiry: no Unix time, no time left.
+    assert!(
+        v.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["expires_at"].is_null() && r["ttl_s"].is_null())
+    );
+    // One that expires: its Unix time, and the time left in the table.
+    assert!(
+        run(&["set", "brief", "v", "--exptime", "10m"])
+            .status
+            .success()
+    );
+    let o = run(&["--json", "keys", "--prefix", "brief"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let ttl = v[0]["ttl_s"].as_u64().unwrap();
+    assert!((590..=600).contains(&ttl), "{v}");
+    assert!(v[0]["expires_at"].as_u64().unwrap() > 1_700_000_000, "{v}");
+    let o = run(&["keys", "--prefix", "brief"]);
+    assert!(
+        stdout(&o).contains(" in 9m") || stdout(&o).contains(" in 10m0s"),
+        "{}",
+        stdout(&o)
+    );
+    // `-q`: the keys alone, one a line (for xargs).
+    let o = run(&["-q", "keys", "--prefix", "k:", "--limit", "3"]);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines.iter().all(|k| stored.iter().any(|s| s == k)),
+        "{lines:?}"
+    );
 
     let o = run(&["--json", "ping", "--count", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -45,8 +45,9 @@ pub(crate) struct Cli {
     /// each key's problems as JSON objects on stderr, one a line.
     #[arg(long, global = true)]
     pub(crate) json: bool,
-    /// No informational output (per-group write reports, confirmations);
-    /// values, JSON and errors still print.
+    /// No informational output (per-group write reports, confirmations,
+    /// `warm`'s summary); values, JSON and errors still print, and `keys`
+    /// prints the keys alone, one a line (for `xargs`).
     #[arg(short, long, global = true)]
     pub(crate) quiet: bool,
     /// Log what the client does to stderr: -v servers down and up, missed

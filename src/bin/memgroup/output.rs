@@ -15,6 +15,11 @@ pub(crate) fn set_quiet(quiet: bool) {
     QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether `-q` was given.
+pub(crate) fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// `--json`: problems on stderr ([`warn`], [`fail`]) are JSON objects too.
 pub(crate) fn set_json(json: bool) {
     JSON.store(json, std::sync::atomic::Ordering::Relaxed);

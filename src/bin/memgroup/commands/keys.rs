@@ -50,6 +50,11 @@ pub(crate) async fn run(
         None => topology.groups().iter().collect(),
     };
     let mut report = Report::new(&["GROUP", "SERVER", "KEY", "SIZE", "EXPIRES"]);
+    // `-q`: the keys alone, one a line (for `xargs`).
+    let keys_only = output::quiet() && !json;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let mut listed = 0usize;
     let mut short = 0usize;
     let full = |listed: usize| limit.is_some_and(|l| listed >= l);
@@ -74,9 +79,17 @@ pub(crate) async fn run(
                 }
                 listed += 1;
                 let key = output::show(&entry.key);
-                let exp = entry.exp.map_or("never".to_string(), |e| e.to_string());
+                // The time left, as people read it; the Unix time in JSON.
+                let ttl = entry
+                    .exp
+                    .map(|at| u64::try_from(at).unwrap_or(0).saturating_sub(now));
+                let expires = match ttl {
+                    None => "never".to_string(),
+                    Some(0) => "now".to_string(),
+                    Some(left) => format!("in {}", span(left)),
+                };
                 let mut record = json!({"group": g.name(), "server": addr,
-                    "size": entry.size, "exp": entry.exp});
+                    "size": entry.size, "expires_at": entry.exp, "ttl_s": ttl});
                 // Binary-safe: a key that is not UTF-8 goes base64, with
                 // "key_encoding": "base64".
                 let mut key_field = json!({});
@@ -85,17 +98,51 @@ pub(crate) async fn run(
                 if let Some(encoding) = key_field.get("encoding") {
                     record["key_encoding"] = encoding.clone();
                 }
+                if keys_only {
+                    output::write_line(&key);
+                    continue;
+                }
                 report.record(record);
                 report.row(vec![
                     g.name().to_string(),
                     addr.clone(),
                     key,
                     entry.size.to_string(),
-                    exp,
+                    expires,
                 ]);
             }
         }
     }
-    report.print(json);
+    if !keys_only {
+        report.print(json);
+    }
     Ok(exit::code(short == 0))
+}
+
+/// `seconds` as the largest two units: `45s`, `9m58s`, `2h5m`, `40d3h`.
+fn span(seconds: u64) -> String {
+    let (d, h, m, s) = (
+        seconds / 86_400,
+        seconds / 3600 % 24,
+        seconds / 60 % 60,
+        seconds % 60,
+    );
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m{s}s"),
+        (0, _, _) => format!("{h}h{m}m"),
+        _ => format!("{d}d{h}h"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The time left in its two largest units.
+    #[test]
+    fn spans_read_as_people_say_them() {
+        assert_eq!(super::span(45), "45s");
+        assert_eq!(super::span(598), "9m58s");
+        assert_eq!(super::span(7500), "2h5m");
+        assert_eq!(super::span(40 * 86_400 + 3 * 3600 + 7), "40d3h");
+    }
 }

@@ -259,14 +259,15 @@ pub(crate) async fn run(
             "first_missing": missing.iter().take(20).map(|(g, k)| json!({"group": g, "key": output::show(k)})).collect::<Vec<_>>(),
         }));
     } else {
-        outln!(
+        // `-q`: the summary is information; missing keys still print.
+        output::info(&format!(
             "warmed {} from {}: {dumped} keys in {elapsed:.2} s ({:.0} keys/s): {copied} copied, {present} already present, \
              {expired} expired (skipped), {vanished} gone from the source (skipped), {errors} errors",
             args.to.join(","),
             args.from,
             dumped as f64 / elapsed
-        );
-        outln!(
+        ));
+        output::info(&format!(
             "listing: metadump {method} on {} servers, each checked against its curr_items: {}",
             last.len(),
             if short_servers.is_empty() {
@@ -274,14 +275,14 @@ pub(crate) async fn run(
             } else {
                 format!("{} short (see above)", short_servers.len())
             }
-        );
+        ));
         if args.verify {
-            outln!(
+            output::info(&format!(
                 "verify: {} listed keys checked in {}: missing = {}",
                 seen.len(),
                 args.to.join(","),
                 missing.len()
-            );
+            ));
             for (g, k) in missing.iter().take(20) {
                 outln!("  missing in {g}: {}", output::show(k));
             }
