@@ -8,6 +8,7 @@
 use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use super::Shared;
@@ -58,9 +59,10 @@ pub(super) async fn timer_loop(shared: Arc<Shared>) {
 }
 
 /// Awaits `wait` (a request's reply), checking the request's `deadline`
-/// each time it is polled again: a caller polled past its deadline (by its
-/// own `select!`, or a wake-up) times out then, even if the timer task has
-/// not run yet. One clock read per wake-up.
+/// each time it is polled again without its reply: a caller polled past its
+/// deadline (by its own `select!`, or a spurious wake-up) times out then,
+/// even if the timer task has not run yet. A wake-up that brings the reply
+/// reads no clock.
 pub(super) async fn watched<T>(
     shared: &Shared,
     deadline: Instant,
@@ -69,14 +71,18 @@ pub(super) async fn watched<T>(
     let mut wait = pin!(wait);
     let mut again = false;
     poll_fn(|cx| {
-        if again {
+        if let Poll::Ready(reply) = wait.as_mut().poll(cx) {
+            return Poll::Ready(reply);
+        }
+        if std::mem::replace(&mut again, true) {
             let now = now();
             if now >= deadline {
+                // Its callers are told now (through `wait`, polled again).
                 shared.expire_late(now);
+                return wait.as_mut().poll(cx);
             }
         }
-        again = true;
-        wait.as_mut().poll(cx)
+        Poll::Pending
     })
     .await
 }
