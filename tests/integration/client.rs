@@ -278,6 +278,66 @@ async fn killed_server_reads_fall_back_and_writes_report_the_group() {
     .await;
 }
 
+/// With one request allowed in flight per connection, forty callers at once
+/// still each get their own value: the others wait for a place and go as
+/// replies free one.
+#[tokio::test]
+async fn callers_beyond_the_cap_on_requests_in_flight_wait_their_turn() {
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .max_in_flight(1)
+        .build()
+        .unwrap();
+    for i in 0..40 {
+        client
+            .set(format!("cap:{i}"), format!("v{i}"), 0)
+            .await
+            .unwrap();
+    }
+    let got = join((0..40).map(|i| {
+        let client = client.clone();
+        async move { client.get(format!("cap:{i}")).await }
+    }))
+    .await;
+    for (i, item) in got.into_iter().enumerate() {
+        assert_eq!(item.unwrap().unwrap().value, format!("v{i}").as_bytes());
+    }
+}
+
+/// A request in flight on a stalled server keeps its place until its reply
+/// is read: one waiting for a place times out at its own deadline, and once
+/// the server resumes (the late reply read and dropped) the place is free
+/// again. Runs under paused time.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_request_waiting_for_a_place_times_out_at_its_deadline() {
+    let _clock = HeldClock::hold();
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .max_in_flight(1)
+        .failover(false)
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    client.set("k", "v", 0).await.unwrap();
+    server.stop();
+    let started = tokio::time::Instant::now();
+    let (first, second, ()) = tokio::join!(
+        client.get("k"),
+        client.get("k"),
+        tokio::time::advance(Duration::from_millis(300))
+    );
+    assert_eq!(started.elapsed(), Duration::from_millis(300));
+    assert!(first.unwrap_err().is_timeout());
+    assert!(second.unwrap_err().is_timeout());
+    server.resume();
+    // The first request's late reply frees its place.
+    assert_eq!(client.get("k").await.unwrap().unwrap().value, &b"v"[..]);
+}
+
 /// A caller reading its own reply has no timer of its own: when its
 /// connection is closed under it (another caller's timeout on the other
 /// connection marks the stalled server down), it is woken then, not at its

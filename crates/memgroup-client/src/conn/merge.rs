@@ -14,7 +14,7 @@
 //! multi-get's values is also fine.
 
 use memgroup_proto::{Response, Values};
-use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tokio::sync::oneshot;
 
 use crate::error::Error;
 
@@ -44,8 +44,6 @@ struct Entry {
     end: u32,
     /// Taken when the reply is delivered.
     reply: Option<ReplyTx>,
-    /// The caller's in-flight permit, released with the reply.
-    _permit: OwnedSemaphorePermit,
 }
 
 /// The indices `0..n` starting at `from` and wrapping around: where a reply's
@@ -67,15 +65,21 @@ fn filter_bit(key: &[u8]) -> (usize, u64) {
 
 impl Merged {
     /// A merged command whose first caller asked for `key`.
-    pub(crate) fn new(key: &[u8], reply: ReplyTx, permit: OwnedSemaphorePermit) -> Merged {
+    pub(crate) fn new(key: &[u8], reply: ReplyTx) -> Merged {
         let mut merged = Merged {
             keys: Vec::with_capacity(key.len() * 8),
             entries: Vec::with_capacity(8),
             filter: [0; 4],
             dups: false,
         };
-        merged.add(key, reply, permit);
+        merged.add(key, reply);
         merged
+    }
+
+    /// How many callers it has (each holds its place on the connection until
+    /// the reply arrives).
+    pub(crate) fn callers(&self) -> usize {
+        self.entries.len()
     }
 
     /// The range in `keys` of `key`, if some caller already asked for it.
@@ -97,7 +101,7 @@ impl Merged {
 
     /// Adds a caller asking for `key`. Returns whether the key is new to the
     /// command (and so must be appended to the command line).
-    pub(crate) fn add(&mut self, key: &[u8], reply: ReplyTx, permit: OwnedSemaphorePermit) -> bool {
+    pub(crate) fn add(&mut self, key: &[u8], reply: ReplyTx) -> bool {
         let (word, bit) = filter_bit(key);
         let existing = self.find(key);
         let (start, end, new) = match existing {
@@ -116,13 +120,12 @@ impl Merged {
             start,
             end,
             reply: Some(reply),
-            _permit: permit,
         });
         new
     }
 
-    /// Every caller still waiting gets `error` now; the in-flight permits
-    /// stay held until the reply itself arrives (and is dropped).
+    /// Every caller still waiting gets `error` now; their places on the
+    /// connection stay held until the reply itself arrives (and is dropped).
     pub(crate) fn time_out(&mut self, error: &Error) {
         for entry in &mut self.entries {
             if let Some(tx) = entry.reply.take() {
@@ -181,11 +184,8 @@ impl Merged {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use bytes::Bytes;
     use memgroup_proto::Value;
-    use tokio::sync::Semaphore;
 
     use super::*;
     use crate::error::ErrorKind;
@@ -193,24 +193,24 @@ mod tests {
     type Rx = oneshot::Receiver<Result<Response, Error>>;
 
     /// A merged command for `keys`, in caller order, and each caller's receiver.
-    fn merged(keys: &[&str]) -> (Merged, Vec<Rx>, Arc<Semaphore>, Vec<bool>) {
-        let permits = Arc::new(Semaphore::new(1000));
+    fn merged(keys: &[&str]) -> (Merged, Vec<Rx>, Vec<bool>) {
         let mut rxs = Vec::new();
         let mut sent = Vec::new();
         let mut merged: Option<Merged> = None;
         for key in keys {
             let (tx, rx) = oneshot::channel();
             rxs.push(rx);
-            let permit = permits.clone().try_acquire_owned().unwrap();
             match &mut merged {
                 None => {
-                    merged = Some(Merged::new(key.as_bytes(), tx, permit));
+                    merged = Some(Merged::new(key.as_bytes(), tx));
                     sent.push(true);
                 }
-                Some(m) => sent.push(m.add(key.as_bytes(), tx, permit)),
+                Some(m) => sent.push(m.add(key.as_bytes(), tx)),
             }
         }
-        (merged.unwrap(), rxs, permits, sent)
+        let merged = merged.unwrap();
+        assert_eq!(merged.callers(), keys.len());
+        (merged, rxs, sent)
     }
 
     fn value(key: &str) -> Value {
@@ -256,11 +256,10 @@ mod tests {
 
     #[test]
     fn values_in_order_with_misses() {
-        let (m, rxs, permits, sent) = merged(&["a", "bb", "c", "d"]);
+        let (m, rxs, sent) = merged(&["a", "bb", "c", "d"]);
         assert_eq!(sent, [true; 4]);
         m.deliver(values(&["a", "c"]));
         assert_eq!(outcomes(rxs), some(&["a", "", "c", ""]));
-        assert_eq!(permits.available_permits(), 1000, "permits released");
     }
 
     #[test]
@@ -272,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_duplicate_key_is_sent_once_and_answers_every_caller() {
-        let (m, rxs, _, sent) = merged(&["a", "b", "a", "c", "a"]);
+        let (m, rxs, sent) = merged(&["a", "b", "a", "c", "a"]);
         assert_eq!(sent, [true, true, false, true, false]);
         m.deliver(values(&["a", "b", "c"]));
         assert_eq!(outcomes(rxs), some(&["a", "b", "a", "c", "a"]));
@@ -294,7 +293,7 @@ mod tests {
     fn many_keys_with_filter_collisions() {
         let keys: Vec<String> = (0..200).map(|i| format!("k{}", i % 150)).collect();
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let (m, rxs, _, sent) = merged(&refs);
+        let (m, rxs, sent) = merged(&refs);
         assert_eq!(sent.iter().filter(|&&s| s).count(), 150);
         let hits: Vec<&str> = refs[..150]
             .iter()
@@ -327,11 +326,10 @@ mod tests {
 
     #[test]
     fn a_caller_that_gave_up_does_not_disturb_the_others() {
-        let (m, mut rxs, permits, _) = merged(&["a", "b", "c"]);
+        let (m, mut rxs, _) = merged(&["a", "b", "c"]);
         drop(rxs.remove(1));
         m.deliver(values(&["a", "b", "c"]));
         assert_eq!(outcomes(rxs), some(&["a", "c"]));
-        assert_eq!(permits.available_permits(), 1000);
     }
 
     proptest::proptest! {
@@ -349,7 +347,7 @@ mod tests {
         ) {
             let names: Vec<String> = asked.iter().map(|k| format!("key{k}")).collect();
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            let (m, rxs, permits, sent) = merged(&refs);
+            let (m, rxs, sent) = merged(&refs);
             // The command line: every distinct key once, in first-asked order.
             let mut line: Vec<u8> = Vec::new();
             for (k, &s) in asked.iter().zip(&sent) {
@@ -387,7 +385,6 @@ mod tests {
                 .map(|&k| hits[k as usize].then(|| format!("key{k}")))
                 .collect();
             proptest::prop_assert_eq!(outcomes(rxs), want);
-            proptest::prop_assert_eq!(permits.available_permits(), 1000);
         }
     }
 }

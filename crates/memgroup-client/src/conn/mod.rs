@@ -34,8 +34,11 @@
 //! an over-size value is swallowed silently), which the encoder never
 //! produces.
 //!
-//! A semaphore caps the requests in flight per connection: callers beyond the
-//! cap wait (inside their timeout) instead of growing queues without bound.
+//! The requests in flight per connection are capped: the state counts the
+//! callers holding a place (under the lock it takes anyway, so a request
+//! touches no shared counter of its own), and callers beyond the cap wait
+//! (inside their timeout) for a reply to free one, instead of growing queues
+//! without bound.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,7 +46,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::{Buf, BytesMut};
 use memgroup_proto::{Decoder, Request, Response};
 use parking_lot::Mutex;
-use tokio::sync::{Notify, Semaphore, TryAcquireError};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::counters::ServerCounters;
@@ -122,9 +125,10 @@ struct Shared {
     /// Set when the state closes, readable without the lock: writers stop
     /// writing at once, so nothing is sent after callers were told it failed.
     failed: AtomicBool,
-    /// The size of `permits`.
-    max_in_flight: usize,
-    permits: Arc<Semaphore>,
+    /// Wakes a caller waiting for a place (the cap on callers in flight,
+    /// counted by the state) when a reply frees one, and all of them when the
+    /// connection fails.
+    room: Notify,
     /// The server's counters: bytes in and out.
     counters: Arc<ServerCounters>,
 }
@@ -137,12 +141,6 @@ struct ReadSide {
 }
 
 impl Shared {
-    /// Callers holding an in-flight permit (requests queued or awaiting a
-    /// reply, merged ones counted per caller).
-    fn callers_in_flight(&self) -> usize {
-        self.max_in_flight - self.permits.available_permits()
-    }
-
     /// Does what a transition asked for.
     fn follow(&self, next: Next) {
         match next {
@@ -193,6 +191,8 @@ impl Shared {
         if let Some(reader) = reader {
             reader.wake();
         }
+        // Callers waiting for a place find the connection closed.
+        self.room.notify_waiters();
         // The tasks, if they wait, see the state closed and end.
         self.wake_writer.notify_one();
         self.wake_reader.notify_one();
@@ -219,11 +219,11 @@ impl Connection {
         counters: Arc<ServerCounters>,
     ) -> Result<Connection, Error> {
         let transport = open(server, settings).await?.into_transport();
-        let mut state = State::new(settings.max_batches, settings.merge_gets);
+        let mut state = State::new(settings.max_batches, settings.merge_gets)
+            .with_max_callers(settings.max_in_flight);
         if transport.is_tls() {
             state = state.with_max_unanswered_bytes(TLS_MAX_UNANSWERED_BYTES);
         }
-        let max_in_flight = settings.max_in_flight.max(1);
         let shared = Arc::new(Shared {
             server: server.into(),
             state: Mutex::new(state),
@@ -236,8 +236,7 @@ impl Connection {
             }),
             transport,
             failed: AtomicBool::new(false),
-            max_in_flight,
-            permits: Arc::new(Semaphore::new(max_in_flight)),
+            room: Notify::new(),
             counters,
         });
         let reader = tokio::spawn(guarded(shared.clone(), read::read_loop(shared.clone())));
@@ -288,20 +287,6 @@ impl Connection {
         deadline: std::time::Instant,
     ) -> Result<Option<Response>, Error> {
         let shared = &self.inner.shared;
-        // A timer of its own only while the cap on requests in flight is
-        // reached (rare): the wait for the reply is the connection timer's.
-        let permit = match shared.permits.clone().try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(TryAcquireError::Closed) => return Err(closed()),
-            Err(TryAcquireError::NoPermits) => {
-                let acquire = shared.permits.clone().acquire_owned();
-                match tokio::time::timeout_at(deadline.into(), acquire).await {
-                    Ok(permit) => permit.map_err(|_| closed())?,
-                    Err(_) => return Err(timer::timed_out().at(&shared.server)),
-                }
-            }
-        };
-        let in_flight = shared.callers_in_flight();
         let Queued {
             receiver,
             next,
@@ -310,10 +295,19 @@ impl Connection {
             wake_timer,
             wake_caller,
             encoded,
-        } = shared
-            .state
-            .lock()
-            .queue(request, permit, in_flight, deadline)?;
+        } = loop {
+            let queued = {
+                let mut state = shared.state.lock();
+                let in_flight = state.callers() + 1;
+                state.queue(request, in_flight, deadline)?
+            };
+            match queued {
+                Some(queued) => break queued,
+                // Every place is taken (rare): wait, with a timer of its own,
+                // for a reply to free one.
+                None => shared.wait_for_room(deadline).await?,
+            }
+        };
         shared.counters.bytes_out(encoded);
         shared.follow(next);
         if wake_reader {
@@ -337,6 +331,37 @@ impl Connection {
                 Err(_) => Err(closed().at(&shared.server)),
             },
         }
+    }
+}
+
+impl Shared {
+    /// Waits until a reply frees a place (the state counted this caller as
+    /// waiting for one), the connection fails, or `deadline` passes.
+    async fn wait_for_room(&self, deadline: std::time::Instant) -> Result<(), Error> {
+        // However this ends (woken, timed out, or the caller giving up), the
+        // caller no longer waits; it tries again to queue.
+        let _waiting = RoomWait(self);
+        let room = self.room.notified();
+        tokio::pin!(room);
+        // Registered before looking at `failed`: a failure after the look
+        // wakes it (`notify_waiters` keeps no permit for later).
+        room.as_mut().enable();
+        if self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match tokio::time::timeout_at(deadline.into(), room).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(timer::timed_out().at(&self.server)),
+        }
+    }
+}
+
+/// A caller waiting for a place on the connection; counted off when dropped.
+struct RoomWait<'a>(&'a Shared);
+
+impl Drop for RoomWait<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().leave_room_queue();
     }
 }
 

@@ -55,7 +55,12 @@ impl Shared {
                 Ok(Some(_)) => state.reply(),
                 _ => (None, Next::Nothing),
             };
+            let room = state.take_room_wakes();
             drop(state);
+            // Callers waiting for a place: one woken per place freed.
+            for _ in 0..room {
+                self.room.notify_one();
+            }
             match decoded {
                 Ok(Some(reply)) => {
                     if let Some(reply_to) = reply_to {

@@ -64,6 +64,9 @@
 //!    its callers told so ([`State::expire`]) and stays, its reply dropped.
 //!    A merged line's deadline is at most [`JOIN_DEADLINE_SLACK`] past its
 //!    first caller's, however many join.
+//! 10. `callers` counts the callers of the waiters (a merged `get` each of
+//!     its callers), answered or timed out, and stays within the cap: a place
+//!     is freed only when its reply is read (or the connection fails).
 
 use std::collections::VecDeque;
 use std::task::Waker;
@@ -71,7 +74,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use memgroup_proto::{Expect, GrowingRetrieval, Key, Request, Response};
-use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tokio::sync::oneshot;
 
 use crate::conn::merge::{Merged, ReplyTx};
 use crate::error::Error;
@@ -153,19 +156,27 @@ pub(crate) enum Next {
 /// Where a reply goes.
 #[derive(Debug)]
 pub(crate) enum Reply {
-    /// One caller (`None` once told it timed out), holding one in-flight
-    /// permit (released with the reply).
-    One(Option<ReplyTx>, OwnedSemaphorePermit),
+    /// One caller (`None` once told it timed out).
+    One(Option<ReplyTx>),
     /// Several callers' `get`s merged into one command.
     Merged(Box<Merged>),
 }
 
 impl Reply {
-    /// Tells every caller still waiting that its request timed out; the
-    /// permits stay held until the reply arrives.
+    /// The callers it answers: each holds a place on the connection until
+    /// the reply arrives, answered or not.
+    fn callers(&self) -> usize {
+        match self {
+            Reply::One(_) => 1,
+            Reply::Merged(merged) => merged.callers(),
+        }
+    }
+
+    /// Tells every caller still waiting that its request timed out; their
+    /// places stay held until the reply arrives.
     fn time_out(&mut self, error: &Error) {
         match self {
-            Reply::One(tx, _permit) => {
+            Reply::One(tx) => {
                 if let Some(tx) = tx.take() {
                     let _ = tx.send(Err(error.clone()));
                 }
@@ -177,7 +188,7 @@ impl Reply {
     /// Hands `reply` over; a caller that gave up is skipped.
     pub(crate) fn deliver(self, reply: Result<Response, Error>) {
         match self {
-            Reply::One(tx, _permit) => {
+            Reply::One(tx) => {
                 if let Some(tx) = tx {
                     let _ = tx.send(reply);
                 }
@@ -255,6 +266,15 @@ pub(crate) struct State {
     /// reader task, when a request times out (it may be this caller's: it
     /// has no timer of its own) and when the connection fails.
     reader_waker: Option<Waker>,
+    /// Callers holding a place (see [`State::callers`]): at most
+    /// `max_callers`, beyond which callers wait for one.
+    callers: usize,
+    max_callers: usize,
+    /// Callers waiting for a place.
+    room_waiting: usize,
+    /// Of those, how many the driver is to wake (places freed since it last
+    /// asked).
+    room_wakes: usize,
 }
 
 impl State {
@@ -278,7 +298,18 @@ impl State {
             merge_gets,
             armed: None,
             reader_waker: None,
+            callers: 0,
+            max_callers: usize::MAX,
+            room_waiting: 0,
+            room_wakes: 0,
         }
+    }
+
+    /// Caps the callers in flight (see [`State::queue`]): beyond, a caller
+    /// waits for a reply to free a place, so queues stay bounded.
+    pub(crate) fn with_max_callers(mut self, callers: usize) -> State {
+        self.max_callers = callers.max(1);
+        self
     }
 
     /// Bounds the bytes of written requests still unanswered (see
@@ -305,16 +336,22 @@ impl State {
 
     /// Queues `request` (joining it to the open `get` when it can) and decides
     /// who sends it and who reads its reply. `in_flight` counts the callers
-    /// holding a permit, this one included.
+    /// holding a place, this one included ([`State::callers`] + 1). `None`
+    /// when every place is taken: the caller is counted as waiting for one
+    /// (until [`State::leave_room_queue`]) and tries again once a reply frees
+    /// one ([`State::take_room_wakes`]).
     pub(crate) fn queue(
         &mut self,
         request: &Request<'_>,
-        permit: OwnedSemaphorePermit,
         in_flight: usize,
         deadline: Instant,
-    ) -> Result<Queued, Error> {
+    ) -> Result<Option<Queued>, Error> {
         if let Some(error) = &self.closed {
             return Err(error.clone());
+        }
+        if self.callers >= self.max_callers {
+            self.room_waiting += 1;
+            return Ok(None);
         }
         let before = self.out.len();
         let receiver = match request.expect() {
@@ -330,11 +367,12 @@ impl State {
                     Request::Gets { keys: [key] } if self.merge_gets => Some((true, *key)),
                     _ => None,
                 };
+                self.callers += 1;
                 let refused = match single {
-                    Some((cas, key)) => self.join_open(cas, key, tx, permit, deadline),
-                    None => Some((tx, permit)),
+                    Some((cas, key)) => self.join_open(cas, key, tx, deadline),
+                    None => Some(tx),
                 };
-                if let Some((tx, permit)) = refused {
+                if let Some(tx) = refused {
                     self.open = match single {
                         Some((cas, key)) => Some(GrowingRetrieval::start(&mut self.out, cas, key)),
                         None => {
@@ -347,7 +385,7 @@ impl State {
                         end: self.out.len(),
                         ends_batch: false,
                         batch_bytes: 0,
-                        reply: Some(Reply::One(Some(tx), permit)),
+                        reply: Some(Reply::One(Some(tx))),
                         deadline,
                         first_deadline: deadline,
                         timed_out: false,
@@ -375,7 +413,7 @@ impl State {
             }
         }
         let wake_timer = receiver.is_some() && self.arm(deadline);
-        Ok(Queued {
+        Ok(Some(Queued {
             receiver,
             next: self.next_write(in_flight),
             reads,
@@ -383,7 +421,25 @@ impl State {
             wake_timer,
             wake_caller,
             encoded,
-        })
+        }))
+    }
+
+    /// Callers holding a place: a request queued or awaiting its reply (a
+    /// merged `get` counting each of its callers), answered or timed out.
+    pub(crate) fn callers(&self) -> usize {
+        self.callers
+    }
+
+    /// A caller told to wait for a place ([`State::queue`] gave `None`) stops
+    /// waiting: it tries again, gave up, or timed out.
+    pub(crate) fn leave_room_queue(&mut self) {
+        self.room_waiting = self.room_waiting.saturating_sub(1);
+    }
+
+    /// How many callers waiting for a place to wake (one each), for the places
+    /// replies freed since last asked.
+    pub(crate) fn take_room_wakes(&mut self) -> usize {
+        std::mem::take(&mut self.room_wakes)
     }
 
     /// Watches `deadline` too: returns whether the timer must be woken (it
@@ -407,7 +463,7 @@ impl State {
     /// The timer woke at `now`: every waiter whose deadline has passed has
     /// its callers told `error` (a timeout), and stays in the queue, so its
     /// reply is still read and dropped and the stream stays in step; its
-    /// in-flight permits are released with that reply. Then the timer is
+    /// places are freed with that reply. Then the timer is
     /// set for the earliest deadline left, if any. Returns the waker of the
     /// caller reading its own reply when a request timed out (it may be
     /// that caller's: it learns it from its reply channel once woken).
@@ -491,42 +547,41 @@ impl State {
     }
 
     /// Joins a single-key retrieval to the open `get`/`gets`, or hands the
-    /// reply sender and permit back when it cannot.
+    /// reply sender back when it cannot.
     fn join_open(
         &mut self,
         cas: bool,
         key: Key<'_>,
         tx: ReplyTx,
-        permit: OwnedSemaphorePermit,
         deadline: Instant,
-    ) -> Option<(ReplyTx, OwnedSemaphorePermit)> {
+    ) -> Option<ReplyTx> {
         let (Some(open), Some(waiter)) = (self.open.as_mut(), self.waiters.back_mut()) else {
-            return Some((tx, permit));
+            return Some(tx);
         };
         let in_time = deadline
             .checked_duration_since(waiter.first_deadline)
             .is_some_and(|later| later <= JOIN_DEADLINE_SLACK);
         if open.is_cas() != cas || waiter.timed_out || !in_time {
-            return Some((tx, permit));
+            return Some(tx);
         }
         let bytes = key.as_bytes();
         let on_line = match &waiter.reply {
             Some(Reply::One(..)) => open.first_key(&self.out) == bytes,
             Some(Reply::Merged(merged)) => merged.has(bytes),
-            None => return Some((tx, permit)),
+            None => return Some(tx),
         };
         if !on_line && !open.push(&mut self.out, key) {
-            return Some((tx, permit));
+            return Some(tx);
         }
         let mut merged = match waiter.reply.take() {
-            Some(Reply::One(Some(first), first_permit)) => {
-                Box::new(Merged::new(open.first_key(&self.out), first, first_permit))
+            Some(Reply::One(Some(first))) => {
+                Box::new(Merged::new(open.first_key(&self.out), first))
             }
-            Some(Reply::One(None, _)) => unreachable!("a waiter timed out is not joined"),
+            Some(Reply::One(None)) => unreachable!("a waiter timed out is not joined"),
             Some(Reply::Merged(merged)) => merged,
             None => unreachable!("checked above"),
         };
-        merged.add(bytes, tx, permit);
+        merged.add(bytes, tx);
         waiter.reply = Some(Reply::Merged(merged));
         waiter.deadline = waiter.deadline.max(deadline);
         waiter.end = self.out.len();
@@ -687,6 +742,10 @@ impl State {
             return (None, Next::Nothing);
         };
         let mut next = Next::Nothing;
+        let freed = waiter.reply.as_ref().map_or(0, Reply::callers);
+        self.callers -= freed;
+        // Callers waiting for a place: one woken per place freed.
+        self.room_wakes += freed.min(self.room_waiting.saturating_sub(self.room_wakes));
         if self.waiters.len() < self.unwritten {
             // A "reply" to a request not yet written (a hostile server
             // answering what it never got): the count must stay in range.
@@ -720,15 +779,29 @@ impl State {
         self.open = None;
         self.front = BytesMut::new();
         self.out = BytesMut::new();
+        // Every place is free; the driver wakes those waiting for one, who
+        // find the connection closed.
+        self.callers = 0;
+        self.room_wakes = 0;
         self.waiters.drain(..).filter_map(|w| w.reply).collect()
     }
 
     /// Panics unless the module docs' invariants hold (those of the state
-    /// alone: 1–4, 8 and 9).
+    /// alone: 1–4, 8, 9 and 10).
     #[cfg(test)]
     fn check(&self) {
         let ends = self.waiters.iter().filter(|w| w.ends_batch).count();
         assert_eq!(self.batches, ends, "invariant 1: batches counted");
+        let callers: usize = self
+            .waiters
+            .iter()
+            .map(|w| w.reply.as_ref().map_or(0, Reply::callers))
+            .sum();
+        assert_eq!(self.callers, callers, "invariant 10: places counted");
+        assert!(
+            self.callers <= self.max_callers,
+            "invariant 10: within the cap"
+        );
         let bytes: usize = self.waiters.iter().map(|w| w.batch_bytes).sum();
         assert_eq!(
             self.unanswered, bytes,

@@ -3,21 +3,16 @@
 //! writer task, the socket, the server and the reader.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use memgroup_proto::{Key, Request, Response, StoreCommand, Value, Values};
 use proptest::prelude::*;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 
 use super::*;
 use crate::error::ErrorKind;
 
 type Rx = oneshot::Receiver<Result<Response, Error>>;
-
-fn permits() -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(10_000))
-}
 
 /// A deadline no unit test reaches.
 fn far() -> std::time::Instant {
@@ -29,12 +24,12 @@ fn get(key: &[u8]) -> Vec<u8> {
 }
 
 /// Queues `get <key>` and returns the receiver and what to do.
-fn queue_get(state: &mut State, sem: &Arc<Semaphore>, key: &[u8], in_flight: usize) -> (Rx, Next) {
+fn queue_get(state: &mut State, key: &[u8], in_flight: usize) -> (Rx, Next) {
     let keys = [Key::new(key).unwrap()];
-    let permit = sem.clone().try_acquire_owned().unwrap();
     let queued = state
-        .queue(&Request::Get { keys: &keys }, permit, in_flight, far())
-        .unwrap();
+        .queue(&Request::Get { keys: &keys }, in_flight, far())
+        .unwrap()
+        .expect("a place");
     (queued.receiver.unwrap(), queued.next)
 }
 
@@ -53,9 +48,8 @@ fn values(keys: &[&[u8]]) -> Response {
 
 #[test]
 fn an_idle_connection_lets_the_caller_write_at_once() {
-    let sem = permits();
     let mut state = State::new(4, true);
-    let (_rx, next) = queue_get(&mut state, &sem, b"a", 1);
+    let (_rx, next) = queue_get(&mut state, b"a", 1);
     let Next::Write(chunk) = next else {
         panic!("{next:?}")
     };
@@ -72,21 +66,20 @@ fn an_idle_connection_lets_the_caller_write_at_once() {
     // With nothing unanswered, the caller writes however many callers are
     // counted in flight: no task switch while the connection is quiet.
     let mut state = State::new(4, true);
-    let (_rx, next) = queue_get(&mut state, &sem, b"b", 100);
+    let (_rx, next) = queue_get(&mut state, b"b", 100);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
     assert_eq!(state.role, Role::Caller);
 }
 
 #[test]
 fn queued_gets_merge_while_the_role_is_held() {
-    let sem = permits();
     let mut state = State::new(4, true);
-    let (rx_a, _) = queue_get(&mut state, &sem, b"a", 1);
+    let (rx_a, _) = queue_get(&mut state, b"a", 1);
     // The caller holds the role: the next gets queue and merge.
-    let (rx_b, next) = queue_get(&mut state, &sem, b"b", 2);
+    let (rx_b, next) = queue_get(&mut state, b"b", 2);
     assert!(matches!(next, Next::Nothing));
-    let (rx_b2, _) = queue_get(&mut state, &sem, b"b", 3);
-    let (rx_c, _) = queue_get(&mut state, &sem, b"c", 4);
+    let (rx_b2, _) = queue_get(&mut state, b"b", 3);
+    let (rx_c, _) = queue_get(&mut state, b"c", 4);
     state.check();
     assert_eq!(&state.out[..], b"get b c\r\n", "b asked twice, sent once");
     // The caller's write is done; what queued meanwhile goes to the writer.
@@ -113,46 +106,44 @@ fn queued_gets_merge_while_the_role_is_held() {
         };
         assert_eq!(&v[0].key[..], key.as_bytes());
     }
-    assert_eq!(sem.available_permits(), 10_000, "permits released");
+    assert_eq!(state.callers(), 0, "places freed");
 }
 
 /// With a batch unanswered, a caller still writes its own request while few
 /// requests are in flight; past `DIRECT_WRITE_CALLERS` the writer task does.
 #[test]
 fn callers_write_directly_only_while_few_requests_are_in_flight() {
-    let sem = permits();
     let mut state = State::new(8, false);
-    let (_a, next) = queue_get(&mut state, &sem, b"a", 1);
+    let (_a, next) = queue_get(&mut state, b"a", 1);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
     assert!(matches!(
         state.caller_wrote(BytesMut::new(), false),
         Next::Nothing
     ));
-    let (_b, next) = queue_get(&mut state, &sem, b"b", DIRECT_WRITE_CALLERS);
+    let (_b, next) = queue_get(&mut state, b"b", DIRECT_WRITE_CALLERS);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
     assert!(matches!(
         state.caller_wrote(BytesMut::new(), false),
         Next::Nothing
     ));
-    let (_c, next) = queue_get(&mut state, &sem, b"c", DIRECT_WRITE_CALLERS + 1);
+    let (_c, next) = queue_get(&mut state, b"c", DIRECT_WRITE_CALLERS + 1);
     assert!(matches!(next, Next::WakeWriter), "{next:?}");
     state.check();
 }
 
 #[test]
 fn under_load_the_writer_task_takes_the_role_and_batches_wait_for_replies() {
-    let sem = permits();
     let mut state = State::new(1, false);
-    let (_a, next) = queue_get(&mut state, &sem, b"a", 1);
+    let (_a, next) = queue_get(&mut state, b"a", 1);
     let Next::Write(_) = next else { panic!() };
     assert!(matches!(
         state.caller_wrote(BytesMut::new(), false),
         Next::Nothing
     ));
     // One batch unanswered, the cap is 1: requests wait.
-    let (_b, next) = queue_get(&mut state, &sem, b"b", 10);
+    let (_b, next) = queue_get(&mut state, b"b", 10);
     assert!(matches!(next, Next::Nothing));
-    let (_c, next) = queue_get(&mut state, &sem, b"c", 10);
+    let (_c, next) = queue_get(&mut state, b"c", 10);
     assert!(matches!(next, Next::Nothing));
     state.check();
     // The batch's reply hands the role to the writer task.
@@ -166,14 +157,13 @@ fn under_load_the_writer_task_takes_the_role_and_batches_wait_for_replies() {
 
 #[test]
 fn a_partial_write_finishes_before_anything_else_even_at_the_cap() {
-    let sem = permits();
     let mut state = State::new(1, false);
-    let (_a, next) = queue_get(&mut state, &sem, b"alpha", 1);
+    let (_a, next) = queue_get(&mut state, b"alpha", 1);
     let Next::Write(mut chunk) = next else {
         panic!()
     };
     let rest = chunk.split_off(3);
-    let (_b, _) = queue_get(&mut state, &sem, b"b", 2);
+    let (_b, _) = queue_get(&mut state, b"b", 2);
     // The socket took 3 bytes: the rest goes to the writer task first.
     assert!(matches!(state.caller_wrote(rest, false), Next::WakeWriter));
     state.check();
@@ -190,12 +180,10 @@ fn a_partial_write_finishes_before_anything_else_even_at_the_cap() {
 
 #[test]
 fn a_failure_reaches_every_waiter_once_and_later_calls_fail() {
-    let sem = permits();
     let mut state = State::new(4, true);
-    let (rx_a, _) = queue_get(&mut state, &sem, b"a", 1);
-    let (rx_b, _) = queue_get(&mut state, &sem, b"b", 2);
+    let (rx_a, _) = queue_get(&mut state, b"a", 1);
+    let (rx_b, _) = queue_get(&mut state, b"b", 2);
     let keys = [Key::new(b"s").unwrap()];
-    let permit = sem.clone().try_acquire_owned().unwrap();
     let set = Request::Store {
         command: StoreCommand::Set,
         key: keys[0],
@@ -204,7 +192,7 @@ fn a_failure_reaches_every_waiter_once_and_later_calls_fail() {
         data: b"x",
         noreply: false,
     };
-    let rx_s = state.queue(&set, permit, 3, far()).unwrap().receiver;
+    let rx_s = state.queue(&set, 3, far()).unwrap().unwrap().receiver;
     let error = Error::new(ErrorKind::Connection, "gone");
     let replies = state.fail(&error);
     // `a` went out alone (the caller took it); `b` waits in `out`.
@@ -215,26 +203,23 @@ fn a_failure_reaches_every_waiter_once_and_later_calls_fail() {
     for mut rx in [rx_a, rx_b, rx_s.unwrap()] {
         assert!(rx.try_recv().unwrap().unwrap_err().is_connection());
     }
-    let permit = sem.clone().try_acquire_owned().unwrap();
-    let later = state.queue(&Request::Get { keys: &keys }, permit, 1, far());
+    let later = state.queue(&Request::Get { keys: &keys }, 1, far());
     assert!(later.unwrap_err().is_connection());
-    assert_eq!(sem.available_permits(), 10_000);
+    assert_eq!(state.callers(), 0);
 }
 
 /// Callers join an open `get` only within the slack of its first caller's
 /// deadline: joins cannot chain a line's deadline later and later.
 #[test]
 fn a_merged_line_times_out_within_the_slack_of_its_first_caller() {
-    let sem = permits();
     let mut state = State::new(1, true);
     let start = crate::clock::now();
     let timeout = std::time::Duration::from_millis(100);
     let mut queue_at = |key: &[u8], after_us: u64| {
         let keys = [Key::new(key).unwrap()];
-        let permit = sem.clone().try_acquire_owned().unwrap();
         let deadline = start + std::time::Duration::from_micros(after_us) + timeout;
         state
-            .queue(&Request::Get { keys: &keys }, permit, 8, deadline)
+            .queue(&Request::Get { keys: &keys }, 8, deadline)
             .unwrap()
     };
     // The first goes out at once; the next ones wait behind it, on one line.
@@ -248,6 +233,39 @@ fn a_merged_line_times_out_within_the_slack_of_its_first_caller() {
     assert_eq!(&state.out[..], b"get b c\r\nget d\r\n");
     let line = &state.waiters[1];
     assert!(line.deadline - line.first_deadline <= JOIN_DEADLINE_SLACK);
+}
+
+/// Beyond the cap, a caller gets no place and is counted as waiting; a
+/// reply frees its callers' places and asks the driver to wake as many of
+/// those waiting; a failure frees every place.
+#[test]
+fn callers_beyond_the_cap_wait_for_a_reply_to_free_a_place() {
+    let mut state = State::new(4, false).with_max_callers(2);
+    let (_a, _) = queue_get(&mut state, b"a", 1);
+    let (_b, _) = queue_get(&mut state, b"b", 2);
+    assert_eq!(state.callers(), 2);
+    let keys = [Key::new(b"c").unwrap()];
+    let get_c = Request::Get { keys: &keys };
+    assert!(state.queue(&get_c, 3, far()).unwrap().is_none(), "no place");
+    assert!(state.queue(&get_c, 3, far()).unwrap().is_none(), "no place");
+    assert_eq!(state.take_room_wakes(), 0, "nothing freed yet");
+    // `a`'s reply frees one place: one waiter is to be woken.
+    state.caller_wrote(BytesMut::new(), false);
+    let (reply, _) = state.reply();
+    assert!(reply.is_some());
+    assert_eq!(state.callers(), 1);
+    assert_eq!(state.take_room_wakes(), 1);
+    assert_eq!(state.take_room_wakes(), 0, "told once");
+    // It tries again and gets the place; the other still waits.
+    state.leave_room_queue();
+    assert!(state.queue(&get_c, 2, far()).unwrap().is_some());
+    state.check();
+    assert_eq!(state.callers(), 2);
+    // A failure frees every place: the one still waiting finds it closed.
+    state.fail(&Error::new(ErrorKind::Connection, "gone"));
+    assert_eq!(state.callers(), 0);
+    state.leave_room_queue();
+    assert!(state.queue(&get_c, 1, far()).unwrap_err().is_connection());
 }
 
 // ---- random interleavings ------------------------------------------------------------
@@ -423,7 +441,7 @@ impl Sim {
         }
     }
 
-    fn apply(&mut self, state: &mut State, sem: &Arc<Semaphore>, step: Step) {
+    fn apply(&mut self, state: &mut State, step: Step) {
         match step {
             Step::Get(k) | Step::Set(k, _) if !self.failed => {
                 let key = format!("key{k}");
@@ -439,10 +457,12 @@ impl Sim {
                     },
                     _ => Request::Get { keys: &keys },
                 };
-                let permit = sem.clone().try_acquire_owned().unwrap();
-                let in_flight = 10_000 - sem.available_permits();
+                let in_flight = state.callers() + 1;
                 let deadline = self.now() + TIMEOUT;
-                let queued = state.queue(&request, permit, in_flight, deadline).unwrap();
+                let queued = state
+                    .queue(&request, in_flight, deadline)
+                    .unwrap()
+                    .expect("no cap in this test");
                 if let Some(epoch) = queued.reads {
                     assert!(!self.someone_reads(), "a caller read while others did");
                     self.caller_readers.push((self.callers.len(), epoch));
@@ -559,7 +579,7 @@ proptest! {
 
     /// Whatever the interleaving: one writer at a time, nothing queued left
     /// without a writer, every caller answered with its own reply (or, after
-    /// a failure, the error) exactly once, and every permit released.
+    /// a failure, the error) exactly once, and every place freed.
     #[test]
     fn any_interleaving_keeps_the_invariants(
         steps in proptest::collection::vec(step(), 1..200),
@@ -569,23 +589,22 @@ proptest! {
         // scaled down to the simulation's small requests).
         max_unanswered in prop_oneof![Just(usize::MAX), 1usize..80],
     ) {
-        let sem = permits();
         let mut state = State::new(max_batches, merge);
         if max_unanswered != usize::MAX {
             state = state.with_max_unanswered_bytes(max_unanswered);
         }
         let mut sim = Sim::default();
         for s in steps {
-            sim.apply(&mut state, &sem, s);
+            sim.apply(&mut state, s);
         }
         // Quiesce: every party runs until nobody can move. If something were
         // queued with nobody to write it, a caller would stay unanswered.
         for _ in 0..10_000 {
-            sim.apply(&mut state, &sem, Step::CallerWrites(usize::MAX, false));
-            sim.apply(&mut state, &sem, Step::WriterRuns(usize::MAX));
-            sim.apply(&mut state, &sem, Step::Serve);
-            sim.apply(&mut state, &sem, Step::Read);
-            sim.apply(&mut state, &sem, Step::ReaderDone);
+            sim.apply(&mut state, Step::CallerWrites(usize::MAX, false));
+            sim.apply(&mut state, Step::WriterRuns(usize::MAX));
+            sim.apply(&mut state, Step::Serve);
+            sim.apply(&mut state, Step::Read);
+            sim.apply(&mut state, Step::ReaderDone);
             if sim.caller_chunk.is_none()
                 && !sim.writer
                 && sim.replies.is_empty()
@@ -615,6 +634,6 @@ proptest! {
                 (want, got) => prop_assert!(false, "{want:?}: {got:?}"),
             }
         }
-        prop_assert_eq!(sem.available_permits(), 10_000);
+        prop_assert_eq!(state.callers(), 0);
     }
 }
