@@ -387,7 +387,8 @@ fn inflate(codec: compress::Codec, data: &[u8], limit: usize) -> Result<Bytes, D
 
 /// Stored bytes as UTF-8 text.
 fn utf8(data: &[u8]) -> Result<String, DecodeError> {
-    String::from_utf8(data.to_vec())
+    std::str::from_utf8(data)
+        .map(str::to_owned)
         .map_err(|_| DecodeError::Corrupt("a string that is not UTF-8".to_string()))
 }
 

@@ -30,22 +30,25 @@ const TEXT: u32 = 16;
 
 pub(crate) fn decode(item: &Item, limit: usize) -> Result<Value, DecodeError> {
     let mut flags = item.flags;
-    let mut data = item.value.clone();
+    // Borrowed unless inflated (see `spy::decode`).
+    let inflated;
+    let mut data = &item.value;
     if flags & COMPRESSED != 0 {
-        data = inflate(Codec::Zlib, &data, limit)?;
+        inflated = inflate(Codec::Zlib, data, limit)?;
+        data = &inflated;
         flags &= !COMPRESSED;
     }
     // python-memcached tests the bits in this order.
     Ok(if flags == 0 {
-        Value::Bytes(data)
+        Value::Bytes(data.clone())
     } else if flags & TEXT != 0 {
-        Value::String(utf8(&data)?)
+        Value::String(utf8(data)?)
     } else if flags & (INTEGER | LONG) != 0 {
-        integer(&data)?
+        integer(data)?
     } else if flags & PICKLE != 0 {
-        unpickle_simple(&data).unwrap_or(Value::Serialized {
+        unpickle_simple(data).unwrap_or_else(|| Value::Serialized {
             kind: Serialization::Pickle,
-            data,
+            data: data.clone(),
         })
     } else {
         return Err(DecodeError::Unknown(format!("flags 0x{flags:x}")));

@@ -68,23 +68,28 @@ fn unpack(data: &[u8], max: usize, what: &str) -> Result<u64, DecodeError> {
 
 pub(crate) fn decode(item: &Item, limit: usize) -> Result<Value, DecodeError> {
     let flags = item.flags;
+    // Borrowed unless inflated: a string or a number copies out of it, and
+    // only the variants holding bytes take a handle on the reply's buffer
+    // (a reference count that the reader's thread shares).
+    let inflated;
     let data = if flags & COMPRESSED != 0 {
-        inflate(Codec::Gzip, &item.value, limit)?
+        inflated = inflate(Codec::Gzip, &item.value, limit)?;
+        &inflated
     } else {
-        item.value.clone()
+        &item.value
     };
     if flags & SERIALIZED != 0 {
         return Ok(Value::Serialized {
             kind: Serialization::Java,
-            data,
+            data: data.clone(),
         });
     }
     Ok(match flags & SPECIAL_MASK {
         // Java decodes any bytes as a (garbled) string; bytes that are not
         // UTF-8 most likely came from another client and stay bytes here.
-        0 => match utf8(&data) {
+        0 => match utf8(data) {
             Ok(s) => Value::String(s),
-            Err(_) => Value::Bytes(data),
+            Err(_) => Value::Bytes(data.clone()),
         },
         BOOLEAN => match &data[..] {
             [b] => Value::Bool(*b == b'1'),
@@ -104,7 +109,7 @@ pub(crate) fn decode(item: &Item, limit: usize) -> Result<Value, DecodeError> {
         },
         FLOAT => Value::Float(f32::from_bits(unpack(&data, 4, "a Float")? as u32)),
         DOUBLE => Value::Double(f64::from_bits(unpack(&data, 8, "a Double")?)),
-        BYTE_ARRAY => Value::Bytes(data),
+        BYTE_ARRAY => Value::Bytes(data.clone()),
         other => return Err(DecodeError::Unknown(format!("special type 0x{other:x}"))),
     })
 }

@@ -102,7 +102,9 @@ fn fixed<const N: usize>(data: &[u8], what: &str) -> Result<[u8; N], DecodeError
 /// refuses compressed values.
 pub(crate) fn decode(item: &Item, limit: Option<usize>) -> Result<Value, DecodeError> {
     let mut flags = item.flags;
-    let mut data = item.value.clone();
+    // Borrowed unless inflated (see `spy::decode`).
+    let inflated;
+    let mut data = &item.value;
     if flags & FLAG_COMPRESSED != 0 {
         let Some(limit) = limit else {
             return Err(DecodeError::Unknown(
@@ -110,30 +112,29 @@ pub(crate) fn decode(item: &Item, limit: Option<usize>) -> Result<Value, DecodeE
                     .to_string(),
             ));
         };
-        data = inflate(Codec::Gzip, &data, limit)?;
+        inflated = inflate(Codec::Gzip, data, limit)?;
+        data = &inflated;
         flags &= !FLAG_COMPRESSED;
     }
     if flags & FLAG_SERIALIZED != 0 && java_type(flags) == 0 {
         return Ok(Value::Serialized {
             kind: Serialization::Java,
-            data,
+            data: data.clone(),
         });
     }
     Ok(match java_type(flags) {
-        0 | FLAG_BYTE_ARRAY => Value::Bytes(data),
-        FLAG_STRING | FLAG_STRING_BUFFER | FLAG_STRING_BUILDER => Value::String(utf8(&data)?),
-        FLAG_BYTE => Value::Byte(fixed::<1>(&data, "a Byte")?[0] as i8),
-        FLAG_BOOLEAN => Value::Bool(fixed::<1>(&data, "a Boolean")?[0] == 1),
-        FLAG_INTEGER => Value::Int(i32::from_be_bytes(fixed(&data, "an Integer")?)),
-        FLAG_LONG => Value::Long(i64::from_be_bytes(fixed(&data, "a Long")?)),
-        FLAG_DATE => Value::Date(i64::from_be_bytes(fixed(&data, "a Date")?)),
-        FLAG_SHORT => Value::Short(i32::from_be_bytes(fixed(&data, "a Short")?) as i16),
-        FLAG_FLOAT => Value::Float(f32::from_bits(u32::from_be_bytes(fixed(&data, "a Float")?))),
-        FLAG_DOUBLE => Value::Double(f64::from_bits(u64::from_be_bytes(fixed(
-            &data, "a Double",
-        )?))),
+        0 | FLAG_BYTE_ARRAY => Value::Bytes(data.clone()),
+        FLAG_STRING | FLAG_STRING_BUFFER | FLAG_STRING_BUILDER => Value::String(utf8(data)?),
+        FLAG_BYTE => Value::Byte(fixed::<1>(data, "a Byte")?[0] as i8),
+        FLAG_BOOLEAN => Value::Bool(fixed::<1>(data, "a Boolean")?[0] == 1),
+        FLAG_INTEGER => Value::Int(i32::from_be_bytes(fixed(data, "an Integer")?)),
+        FLAG_LONG => Value::Long(i64::from_be_bytes(fixed(data, "a Long")?)),
+        FLAG_DATE => Value::Date(i64::from_be_bytes(fixed(data, "a Date")?)),
+        FLAG_SHORT => Value::Short(i32::from_be_bytes(fixed(data, "a Short")?) as i16),
+        FLAG_FLOAT => Value::Float(f32::from_bits(u32::from_be_bytes(fixed(data, "a Float")?))),
+        FLAG_DOUBLE => Value::Double(f64::from_bits(u64::from_be_bytes(fixed(data, "a Double")?))),
         FLAG_CHARACTER => {
-            let unit = i32::from_be_bytes(fixed(&data, "a Character")?) as u16;
+            let unit = i32::from_be_bytes(fixed(data, "a Character")?) as u16;
             Value::Char(char::from_u32(u32::from(unit)).ok_or_else(|| {
                 DecodeError::Corrupt("a Character that is a lone UTF-16 surrogate".to_string())
             })?)
