@@ -100,15 +100,15 @@ pub(crate) fn decode(item: &Item, limit: usize) -> Result<Value, DecodeError> {
             }
         },
         // Java narrows the accumulated long to an int.
-        INT => Value::Int(unpack(&data, 4, "an Integer")? as u32 as i32),
-        LONG => Value::Long(unpack(&data, 8, "a Long")? as i64),
-        DATE => Value::Date(unpack(&data, 8, "a Date")? as i64),
+        INT => Value::Int(unpack(data, 4, "an Integer")? as u32 as i32),
+        LONG => Value::Long(unpack(data, 8, "a Long")? as i64),
+        DATE => Value::Date(unpack(data, 8, "a Date")? as i64),
         BYTE => match &data[..] {
             [b] => Value::Byte(*b as i8),
             _ => return Err(DecodeError::Corrupt("a Byte of other than 1 byte".into())),
         },
-        FLOAT => Value::Float(f32::from_bits(unpack(&data, 4, "a Float")? as u32)),
-        DOUBLE => Value::Double(f64::from_bits(unpack(&data, 8, "a Double")?)),
+        FLOAT => Value::Float(f32::from_bits(unpack(data, 4, "a Float")? as u32)),
+        DOUBLE => Value::Double(f64::from_bits(unpack(data, 8, "a Double")?)),
         BYTE_ARRAY => Value::Bytes(data.clone()),
         other => return Err(DecodeError::Unknown(format!("special type 0x{other:x}"))),
     })
