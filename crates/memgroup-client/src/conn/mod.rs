@@ -296,11 +296,15 @@ impl Connection {
             wake_caller,
             encoded,
         } = loop {
-            let queued = {
+            let (queued, room) = {
                 let mut state = shared.state.lock();
                 let in_flight = state.callers() + 1;
-                state.queue(request, in_flight, deadline)?
+                let queued = state.queue(request, in_flight, deadline)?;
+                (queued, state.take_room_wakes())
             };
+            for _ in 0..room {
+                shared.room.notify_one();
+            }
             match queued {
                 Some(queued) => break queued,
                 // Every place is taken (rare): wait, with a timer of its own,

@@ -18,10 +18,22 @@ use crate::error::{Error, ErrorKind};
 use memgroup_proto::Response;
 
 impl Shared {
-    /// As the holder of the reader role: reads what the socket has (once; the
-    /// caller waits for readiness again) and delivers every complete reply.
-    pub(super) fn read_some(&self) {
+    /// As the holder of the reader role — the reader task (`caller`
+    /// `None`), or the caller that took it in epoch `caller` — reads what the
+    /// socket has (once; the reader waits for readiness again) and delivers
+    /// every complete reply.
+    pub(super) fn read_some(&self, caller: Option<u64>) {
         let mut side = self.read_side.lock();
+        // A caller that waited for the read side may have lost the role
+        // meanwhile (the reader task took it, read this caller's reply,
+        // and let it go; another lone caller took it since): the bytes now
+        // on the socket are that caller's to read, and it would not be
+        // woken for a reply delivered behind its back.
+        if let Some(epoch) = caller {
+            if !self.state.lock().may_read(epoch) {
+                return;
+            }
+        }
         let ReadSide { buf, decoder } = &mut *side;
         if buf.capacity() - buf.len() < READ_MIN_ROOM {
             buf.reserve(READ_BUFFER);
@@ -116,7 +128,7 @@ impl Shared {
                 // that keeps the socket readable (an endless reply) does not
                 // keep the worker's other tasks from their turn.
                 match self.transport.poll_readable(cx) {
-                    Poll::Ready(Ok(())) => self.read_some(),
+                    Poll::Ready(Ok(())) => self.read_some(Some(epoch)),
                     Poll::Ready(Err(e)) => {
                         let error = Error::new(ErrorKind::Connection, "read failed");
                         self.fail(&error.at(&self.server).with_source(e));
@@ -177,7 +189,7 @@ pub(super) async fn read_loop(shared: Arc<Shared>) {
                 break;
             }
             match shared.transport.readable().await {
-                Ok(()) => shared.read_some(),
+                Ok(()) => shared.read_some(None),
                 Err(e) => {
                     let error = Error::new(ErrorKind::Connection, "read failed").at(&shared.server);
                     return shared.fail(&error.with_source(e));

@@ -349,7 +349,9 @@ impl State {
         if let Some(error) = &self.closed {
             return Err(error.clone());
         }
-        if self.callers >= self.max_callers {
+        // Requests without a reply take no place, and so never wait for one.
+        let replied = request.expect().is_some();
+        if replied && self.callers >= self.max_callers {
             self.room_waiting += 1;
             return Ok(None);
         }
@@ -413,6 +415,11 @@ impl State {
             }
         }
         let wake_timer = receiver.is_some() && self.arm(deadline);
+        // Places left and callers waiting for one (wake-ups coalesce: two
+        // places freed before the waiters listened wake one): pass it on.
+        if self.room_waiting > self.room_wakes && self.callers < self.max_callers {
+            self.room_wakes += 1;
+        }
         Ok(Some(Queued {
             receiver,
             next: self.next_write(in_flight),
@@ -496,7 +503,9 @@ impl State {
     /// for its reply as the others do. Called before the caller checks its
     /// reply channel, so a timeout or failure told after the check wakes it.
     pub(crate) fn watch_reader(&mut self, epoch: u64, waker: &Waker) -> bool {
-        if self.read_role != ReadRole::Caller || self.read_epoch != epoch {
+        // Closed: its reply (an error) comes on its channel, and the
+        // caller, waiting there, is woken by it.
+        if self.read_role != ReadRole::Caller || self.read_epoch != epoch || self.closed.is_some() {
             return false;
         }
         match &self.reader_waker {
@@ -504,6 +513,18 @@ impl State {
             _ => self.reader_waker = Some(waker.clone()),
         }
         true
+    }
+
+    /// Whether the caller that took the reader role in `epoch` may still read
+    /// the socket: it holds the role, or the reader task does (reading for
+    /// everyone is then harmless). Not once the role went idle or to a later
+    /// caller: the bytes are that caller's.
+    pub(crate) fn may_read(&self, epoch: u64) -> bool {
+        match self.read_role {
+            ReadRole::Idle => false,
+            ReadRole::Task => true,
+            ReadRole::Caller => self.read_epoch == epoch,
+        }
     }
 
     /// The waker of the caller reading its own reply, taken (the connection

@@ -268,6 +268,73 @@ fn callers_beyond_the_cap_wait_for_a_reply_to_free_a_place() {
     assert!(state.queue(&get_c, 1, far()).unwrap_err().is_connection());
 }
 
+/// Requests without a reply take no place: they never wait for one. A
+/// waiter that gets a place while more are free and others wait passes the
+/// wake on (two places freed before the waiters listened wake only one).
+#[test]
+fn noreply_requests_never_wait_and_wakes_are_passed_on() {
+    let mut state = State::new(4, false).with_max_callers(2);
+    let (_a, _) = queue_get(&mut state, b"a", 1);
+    let (_b, _) = queue_get(&mut state, b"b", 2);
+    let keys = [Key::new(b"n").unwrap()];
+    let quiet_set = Request::Store {
+        command: StoreCommand::Set,
+        key: keys[0],
+        flags: 0,
+        exptime: 0,
+        data: b"x",
+        noreply: true,
+    };
+    let queued = state.queue(&quiet_set, 3, far()).unwrap();
+    assert!(
+        queued.is_some_and(|q| q.receiver.is_none()),
+        "a noreply set is queued at once"
+    );
+    assert_eq!(state.callers(), 2);
+    let get_c = Request::Get { keys: &keys };
+    assert!(state.queue(&get_c, 3, far()).unwrap().is_none());
+    assert!(state.queue(&get_c, 3, far()).unwrap().is_none());
+    // Both replies free their places: two wakes asked for.
+    state.caller_wrote(BytesMut::new(), false);
+    assert!(state.reply().0.is_some());
+    assert!(state.reply().0.is_some());
+    assert_eq!(state.take_room_wakes(), 2);
+    // Only one wake got through; its caller takes a place, sees one more
+    // free and a caller still waiting, and passes the wake on.
+    state.leave_room_queue();
+    assert!(state.queue(&get_c, 1, far()).unwrap().is_some());
+    assert_eq!(state.take_room_wakes(), 1, "the wake passed on");
+    state.check();
+}
+
+/// A caller that took the reader role may read for everyone while the
+/// reader task holds it, but not once the role went idle or to a later
+/// caller (it would deliver that caller's reply behind its back).
+#[test]
+fn a_caller_reads_only_while_the_role_is_its_own_or_the_tasks() {
+    let mut state = State::new(4, false);
+    let keys = [Key::new(b"a").unwrap()];
+    let get = Request::Get { keys: &keys };
+    let first = state.queue(&get, 1, far()).unwrap().unwrap();
+    let epoch = first.reads.expect("the lone caller reads");
+    assert!(state.may_read(epoch));
+    let second = state.queue(&get, 2, far()).unwrap().unwrap();
+    assert!(second.wake_reader, "the reader task takes the role");
+    assert!(
+        state.may_read(epoch),
+        "reading for everyone while the task holds the role"
+    );
+    state.caller_wrote(BytesMut::new(), false);
+    assert!(state.reply().0.is_some());
+    assert!(state.reply().0.is_some());
+    assert!(state.reader_task_done(), "no reply due: the role goes idle");
+    assert!(!state.may_read(epoch));
+    let third = state.queue(&get, 1, far()).unwrap().unwrap();
+    let later = third.reads.expect("a new lone caller");
+    assert!(!state.may_read(epoch), "the bytes are the later caller's");
+    assert!(state.may_read(later));
+}
+
 // ---- random interleavings ------------------------------------------------------------
 
 /// One step of the simulation.
