@@ -189,32 +189,37 @@ impl Client {
         only: Option<&[GroupId]>,
         judge: bool,
     ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
-        // Each group's part starts as its target is chosen; `outstanding`
-        // lists the groups in the topology's order until they answer.
+        // The targets, chosen under the dead-host lock (held only for that);
+        // then each group's part starts, and `outstanding` lists the groups
+        // in the topology's order until they answer.
         let groups = only.map_or(snap.topology.groups().len(), <[GroupId]>::len);
-        let mut outstanding: Vec<GroupId> = Vec::with_capacity(groups);
-        let mut futures = Vec::with_capacity(groups);
+        let mut plan: Vec<Result<Target, Skipped>> = Vec::with_capacity(groups);
         {
             let rotation = self.rotation();
             let dead = self.inner.pool.dead();
             let now = now();
             let topology = &snap.topology;
-            let mut start = |target: Result<Target, Skipped>| {
-                let group = match &target {
-                    Ok(t) => t.group,
-                    Err(skip) => skip.group,
-                };
-                futures.push(self.part(snap, &job, target, outstanding.len()));
-                outstanding.push(group);
-            };
             match only {
-                None => topology
-                    .write_targets(job.key(), &dead, now, rotation)
-                    .for_each(&mut start),
-                Some(groups) => topology
-                    .targeted_write_targets(job.key(), groups, &dead, now, rotation, None)
-                    .for_each(&mut start),
+                None => plan.extend(topology.write_targets(job.key(), &dead, now, rotation)),
+                Some(groups) => plan.extend(topology.targeted_write_targets(
+                    job.key(),
+                    groups,
+                    &dead,
+                    now,
+                    rotation,
+                    None,
+                )),
             }
+        }
+        let mut outstanding: Vec<GroupId> = Vec::with_capacity(plan.len());
+        let mut futures = Vec::with_capacity(plan.len());
+        for target in plan {
+            let group = match &target {
+                Ok(t) => t.group,
+                Err(skip) => skip.group,
+            };
+            futures.push(self.part(snap, &job, target, outstanding.len()));
+            outstanding.push(group);
         }
         let mut rest = Rest {
             running: Unordered::new(futures),
