@@ -22,19 +22,27 @@ impl Shared {
     /// `None`), or the caller that took it in epoch `caller` — reads what the
     /// socket has (once; the reader waits for readiness again) and delivers
     /// every complete reply.
-    pub(super) fn read_some(&self, caller: Option<u64>) {
+    ///
+    /// Returns `false`, having read nothing, when the caller no longer holds
+    /// the role: it waited for the read side meanwhile, and the reader task
+    /// took the role, read this caller's reply and let it go (another lone
+    /// caller may hold it since). The bytes now on the socket are not its to
+    /// read: their owner would not be woken for a reply delivered behind its
+    /// back. The caller then waits on its reply channel, where its reply is.
+    pub(super) fn read_some(&self, caller: Option<u64>) -> bool {
         let mut side = self.read_side.lock();
-        // A caller that waited for the read side may have lost the role
-        // meanwhile (the reader task took it, read this caller's reply,
-        // and let it go; another lone caller took it since): the bytes now
-        // on the socket are that caller's to read, and it would not be
-        // woken for a reply delivered behind its back.
         if let Some(epoch) = caller {
             if !self.state.lock().may_read(epoch) {
-                return;
+                return false;
             }
         }
-        let ReadSide { buf, decoder } = &mut *side;
+        self.read_into(&mut side);
+        true
+    }
+
+    /// [`Shared::read_some`] with the read side held.
+    fn read_into(&self, side: &mut ReadSide) {
+        let ReadSide { buf, decoder } = side;
         if buf.capacity() - buf.len() < READ_MIN_ROOM {
             buf.reserve(READ_BUFFER);
         }
@@ -128,7 +136,12 @@ impl Shared {
                 // that keeps the socket readable (an endless reply) does not
                 // keep the worker's other tasks from their turn.
                 match self.transport.poll_readable(cx) {
-                    Poll::Ready(Ok(())) => self.read_some(Some(epoch)),
+                    Poll::Ready(Ok(())) => {
+                        if !self.read_some(Some(epoch)) {
+                            // No longer the reader: its reply is on its channel.
+                            return Poll::Ready(None);
+                        }
+                    }
                     Poll::Ready(Err(e)) => {
                         let error = Error::new(ErrorKind::Connection, "read failed");
                         self.fail(&error.at(&self.server).with_source(e));
@@ -189,7 +202,9 @@ pub(super) async fn read_loop(shared: Arc<Shared>) {
                 break;
             }
             match shared.transport.readable().await {
-                Ok(()) => shared.read_some(None),
+                Ok(()) => {
+                    shared.read_some(None);
+                }
                 Err(e) => {
                     let error = Error::new(ErrorKind::Connection, "read failed").at(&shared.server);
                     return shared.fail(&error.with_source(e));
