@@ -80,6 +80,14 @@ impl DeadHosts {
         self.hosts.is_empty()
     }
 
+    /// Whether every server is alive with no failure on record (as
+    /// [`DeadHosts::new`] made them): any such record answers every query
+    /// alike.
+    #[must_use]
+    pub fn is_clear(&self) -> bool {
+        self.hosts.iter().all(|h| *h == HostState::default())
+    }
+
     /// Whether `server` is dead at `now` (`now < dead_until`). Unknown servers are alive.
     #[must_use]
     #[inline]

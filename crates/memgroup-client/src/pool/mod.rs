@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use memgroup_topology::{DeadHosts, GroupId, ServerId, Topology};
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -230,11 +231,36 @@ impl Snapshot {
     }
 }
 
+/// A dead-host record to choose targets by ([`Pool::dead_view`]).
+pub(crate) enum DeadView<'a> {
+    /// The record itself, locked: some server has failures on record.
+    Locked(MutexGuard<'a, DeadHosts>),
+    /// Nothing on record: a clear record, no lock.
+    Clear(&'a DeadHosts),
+}
+
+impl std::ops::Deref for DeadView<'_> {
+    type Target = DeadHosts;
+
+    fn deref(&self) -> &DeadHosts {
+        match self {
+            DeadView::Locked(dead) => dead,
+            DeadView::Clear(dead) => dead,
+        }
+    }
+}
+
 /// The snapshot, the dead-host record and the settings to open connections.
 #[derive(Debug)]
 pub(crate) struct Pool {
     snapshot: RwLock<Arc<Snapshot>>,
     dead: Mutex<DeadHosts>,
+    /// Some server has a failure on record (`dead` is not clear). Written
+    /// under `dead`'s lock; while it is unset, choosing targets reads
+    /// `clear` instead of taking that client-wide lock.
+    any_failed: AtomicBool,
+    /// A record with every server alive (it answers alike for any topology).
+    clear: DeadHosts,
     settings: ConnSettings,
     groups: Vec<GroupSecurity>,
     events: Events,
@@ -251,6 +277,8 @@ impl Pool {
         let snapshot = Snapshot::new(topology.clone(), None, &settings, &groups);
         Pool {
             dead: Mutex::new(DeadHosts::new(&topology)),
+            any_failed: AtomicBool::new(false),
+            clear: DeadHosts::new(&topology),
             snapshot: RwLock::new(Arc::new(snapshot)),
             settings,
             groups,
@@ -269,6 +297,7 @@ impl Pool {
         let (until, failures) = {
             let mut dead = self.dead.lock();
             let until = dead.record_failure(server, now);
+            self.any_failed.store(true, Ordering::Release);
             (until, dead.failures(server))
         };
         self.events.emit(|| Event::ServerDown {
@@ -289,6 +318,30 @@ impl Pool {
         self.dead.lock()
     }
 
+    /// The dead-host record to choose targets by: while no server has a
+    /// failure on record (the usual case), a clear one read without the
+    /// client-wide lock. A failure recorded at that moment is seen by the
+    /// next choice, as if this one had taken the lock a moment earlier.
+    pub(crate) fn dead_view(&self) -> DeadView<'_> {
+        if self.any_failed.load(Ordering::Acquire) {
+            DeadView::Locked(self.dead.lock())
+        } else {
+            DeadView::Clear(&self.clear)
+        }
+    }
+
+    /// Records that `server` answered a new connection: alive, its backoff
+    /// reset. Returns whether it had failures on record.
+    pub(crate) fn succeeded(&self, server: ServerId) -> bool {
+        let mut dead = self.dead.lock();
+        let failures = dead.failures(server);
+        dead.record_success(server);
+        if failures > 0 && dead.is_clear() {
+            self.any_failed.store(false, Ordering::Release);
+        }
+        failures > 0
+    }
+
     /// Switches to `topology`, keeping the slots and the dead-host state of
     /// servers that stay.
     pub(crate) fn set_topology(&self, topology: Topology) {
@@ -297,6 +350,7 @@ impl Pool {
             let mut current = self.snapshot.write();
             let mut dead = self.dead.lock();
             *dead = dead.carry_over(&current.topology, &topology);
+            self.any_failed.store(!dead.is_clear(), Ordering::Release);
             let next = Snapshot::new(topology, Some(&current), &self.settings, &self.groups);
             let missing = |from: &Snapshot, of: &Snapshot| -> Vec<String> {
                 of.names

@@ -64,12 +64,7 @@ impl Pool {
             Ok(conn) => {
                 #[cfg(feature = "tracing")]
                 tracing::debug!(server = %name, slot, "connection opened");
-                let was_down = {
-                    let mut dead = self.dead.lock();
-                    let failures = dead.failures(server);
-                    dead.record_success(server);
-                    failures > 0
-                };
+                let was_down = self.succeeded(server);
                 if was_down {
                     self.events.emit(|| Event::ServerUp {
                         server: name.to_string(),

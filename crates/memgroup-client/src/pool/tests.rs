@@ -101,3 +101,32 @@ fn a_topology_change_keeps_the_servers_that_stay() {
         [(strings(&["h:9", "h:8"]), strings(&["h:1", "h:3"]))]
     );
 }
+
+/// Targets are chosen without the dead-host lock only while no server has a
+/// failure on record: a failure shows in the next view (the server dead),
+/// and once every server has answered again the view is clear.
+#[test]
+fn the_dead_host_view_is_clear_only_while_nothing_failed() {
+    let pool = Pool::new(
+        topology("a=h:1,h:2"),
+        ConnSettings::default(),
+        Vec::new(),
+        Events::default(),
+    );
+    let snap = pool.snapshot();
+    let (h1, h2) = (ServerId(0), ServerId(1));
+    assert!(matches!(pool.dead_view(), DeadView::Clear(_)));
+    let error = Error::new(ErrorKind::Connection, "refused");
+    pool.failed(&snap, h1, &error);
+    pool.failed(&snap, h2, &error);
+    let view = pool.dead_view();
+    assert!(matches!(view, DeadView::Locked(_)));
+    assert!(view.is_dead(h1, now()) && view.is_dead(h2, now()));
+    drop(view);
+    // One back: the other still has its failure on record.
+    assert!(pool.succeeded(h1));
+    assert!(matches!(pool.dead_view(), DeadView::Locked(_)));
+    assert!(pool.succeeded(h2));
+    assert!(matches!(pool.dead_view(), DeadView::Clear(_)));
+    assert!(!pool.succeeded(h2), "no failures left on record");
+}

@@ -59,7 +59,7 @@ impl Client {
             .collect();
         let since = self.inner.repairs.reading();
         let targets: Vec<Result<Target, Error>> = {
-            let dead = self.inner.pool.dead();
+            let dead = self.inner.pool.dead_view();
             topology
                 .targeted_write_targets(&wire.bytes, &groups, &dead, now(), self.rotation(), None)
                 .map(|t| t.map_err(|s| Error::passed_over(snap.name(s.server))))

@@ -178,7 +178,7 @@ impl Client {
             // One key: the same rounds, without planning or batching.
             while read.looking {
                 let target = {
-                    let dead = self.inner.pool.dead();
+                    let dead = self.inner.pool.dead_view();
                     read.next(&dead, now())
                 };
                 let Some(target) = target else {
@@ -193,7 +193,7 @@ impl Client {
                     && self.inner.hedging.overloaded(snap, target).is_none()
                 {
                     let pool = &self.inner.pool;
-                    let next = || read.next(&pool.dead(), now());
+                    let next = || read.next(&pool.dead_view(), now());
                     self.hedged_get(snap, key, target, attempt, next).await
                 } else {
                     let reply = self
@@ -221,7 +221,7 @@ impl Client {
         loop {
             plan.clear();
             {
-                let dead = self.inner.pool.dead();
+                let dead = self.inner.pool.dead_view();
                 let now = now();
                 for (i, r) in reads.iter_mut().enumerate().filter(|(_, r)| r.looking) {
                     if let Some(target) = r.next(&dead, now) {

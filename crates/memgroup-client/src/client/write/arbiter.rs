@@ -100,7 +100,7 @@ impl Client {
         wire: &[u8],
         group: GroupId,
     ) -> Option<Target> {
-        let dead = self.inner.pool.dead();
+        let dead = self.inner.pool.dead_view();
         snap.topology
             .targeted_write_targets(wire, &[group], &dead, now(), self.rotation(), None)
             .next()

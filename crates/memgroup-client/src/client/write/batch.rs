@@ -195,7 +195,7 @@ impl Client {
             vec![vec![None; groups.len()]; wires.len()];
         let mut shares: Vec<Share> = Vec::new();
         {
-            let dead = self.inner.pool.dead();
+            let dead = self.inner.pool.dead_view();
             let (now, rotation) = (now(), self.rotation());
             for (i, wire) in wires.iter().enumerate() {
                 for (g, target) in snap

@@ -196,7 +196,7 @@ impl Client {
         let mut plan: Vec<Result<Target, Skipped>> = Vec::with_capacity(groups);
         {
             let rotation = self.rotation();
-            let dead = self.inner.pool.dead();
+            let dead = self.inner.pool.dead_view();
             let now = now();
             let topology = &snap.topology;
             match only {
