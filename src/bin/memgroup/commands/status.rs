@@ -1,7 +1,7 @@
 //! `status`: every server probed (`version`, timed) and the client's view of
 //! it — up, down (its probe failed) or dead, failures in a row,
-//! connections, requests, errors, latency — with totals per group. Exit 1
-//! if any server is unreachable.
+//! connections — with totals per group; `--json` adds the client's request
+//! counters and latencies. Exit 1 if any server is unreachable.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -191,6 +191,10 @@ fn records(probes: &[Probe], status: &Status) -> Vec<Value> {
     servers.chain(groups).collect()
 }
 
+/// The table: the probe's answer and the client's view of each server. The
+/// client's request counters and latencies are left to `--json`: this
+/// client's only requests are its probes, which an operator would read as
+/// the server's traffic (the probe's time is ROUND TRIP).
 fn table(probes: &[Probe], status: &Status) {
     let mut rows = Vec::new();
     for group in &status.groups {
@@ -219,14 +223,9 @@ fn table(probes: &[Probe], status: &Status) {
                 Shown::of(s.state, probe).text(),
                 s.failures.to_string(),
                 s.connections.to_string(),
-                s.counters.requests.to_string(),
-                s.counters.errors_total().to_string(),
-                ms(s.counters.latency_p50),
-                ms(s.counters.latency_p99),
                 error,
             ]);
         }
-        let c = &group.counters;
         let (up, _) = group_counts(probes, status, &group.group);
         rows.push(vec![
             group.group.clone(),
@@ -237,10 +236,6 @@ fn table(probes: &[Probe], status: &Status) {
             format!("{up}/{} up", group.servers),
             String::new(),
             String::new(),
-            c.requests.to_string(),
-            c.errors_total().to_string(),
-            ms(c.latency_p50),
-            ms(c.latency_p99),
             String::new(),
         ]);
     }
@@ -254,10 +249,6 @@ fn table(probes: &[Probe], status: &Status) {
             "STATE",
             "FAILURES",
             "CONNS",
-            "REQUESTS",
-            "ERRORS",
-            "P50",
-            "P99",
             "ERROR",
         ],
         &rows,
