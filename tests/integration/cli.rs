@@ -1356,3 +1356,34 @@ fn stats_json_has_group_totals_and_one_server_has_every_stat() {
         stderr(&o)
     );
 }
+
+/// `status --watch` prints each round under the time it was taken (UTC),
+/// its table right after; piped, rounds are set apart by a blank line.
+#[test]
+fn status_watch_heads_each_round_with_its_time() {
+    use std::io::BufRead;
+
+    let s = Memcached::spawn();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args(["--servers", &s.addr_string(), "status", "--watch", "0.1"])
+        .env_remove("MEMCACHED_SERVERS")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines: Vec<String> = std::io::BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .take(9)
+        .map(Result::unwrap)
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    // Two rounds: header, table (column names, server, group total), blank.
+    for round in [&lines[0..4], &lines[5..9]] {
+        let time = round[0].strip_prefix("status at ").expect(&round[0]);
+        assert!(time.ends_with(" UTC, every 100ms"), "{time}");
+        assert_eq!(time.as_bytes()[2], b':', "{time}");
+        assert!(round[1].starts_with("GROUP"), "{lines:?}");
+        assert!(round[2].contains(&s.addr_string()), "{lines:?}");
+    }
+    assert_eq!(lines[4], "", "{lines:?}");
+}

@@ -37,16 +37,35 @@ pub(crate) async fn run(
     let cluster = Cluster::from_flags(flags)?;
     let client = cluster.client()?;
     let _watch = every.and_then(|_| cluster.watch(&client, |spec| spec));
-    loop {
+    for round in 0.. {
+        if let (Some(every), false) = (every, json) {
+            round_header(every, round == 0);
+        }
         let code = once(&client, json).await;
         let Some(every) = every else {
             return Ok(code);
         };
         tokio::time::sleep(every).await;
-        if !json {
-            output::outln!();
-        }
     }
+    unreachable!("the rounds go on until interrupted")
+}
+
+/// Before each `--watch` round: on a terminal the screen is cleared, so the
+/// table stays in place; then the time (UTC) of the round.
+fn round_header(every: Duration, first: bool) {
+    use std::io::{IsTerminal, Write};
+    let mut stdout = std::io::stdout();
+    if stdout.is_terminal() {
+        // A closed terminal ends the run at the next line written.
+        let _ = stdout.write_all(b"\x1b[2J\x1b[H");
+    } else if !first {
+        output::outln!();
+    }
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (h, m, s) = (seconds / 3600 % 24, seconds / 60 % 60, seconds % 60);
+    output::outln!("status at {h:02}:{m:02}:{s:02} UTC, every {every:?}");
 }
 
 /// One probe and report; exit 1 if a server did not answer.
