@@ -13,7 +13,6 @@ use tokio::sync::oneshot::{self, error::TryRecvError};
 use super::state::Next;
 use super::transport::Filled;
 use super::{READ_BUFFER, READ_MIN_ROOM, ReadSide, Shared, timer};
-use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use memgroup_proto::Response;
 
@@ -117,8 +116,9 @@ impl Shared {
         // Hands the role on however this ends (reply, failure, or the caller
         // giving up).
         let _role = ReaderRole(self, epoch);
-        let mut again = false;
-        let read = poll_fn(|cx| {
+        // Reads until its reply is in (`Some`), or until it no longer holds
+        // the role (`None`: its reply comes on its channel).
+        let reading = poll_fn(|cx| {
             // The waker first: a timeout or a failure told after the check
             // of the reply channel below wakes this caller.
             if !self.state.lock().watch_reader(epoch, cx.waker()) {
@@ -138,7 +138,6 @@ impl Shared {
                 match self.transport.poll_readable(cx) {
                     Poll::Ready(Ok(())) => {
                         if !self.read_some(Some(epoch)) {
-                            // No longer the reader: its reply is on its channel.
                             return Poll::Ready(None);
                         }
                     }
@@ -146,27 +145,13 @@ impl Shared {
                         let error = Error::new(ErrorKind::Connection, "read failed");
                         self.fail(&error.at(&self.server).with_source(e));
                     }
-                    Poll::Pending => break,
+                    Poll::Pending => return Poll::Pending,
                 }
             }
-            // Polled again without its reply (its own `select!`, a manual
-            // poll): past its deadline it times out now, even if the timer
-            // task has not run yet (that wakes it at once through its
-            // waker). A line others joined times out when the timer says.
-            if again {
-                let now = now();
-                if now >= deadline {
-                    self.expire_late(now);
-                    if let Ok(reply) = receiver.try_recv() {
-                        return Poll::Ready(Some(reply));
-                    }
-                }
-            }
-            again = true;
-            Poll::Pending
-        })
-        .await;
-        match read {
+        });
+        // Polled again without its reply (its own `select!`, a manual poll)
+        // past its deadline, it times out then, like any caller.
+        match timer::watched(self, deadline, reading).await {
             Some(reply) => reply,
             None => match timer::watched(self, deadline, receiver).await {
                 Ok(reply) => reply,
