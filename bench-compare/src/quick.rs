@@ -212,6 +212,15 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                                 tls: false,
                             },
                         ),
+                        (
+                            "memgroup pool 4",
+                            Config::Memgroup {
+                                pool: 4,
+                                merge: true,
+                                decode: false,
+                                tls: false,
+                            },
+                        ),
                         ("memcache-async", Config::MemcacheAsync),
                         ("memcached-rs", Config::MemcachedRs),
                     ];

@@ -41,15 +41,30 @@ pub(crate) struct Unordered<T> {
 }
 
 impl<T> Unordered<T> {
-    pub(crate) fn new(futures: Vec<BoxFuture<'static, T>>) -> Unordered<T> {
+    /// None yet, with room for `n`.
+    pub(crate) fn with_capacity(n: usize) -> Unordered<T> {
         Unordered {
-            futures: futures.into_iter().map(Some).collect(),
+            futures: Vec::with_capacity(n),
         }
+    }
+
+    /// Adds a future; its place (counted from 0, in the order added) is
+    /// what [`Unordered::pending`] names it by.
+    pub(crate) fn push(&mut self, future: BoxFuture<'static, T>) {
+        self.futures.push(Some(future));
     }
 
     /// How many have not finished.
     pub(crate) fn len(&self) -> usize {
         self.futures.iter().filter(|f| f.is_some()).count()
+    }
+
+    /// The places of those that have not finished, in the order added.
+    pub(crate) fn pending(&self) -> impl Iterator<Item = usize> + Clone + '_ {
+        self.futures
+            .iter()
+            .enumerate()
+            .filter_map(|(at, f)| f.is_some().then_some(at))
     }
 
     /// The next result to finish, `None` once all have.

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use memgroup_topology::{DeadHosts, GroupId, ServerId, Topology};
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -20,6 +21,8 @@ use crate::counters::ServerCounters;
 use crate::error::{Error, ErrorKind};
 use crate::events::{Event, Events};
 use crate::join::{BoxFuture, join_all};
+
+pub(crate) use dead::DeadView;
 
 /// One connection slot of one server.
 #[derive(Debug, Default)]
@@ -231,25 +234,6 @@ impl Snapshot {
     }
 }
 
-/// A dead-host record to choose targets by ([`Pool::dead_view`]).
-pub(crate) enum DeadView<'a> {
-    /// The record itself, locked: some server has failures on record.
-    Locked(MutexGuard<'a, DeadHosts>),
-    /// Nothing on record: a clear record, no lock.
-    Clear(&'a DeadHosts),
-}
-
-impl std::ops::Deref for DeadView<'_> {
-    type Target = DeadHosts;
-
-    fn deref(&self) -> &DeadHosts {
-        match self {
-            DeadView::Locked(dead) => dead,
-            DeadView::Clear(dead) => dead,
-        }
-    }
-}
-
 /// The snapshot, the dead-host record and the settings to open connections.
 #[derive(Debug)]
 pub(crate) struct Pool {
@@ -261,6 +245,8 @@ pub(crate) struct Pool {
     any_failed: AtomicBool,
     /// A record with every server alive (it answers alike for any topology).
     clear: DeadHosts,
+    /// When the pool was made: the instant a clear record is judged at.
+    created: Instant,
     settings: ConnSettings,
     groups: Vec<GroupSecurity>,
     events: Events,
@@ -279,6 +265,7 @@ impl Pool {
             dead: Mutex::new(DeadHosts::new(&topology)),
             any_failed: AtomicBool::new(false),
             clear: DeadHosts::new(&topology),
+            created: now(),
             snapshot: RwLock::new(Arc::new(snapshot)),
             settings,
             groups,
@@ -326,7 +313,7 @@ impl Pool {
         if self.any_failed.load(Ordering::Acquire) {
             DeadView::Locked(self.dead.lock())
         } else {
-            DeadView::Clear(&self.clear)
+            DeadView::Clear(&self.clear, self.created)
         }
     }
 
@@ -479,6 +466,7 @@ impl Pool {
     }
 }
 
+mod dead;
 mod open;
 #[cfg(test)]
 mod tests;

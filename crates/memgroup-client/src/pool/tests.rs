@@ -115,7 +115,7 @@ fn the_dead_host_view_is_clear_only_while_nothing_failed() {
     );
     let snap = pool.snapshot();
     let (h1, h2) = (ServerId(0), ServerId(1));
-    assert!(matches!(pool.dead_view(), DeadView::Clear(_)));
+    assert!(matches!(pool.dead_view(), DeadView::Clear(..)));
     let error = Error::new(ErrorKind::Connection, "refused");
     pool.failed(&snap, h1, &error);
     pool.failed(&snap, h2, &error);
@@ -127,6 +127,27 @@ fn the_dead_host_view_is_clear_only_while_nothing_failed() {
     assert!(pool.succeeded(h1));
     assert!(matches!(pool.dead_view(), DeadView::Locked(_)));
     assert!(pool.succeeded(h2));
-    assert!(matches!(pool.dead_view(), DeadView::Clear(_)));
+    assert!(matches!(pool.dead_view(), DeadView::Clear(..)));
     assert!(!pool.succeeded(h2), "no failures left on record");
+}
+
+/// A clear record is judged at the pool's making, without a clock read per
+/// choice; once a failure is on record the view reads the clock, so a
+/// backoff ends when the clock says.
+#[tokio::test(start_paused = true)]
+async fn only_a_view_with_failures_reads_the_clock() {
+    let pool = Pool::new(
+        topology("a=h:1,h:2"),
+        ConnSettings::default(),
+        Vec::new(),
+        Events::default(),
+    );
+    let made = now();
+    tokio::time::advance(std::time::Duration::from_secs(5)).await;
+    assert_eq!(pool.dead_view().now(), made, "no failure: no clock read");
+    let error = Error::new(ErrorKind::Connection, "refused");
+    pool.failed(&pool.snapshot(), ServerId(0), &error);
+    let view = pool.dead_view();
+    assert_eq!(view.now(), now());
+    assert_eq!(view.now() - made, std::time::Duration::from_secs(5));
 }

@@ -9,7 +9,6 @@ use memgroup_topology::{GroupId, Target};
 
 use super::backfill::Copy;
 use crate::client::Client;
-use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::item::Item;
 use crate::join::{BoxFuture, join_all};
@@ -61,7 +60,14 @@ impl Client {
         let targets: Vec<Result<Target, Error>> = {
             let dead = self.inner.pool.dead_view();
             topology
-                .targeted_write_targets(&wire.bytes, &groups, &dead, now(), self.rotation(), None)
+                .targeted_write_targets(
+                    &wire.bytes,
+                    &groups,
+                    &dead,
+                    dead.now(),
+                    self.rotation(),
+                    None,
+                )
                 .map(|t| t.map_err(|s| Error::passed_over(snap.name(s.server))))
                 .collect()
         };

@@ -10,7 +10,6 @@ use memgroup_topology::{DeadHosts, GroupId, ReadCursor, Target};
 use crate::client::repair::Repairs;
 use crate::client::trace::Attempt;
 use crate::client::{Client, WireKey, unexpected};
-use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::join::{BoxFuture, join_all};
 use crate::pool::{Pool, Snapshot};
@@ -179,7 +178,7 @@ impl Client {
             while read.looking {
                 let target = {
                     let dead = self.inner.pool.dead_view();
-                    read.next(&dead, now())
+                    read.next(&dead, dead.now())
                 };
                 let Some(target) = target else {
                     break;
@@ -193,7 +192,10 @@ impl Client {
                     && self.inner.hedging.overloaded(snap, target).is_none()
                 {
                     let pool = &self.inner.pool;
-                    let next = || read.next(&pool.dead_view(), now());
+                    let next = || {
+                        let dead = pool.dead_view();
+                        read.next(&dead, dead.now())
+                    };
                     self.hedged_get(snap, key, target, attempt, next).await
                 } else {
                     let reply = self
@@ -222,7 +224,7 @@ impl Client {
             plan.clear();
             {
                 let dead = self.inner.pool.dead_view();
-                let now = now();
+                let now = dead.now();
                 for (i, r) in reads.iter_mut().enumerate().filter(|(_, r)| r.looking) {
                     if let Some(target) = r.next(&dead, now) {
                         plan.push((target, i));

@@ -23,7 +23,6 @@ use memgroup_topology::{GroupId, Target};
 use super::op::WriteOp;
 use crate::client::Client;
 use crate::client::trace::Attempt;
-use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::item::{Item, WriteOutcome};
 use crate::pool::Snapshot;
@@ -102,7 +101,7 @@ impl Client {
     ) -> Option<Target> {
         let dead = self.inner.pool.dead_view();
         snap.topology
-            .targeted_write_targets(wire, &[group], &dead, now(), self.rotation(), None)
+            .targeted_write_targets(wire, &[group], &dead, dead.now(), self.rotation(), None)
             .next()
             .and_then(Result::ok)
     }

@@ -14,7 +14,6 @@ use memgroup_topology::{GroupId, Target};
 use crate::client::repair::Tracking;
 use crate::client::trace::{self, Attempt};
 use crate::client::{Client, unexpected};
-use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::item::{GroupOutcome, WriteOutcome};
 use crate::join::{BoxFuture, join_all};
@@ -196,7 +195,7 @@ impl Client {
         let mut shares: Vec<Share> = Vec::new();
         {
             let dead = self.inner.pool.dead_view();
-            let (now, rotation) = (now(), self.rotation());
+            let (now, rotation) = (dead.now(), self.rotation());
             for (i, wire) in wires.iter().enumerate() {
                 for (g, target) in snap
                     .topology

@@ -11,7 +11,6 @@ use super::op::{Job, WriteOp};
 use crate::client::repair::Tracking;
 use crate::client::trace::{self, Attempt};
 use crate::client::{Client, unexpected};
-use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::events::Event;
 use crate::item::{GroupOutcome, WriteOutcome};
@@ -42,7 +41,7 @@ impl Drop for Rest {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let mut running = std::mem::replace(&mut self.running, Unordered::new(Vec::new()));
+        let mut running = std::mem::replace(&mut self.running, Unordered::with_capacity(0));
         let (client, snap, job) = (self.client.clone(), self.snap.clone(), self.job.clone());
         let background = client.inner.background();
         runtime.spawn(async move {
@@ -76,15 +75,17 @@ struct Part {
 /// the arbiter have answered, so a local `get`, and a `gets`, `cas` or other
 /// conditional write decided by the arbiter, see it), or out of reach even
 /// if every outstanding group succeeds.
-fn decided(topology: &Topology, parts: &[Part], outstanding: &[GroupId]) -> bool {
+fn decided(
+    topology: &Topology,
+    parts: &[Part],
+    mut outstanding: impl Iterator<Item = GroupId> + Clone,
+) -> bool {
     let succeeded = || parts.iter().filter(|p| p.result.is_ok()).map(|p| p.group);
     if topology.write_succeeded(succeeded()) {
         let (local, arbiter) = (topology.local_groups(), topology.arbiter());
-        return !outstanding
-            .iter()
-            .any(|g| local.contains(g) || *g == arbiter);
+        return !outstanding.any(|g| local.contains(&g) || g == arbiter);
     }
-    !topology.write_succeeded(succeeded().chain(outstanding.iter().copied()))
+    !topology.write_succeeded(succeeded().chain(outstanding))
 }
 
 /// Whether a write reply means "applied" (`true`) or "refused by its
@@ -197,7 +198,7 @@ impl Client {
         {
             let rotation = self.rotation();
             let dead = self.inner.pool.dead_view();
-            let now = now();
+            let now = dead.now();
             let topology = &snap.topology;
             match only {
                 None => plan.extend(topology.write_targets(job.key(), &dead, now, rotation)),
@@ -211,18 +212,16 @@ impl Client {
                 )),
             }
         }
-        let mut outstanding: Vec<GroupId> = Vec::with_capacity(plan.len());
-        let mut futures = Vec::with_capacity(plan.len());
-        for target in plan {
-            let group = match &target {
-                Ok(t) => t.group,
-                Err(skip) => skip.group,
-            };
-            futures.push(self.part(snap, &job, target, outstanding.len()));
-            outstanding.push(group);
+        let group_of = |at: usize| match &plan[at] {
+            Ok(t) => t.group,
+            Err(skip) => skip.group,
+        };
+        let mut running = Unordered::with_capacity(plan.len());
+        for (at, target) in plan.iter().enumerate() {
+            running.push(self.part(snap, &job, *target, at));
         }
         let mut rest = Rest {
-            running: Unordered::new(futures),
+            running,
             client: self.clone(),
             snap: snap.clone(),
             job: job.clone(),
@@ -233,15 +232,22 @@ impl Client {
             || only.is_some()
             || self.inner.write_wait == WriteWait::AllGroups
             || self.inner.background_count() >= MAX_BACKGROUND;
-        let mut parts: Vec<Part> = Vec::with_capacity(outstanding.len());
+        let mut parts: Vec<Part> = Vec::with_capacity(plan.len());
         while let Some(mut part) = rest.running.next().await {
-            outstanding.retain(|&g| g != part.group);
             self.repair_if_missed(snap, &job, &mut part);
             parts.push(part);
-            if !wait_all && decided(&snap.topology, &parts, &outstanding) {
+            // The groups still to answer: those whose part runs.
+            if !wait_all && decided(&snap.topology, &parts, rest.running.pending().map(group_of)) {
                 break;
             }
         }
+        // The groups still outstanding, in the topology's order, as their
+        // parts move to a task of their own.
+        let pending = rest
+            .running
+            .pending()
+            .map(|at| snap.topology.group(group_of(at)).name().to_string())
+            .collect();
         drop(rest);
         parts.sort_unstable_by_key(|p| p.at);
         let mut outcome = WriteOutcome::new(Vec::with_capacity(parts.len()));
@@ -255,10 +261,7 @@ impl Client {
             });
             replies.push(part.reply.ok().flatten());
         }
-        outcome.pending = outstanding
-            .iter()
-            .map(|&g| snap.topology.group(g).name().to_string())
-            .collect();
+        outcome.pending = pending;
         if !judge {
             return Ok((outcome, replies));
         }
