@@ -153,9 +153,13 @@ fn flush_needs_yes_and_stats_reports_every_server() {
         a.iter().any(|s| raw::get(s.addr(), b"k").is_some()),
         "sg1 untouched"
     );
-    assert_eq!(
-        run(&["flush", "--group", "nope", "--yes"]).status.code(),
-        Some(2)
+    let o = run(&["flush", "--group", "nope", "--yes"]);
+    assert_eq!(o.status.code(), Some(2));
+    // The error names the groups the cluster has.
+    assert!(
+        stderr(&o).contains(r#"unknown group "nope" (the cluster's groups: sg1, sg2)"#),
+        "{}",
+        stderr(&o)
     );
 }
 
@@ -1299,6 +1303,51 @@ fn get_protocol_is_binary_safe() {
             .unwrap()
             .contains("--protocol")
     );
+}
+
+/// `stats` with a server down: its row shows no figures (`-`) and stderr
+/// says why; the group's totals count every server and those that answered
+/// (SERVERS, UP); a server that never served a get has no hit ratio (`-`,
+/// `null` in JSON), not 0 %.
+#[test]
+fn stats_shows_a_down_server_apart_and_no_ratio_without_gets() {
+    let a = Memcached::spawn();
+    let groups = format!("sg1={},127.0.0.1:1", a.addr_string());
+    let run = |extra: &[&str]| memgroup(&[&["--groups", groups.as_str()][..], extra].concat());
+    let o = run(&["stats"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("127.0.0.1:1: "), "{}", stderr(&o));
+    let text = stdout(&o);
+    let row = |server: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(server))
+            .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .unwrap_or_else(|| panic!("{server} in {text}"))
+    };
+    let down = row("127.0.0.1:1");
+    assert_eq!(down.len(), 11, "{down:?}");
+    assert!(down[2..].iter().all(|c| c == "-"), "{down:?}");
+    assert_eq!(row(&a.addr_string())[5], "-", "no get yet: {text}");
+    let totals = text
+        .lines()
+        .skip_while(|l| !l.starts_with("GROUP") || !l.contains("SERVERS"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("totals in {text}"));
+    let totals: Vec<&str> = totals.split_whitespace().collect();
+    assert_eq!(totals[..3], ["sg1", "2", "1"], "{text}");
+
+    let o = run(&["--json", "stats"]);
+    let records = json_array(&o);
+    let group = records.iter().find(|r| r["kind"] == "group").unwrap();
+    assert_eq!(
+        (group["servers"].as_u64(), group["up"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let live = records
+        .iter()
+        .find(|r| r["server"] == a.addr_string().as_str())
+        .unwrap();
+    assert!(live["get_hit_ratio"].is_null(), "{live}");
 }
 
 /// `stats --json` carries the group totals of the table; `stats --server`

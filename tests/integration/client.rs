@@ -571,6 +571,60 @@ async fn failover_picks_the_server_the_java_client_would() {
     .await;
 }
 
+/// The first write after a server died fails over within its group, as a
+/// read does: no connection to the dead server could be opened, so nothing
+/// was sent and the write goes to the server Java's getSock picks; the key's
+/// own server gets a repair. Without failover the same write fails and
+/// nothing lands elsewhere. (A fresh client, as each run of the tool is:
+/// the dead-host record does not know the server is down yet.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_write_after_a_server_died_fails_over_too() {
+    bounded(async {
+        let mut group = spawn_groups(1, 3).remove(0);
+        let loc = locator(&group, LocatorConfig::new(HashStrategy::NewCompat));
+        let key = (0..200)
+            .map(|i| format!("ffo:{i}"))
+            .find(|k| loc.locate(k.as_bytes()) == 0)
+            .unwrap();
+        group[0].kill();
+        let client = |failover| {
+            Client::builder()
+                .servers(&server_list(&group))
+                .unwrap()
+                .hash(HashStrategy::NewCompat)
+                .failover(failover)
+                .build()
+                .unwrap()
+        };
+        let strict = client(false);
+        let error = strict.set(&key, "strict", 0).await.unwrap_err();
+        // One group: the write failed, and says why (no policy jargon).
+        assert!(
+            error
+                .to_string()
+                .starts_with("write failed: connect failed (server "),
+            "{error}"
+        );
+        let next = loc.failover(key.as_bytes()).find(|&i| i != 0).unwrap();
+        assert_eq!(raw::get(group[next].addr(), key.as_bytes()), None);
+
+        let client = client(true);
+        let outcome = client.set(&key, "moved", 0).await.unwrap();
+        assert!(outcome.is_complete(), "{outcome:?}");
+        assert_eq!(
+            outcome.groups[0].server.as_deref(),
+            Some(group[next].addr_string().as_str())
+        );
+        assert_eq!(
+            raw::get(group[next].addr(), key.as_bytes()).as_deref(),
+            Some(&b"moved"[..])
+        );
+        assert_eq!(client.get(&key).await.unwrap().unwrap().value, "moved");
+        assert_eq!(client.status().repairs.pending, 1);
+    })
+    .await;
+}
+
 /// `get_multi` walks the same read targets as `get`: after an I/O error on
 /// the key's server it fails over within the group (one group, failover on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

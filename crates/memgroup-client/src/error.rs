@@ -117,6 +117,9 @@ pub struct Error {
     message: Arc<str>,
     server: Option<Arc<str>>,
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    /// The request was never sent: no connection to its server could be
+    /// opened. Sending it elsewhere cannot apply it twice.
+    unsent: bool,
 }
 
 impl Error {
@@ -126,7 +129,21 @@ impl Error {
             message: message.into().into(),
             server: None,
             source: None,
+            unsent: false,
         }
+    }
+
+    /// Marks the error of a request that was never sent (see
+    /// [`Error::is_unsent`]).
+    pub(crate) fn unsent(mut self) -> Error {
+        self.unsent = true;
+        self
+    }
+
+    /// Whether the request failed before any of it was sent (its server's
+    /// connection could not be opened), so another server may take it.
+    pub(crate) fn is_unsent(&self) -> bool {
+        self.unsent
     }
 
     /// A configuration error found outside this crate (a cluster file a

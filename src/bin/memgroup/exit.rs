@@ -19,6 +19,19 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
+    /// A group name the cluster does not have, with the names it has.
+    pub(crate) fn unknown_group<S: AsRef<str>>(
+        name: &str,
+        known: impl IntoIterator<Item = S>,
+    ) -> Failure {
+        let known: Vec<S> = known.into_iter().collect();
+        let known: Vec<&str> = known.iter().map(AsRef::as_ref).collect();
+        Failure::Usage(format!(
+            "unknown group {name:?} (the cluster's groups: {})",
+            known.join(", ")
+        ))
+    }
+
     /// Prints the message on stderr ([`output::fail`]: a JSON object with
     /// `--json`) and gives the exit code: 2 for usage, 1 for a failed
     /// operation.

@@ -121,7 +121,8 @@ impl Client {
                 let opening = pool.connection(snap, target.server, target.slot);
                 match tokio::time::timeout_at(deadline.into(), opening).await {
                     Ok(Ok(conn)) => conn,
-                    Ok(Err(e)) => return Some(Err(e)),
+                    // Nothing was sent: a write may go to another server.
+                    Ok(Err(e)) => return Some(Err(e.unsent())),
                     Err(_) => return None,
                 }
             }

@@ -45,7 +45,15 @@ pub(crate) async fn run(
             topology
                 .group_by_name(name)
                 .map(|id| topology.group(id))
-                .ok_or_else(|| Failure::Usage(format!("unknown group {name:?}")))?,
+                .ok_or_else(|| {
+                    Failure::unknown_group(
+                        name,
+                        topology
+                            .groups()
+                            .iter()
+                            .map(memgroup::topology::Group::name),
+                    )
+                })?,
         ],
         None => topology.groups().iter().collect(),
     };

@@ -136,7 +136,7 @@ fn server_client(settings: &ClientSettings, server: &str) -> Result<Client, Fail
 async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<ExitCode, Failure> {
     if let Some(g) = group {
         if client.topology().group_by_name(g).is_none() {
-            return Err(Failure::Usage(format!("unknown group {g:?}")));
+            return Err(Failure::unknown_group(g, group_names(client)));
         }
     }
     let all = client.stats(None).await?;
@@ -153,17 +153,27 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
         "CMD_SET",
         "GET_HITS",
     ]);
-    let mut totals: Vec<(String, [u64; 7], usize)> = Vec::new();
+    // Per group: the sums, the servers that answered, the servers.
+    let mut totals: Vec<(String, [u64; 7], usize, usize)> = Vec::new();
     let mut unreachable = 0;
     for s in all.iter().filter(|s| group.is_none_or(|g| g == s.group)) {
+        let entry = match totals.iter().position(|t| t.0 == s.group) {
+            Some(i) => i,
+            None => {
+                totals.push((s.group.clone(), [0; 7], 0, 0));
+                totals.len() - 1
+            }
+        };
+        totals[entry].3 += 1;
         match &s.stats {
             Ok(st) => {
                 let (hits, misses) = (num(st, "get_hits"), num(st, "get_misses"));
                 // Counters come from the server: absurd ones must not overflow.
+                // No get yet: no ratio (not 0 %).
                 let ratio = match hits.checked_add(misses) {
-                    Some(0) => 0.0,
-                    Some(sum) => hits as f64 / sum as f64,
-                    None => hits as f64 / (hits as f64 + misses as f64),
+                    Some(0) => None,
+                    Some(sum) => Some(hits as f64 / sum as f64),
+                    None => Some(hits as f64 / (hits as f64 + misses as f64)),
                 };
                 let values = [
                     num(st, "uptime"),
@@ -180,7 +190,7 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
                     st.get("version").cloned().unwrap_or_default(),
                     values[0].to_string(),
                     values[1].to_string(),
-                    format!("{:.1}%", ratio * 100.0),
+                    ratio.map_or_else(|| "-".to_string(), |r| format!("{:.1}%", r * 100.0)),
                     values[2].to_string(),
                     values[3].to_string(),
                     values[4].to_string(),
@@ -190,13 +200,7 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
                 report.record(json!({"kind": "server", "group": s.group, "server": s.server, "version": st.get("version"), "uptime": values[0],
                     "curr_items": values[1], "get_hit_ratio": ratio, "bytes": values[2], "curr_connections": values[3],
                     "evictions": values[4], "cmd_set": values[5], "get_hits": hits, "get_misses": misses}));
-                let entry = match totals.iter_mut().find(|t| t.0 == s.group) {
-                    Some(e) => e,
-                    None => {
-                        totals.push((s.group.clone(), [0; 7], 0));
-                        totals.last_mut().expect("just pushed")
-                    }
-                };
+                let entry = &mut totals[entry];
                 for (t, v) in entry.1.iter_mut().zip(values) {
                     *t = t.saturating_add(v);
                 }
@@ -204,20 +208,20 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
             }
             Err(e) => {
                 unreachable += 1;
-                report.row(vec![
-                    s.group.clone(),
-                    s.server.clone(),
-                    format!("error: {}", e.chain()),
-                ]);
+                // Its figures are unknown; why, on stderr.
+                let mut row = vec![s.group.clone(), s.server.clone()];
+                row.resize(11, "-".to_string());
+                report.row(row);
+                output::warn(None, &format!("{}: {}", s.server, e.chain()));
                 report.record(
                     json!({"kind": "server", "group": s.group, "server": s.server, "error": e.chain()}),
                 );
             }
         }
     }
-    for (g, v, n) in &totals {
+    for (g, v, up, n) in &totals {
         report.record(
-            json!({"kind": "group", "group": g, "servers": n, "curr_items": v[1],
+            json!({"kind": "group", "group": g, "servers": n, "up": up, "curr_items": v[1],
             "bytes": v[2], "evictions": v[4], "cmd_set": v[5], "get_hits": v[6]}),
         );
     }
@@ -226,10 +230,11 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
         outln!();
         let total_rows: Vec<Vec<String>> = totals
             .iter()
-            .map(|(g, v, n)| {
+            .map(|(g, v, up, n)| {
                 vec![
                     g.clone(),
                     n.to_string(),
+                    up.to_string(),
                     v[1].to_string(),
                     v[2].to_string(),
                     v[4].to_string(),
@@ -242,6 +247,7 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
             &[
                 "GROUP",
                 "SERVERS",
+                "UP",
                 "ITEMS",
                 "BYTES",
                 "EVICTIONS",
@@ -252,6 +258,16 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
         );
     }
     Ok(exit::code(unreachable == 0))
+}
+
+/// The names of the client's groups, for an error naming an unknown one.
+fn group_names(client: &Client) -> Vec<String> {
+    let topology = client.topology();
+    topology
+        .groups()
+        .iter()
+        .map(|g| g.name().to_string())
+        .collect()
 }
 
 /// A counter from a stats listing (0 if absent or not a number).
@@ -379,7 +395,7 @@ pub(crate) async fn flush(
     let client = Cluster::from_flags(flags)?.client()?;
     let (group, yes) = (args.group.as_str(), args.yes);
     if client.topology().group_by_name(group).is_none() {
-        return Err(Failure::Usage(format!("unknown group {group:?}")));
+        return Err(Failure::unknown_group(group, group_names(&client)));
     }
     if !yes {
         return Err(Failure::Usage(format!(

@@ -290,9 +290,9 @@ impl Client {
             .then(|| repairs.inflight.begin(own, job.key()));
         let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
         Box::pin(async move {
-            let reply = match target {
-                Ok(t) => client.exec(&snap, t, &job.request(), Attempt::First).await,
-                Err(_) => Err(Error::passed_over(snap.name(server))),
+            let (server, reply) = match target {
+                Ok(t) => client.send_part(&snap, &job, t).await,
+                Err(_) => (server, Err(Error::passed_over(snap.name(server)))),
             };
             let result = match &reply {
                 Ok(None) => Ok(true),
@@ -309,6 +309,40 @@ impl Client {
                 tracking,
             }
         })
+    }
+
+    /// Sends a write's request to its group's `target`. When no connection
+    /// to that server could be opened (nothing was sent: the first write
+    /// after a server died, before the dead-host record knew) and the group
+    /// fails over, the write goes to the server failover picks now that the
+    /// record knows, as a read would: the key's own server then gets a
+    /// repair. Returns the server written to, with its reply.
+    async fn send_part(
+        &self,
+        snap: &Snapshot,
+        job: &Job,
+        target: Target,
+    ) -> (ServerId, Result<Option<Response>, Error>) {
+        let request = job.request();
+        let reply = self.exec(snap, target, &request, Attempt::First).await;
+        if !reply.as_ref().is_err_and(Error::is_unsent) {
+            return (target.server, reply);
+        }
+        let again = {
+            let dead = self.inner.pool.dead_view();
+            let groups = [target.group];
+            let rotation = self.rotation();
+            snap.topology
+                .targeted_write_targets(job.key(), &groups, &dead, dead.now(), rotation, None)
+                .next()
+        };
+        match again {
+            Some(Ok(other)) if other.server != target.server => {
+                let reply = self.exec(snap, other, &request, Attempt::Failover).await;
+                (other.server, reply)
+            }
+            _ => (target.server, reply),
+        }
     }
 
     /// Queues a repair when `part` did not reach the key's own server of its
@@ -391,14 +425,18 @@ impl Client {
             failed: failed.iter().map(ToString::to_string).collect(),
             groups,
         });
-        let mut error = Error::new(
-            ErrorKind::WritePolicy,
+        // One group (a plain server list): no policy to speak of, the write
+        // failed, and its cause says where.
+        let message = if groups == 1 && failed.len() == 1 {
+            "write failed".to_string()
+        } else {
             format!(
                 "write missed its policy ({} of {groups} groups failed: {})",
                 failed.len(),
                 failed.join(", ")
-            ),
-        );
+            )
+        };
+        let mut error = Error::new(ErrorKind::WritePolicy, message);
         if let Some((_, first)) = outcome.failed().next() {
             error = error.with_source(first.clone());
         }

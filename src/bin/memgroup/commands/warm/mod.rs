@@ -151,7 +151,10 @@ pub(crate) async fn run(
     let spec = as_dumped(cluster.spec.clone());
     for name in std::iter::once(&args.from).chain(&args.to) {
         if !spec.groups.iter().any(|g| &g.name == name) {
-            return Err(Failure::Usage(format!("unknown group {name:?}")));
+            return Err(Failure::unknown_group(
+                name,
+                spec.groups.iter().map(|g| g.name.as_str()),
+            ));
         }
     }
     if args.to.contains(&args.from) {
