@@ -1316,7 +1316,11 @@ fn stats_shows_a_down_server_apart_and_no_ratio_without_gets() {
     let run = |extra: &[&str]| memgroup(&[&["--groups", groups.as_str()][..], extra].concat());
     let o = run(&["stats"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("127.0.0.1:1: "), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("(server 127.0.0.1:1)"),
+        "{}",
+        stderr(&o)
+    );
     let text = stdout(&o);
     let row = |server: &str| {
         text.lines()

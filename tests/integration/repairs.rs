@@ -52,7 +52,7 @@ async fn a_set_returns_at_its_policy_and_the_stalled_groups_copy_is_repaired() {
     );
     let err = closed.unwrap_err();
     assert!(
-        err.is_timeout() && err.to_string().contains("1 repairs"),
+        err.is_timeout() && err.to_string().contains("closing: 1 repair still pending"),
         "{err}"
     );
     // Resumed, the server applies the set still in its socket, then the

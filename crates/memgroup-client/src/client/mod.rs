@@ -229,16 +229,27 @@ impl Client {
             let left = until.saturating_duration_since(now());
             let stuck = background == 0 && self.repairs_stuck_until(until);
             if left.is_zero() || stuck {
-                let why = if stuck {
-                    "their servers are down past the deadline".to_string()
-                } else {
-                    format!("after {deadline:?}")
+                let why = match (stuck, repairs) {
+                    (true, 1) => "its server is down past the deadline".to_string(),
+                    (true, _) => "their servers are down past the deadline".to_string(),
+                    (false, _) => format!("after {deadline:?}"),
+                };
+                let counted = |n: usize, what: &str| match n {
+                    1 => format!("1 {what}"),
+                    n => format!("{n} {what}s"),
+                };
+                let left = match (background, repairs) {
+                    (0, r) => counted(r, "repair"),
+                    (b, 0) => counted(b, "background write"),
+                    (b, r) => format!(
+                        "{} and {}",
+                        counted(b, "background write"),
+                        counted(r, "repair")
+                    ),
                 };
                 return Err(Error::new(
                     ErrorKind::Timeout,
-                    format!(
-                        "closing: {background} background writes and {repairs} repairs still pending ({why})"
-                    ),
+                    format!("closing: {left} still pending ({why})"),
                 ));
             }
             let _ = tokio::time::timeout(left, settled).await;

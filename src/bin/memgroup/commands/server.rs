@@ -212,7 +212,12 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
                 let mut row = vec![s.group.clone(), s.server.clone()];
                 row.resize(11, "-".to_string());
                 report.row(row);
-                output::warn(None, &format!("{}: {}", s.server, e.chain()));
+                let why = e.chain();
+                match e.server() {
+                    // The error names its server already.
+                    Some(_) => output::warn(None, &why),
+                    None => output::warn(None, &format!("{}: {why}", s.server)),
+                }
                 report.record(
                     json!({"kind": "server", "group": s.group, "server": s.server, "error": e.chain()}),
                 );
