@@ -61,7 +61,12 @@ fn route_matches_the_locator() {
         "--json",
     ]);
     let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(rows.as_array().unwrap().len(), 5);
+    assert_eq!(rows.as_array().unwrap().len(), HashStrategy::ALL.len());
+    // `--help` names every strategy.
+    let help = stdout(&memgroup(&["--help"]));
+    for s in HashStrategy::ALL {
+        assert!(help.contains(s.name()), "{s} in {help}");
+    }
 }
 
 #[test]

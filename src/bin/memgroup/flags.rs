@@ -83,9 +83,8 @@ pub(crate) struct ClusterFlags {
     /// --servers or --groups too, that is two server sources (an error).
     #[arg(long, global = true)]
     pub(crate) config: Option<PathBuf>,
-    /// Hashing strategy: native, old-compat, new-compat, consistent, ketama, …
-    /// (default ketama).
-    #[arg(long, global = true)]
+    /// Hashing strategy (default ketama).
+    #[arg(long, global = true, value_parser = hash_strategy())]
     pub(crate) hash: Option<HashStrategy>,
     /// Ketama node naming: spymemcached, libmemcached, evcache (default
     /// spymemcached).
@@ -165,7 +164,7 @@ pub(crate) struct ClusterFlags {
     pub(crate) migrate_from: Option<String>,
     /// The hashing strategy of the old layout, when given as a list (for
     /// --migrate-from and `route --compare`).
-    #[arg(long, global = true, value_name = "STRATEGY")]
+    #[arg(long, global = true, value_name = "STRATEGY", value_parser = hash_strategy())]
     pub(crate) old_hash: Option<HashStrategy>,
     /// Read fallback: never, one-more, all-copies (default one-more).
     #[arg(long, global = true)]
@@ -187,4 +186,16 @@ fn at_least_one(text: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Parses a hashing strategy by name; `--help` lists every one
+/// ([`HashStrategy::ALL`]) and a typo gets the nearest name suggested.
+fn hash_strategy() -> impl clap::builder::TypedValueParser<Value = HashStrategy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(HashStrategy::ALL.map(HashStrategy::name)).map(
+        |name| {
+            name.parse::<HashStrategy>()
+                .expect("every listed name parses")
+        },
+    )
 }

@@ -24,7 +24,7 @@ pub(crate) struct Args {
     /// The keys (with --compare: optional, else a sample).
     #[arg(required_unless_present = "compare")]
     keys: Vec<String>,
-    /// A table across every hashing strategy.
+    /// A table across every hashing strategy (all ten).
     #[arg(long, conflicts_with = "compare")]
     all_strategies: bool,
     /// Plan a layout change: what share of keys moves from the OLD
@@ -54,15 +54,6 @@ pub(crate) async fn run(
     }
 }
 
-/// The strategies `route --all-strategies` compares.
-const STRATEGIES: [HashStrategy; 5] = [
-    HashStrategy::Native,
-    HashStrategy::OldCompat,
-    HashStrategy::NewCompat,
-    HashStrategy::Consistent,
-    HashStrategy::Ketama,
-];
-
 /// Where each key lives: per key, strategy (one, or every one with `all`)
 /// and group, the server.
 fn route(
@@ -77,7 +68,7 @@ fn route(
     let client = cluster.client()?;
     let spec = cluster.spec;
     let variants: Vec<(String, std::sync::Arc<Topology>)> = if all {
-        STRATEGIES
+        HashStrategy::ALL
             .iter()
             .map(|&s| {
                 let mut spec = spec.clone();
