@@ -182,6 +182,22 @@ fn bad_configuration_is_one_clear_line_and_exit_2() {
             "sg1",
         ),
         (&["--servers", "127.0.0.1:1:0", "get", "k"], "127.0.0.1:1:0"),
+        // Another scheme: the hint names the URL form taken.
+        (
+            &["--servers", "memcached://127.0.0.1:1", "get", "k"],
+            "or a memcache:// URL",
+        ),
+        (
+            &[
+                "--servers",
+                "127.0.0.1:1",
+                "--read-fallback",
+                "bogus",
+                "get",
+                "k",
+            ],
+            "(read fallbacks: never, one-more, all-copies)",
+        ),
         (&["get", "k"], "no servers"),
         (
             &[

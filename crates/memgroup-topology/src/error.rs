@@ -125,9 +125,13 @@ pub enum TopologyError {
         /// The `name=value` parameter.
         token: String,
     },
-    /// The text is not the name of a [`ReadFallback`](crate::ReadFallback) or
-    /// [`WritePolicy`](crate::WritePolicy).
+    /// The text is not the name of a [`WritePolicy`](crate::WritePolicy).
     UnknownPolicy {
+        /// The text.
+        token: String,
+    },
+    /// The text is not the name of a [`ReadFallback`](crate::ReadFallback).
+    UnknownReadFallback {
         /// The text.
         token: String,
     },
@@ -148,6 +152,12 @@ impl fmt::Display for TopologyError {
             TopologyError::EmptyEntry { list } => {
                 write!(f, "empty server entry in {list:?}")
             }
+            // A URL of another scheme: the one URL form taken is memcache://.
+            TopologyError::BadAddress { token } if token.contains("://") => write!(
+                f,
+                "invalid server {token:?} (expected [hostname/]host:port[:weight], \
+                 or a memcache:// URL)"
+            ),
             TopologyError::BadAddress { token } => write!(
                 f,
                 "invalid server {token:?} (expected [hostname/]host:port[:weight])"
@@ -207,18 +217,27 @@ impl fmt::Display for TopologyError {
                 write!(f, "{token:?} is not a memcache:// URL")
             }
             TopologyError::UnknownParam { token } => {
-                write!(f, "unknown URL parameter {token:?}")
+                write!(
+                    f,
+                    "unknown URL parameter {token:?} (known: {})",
+                    crate::parse::URL_PARAMS.join(", ")
+                )
             }
             TopologyError::BadParam { token } => write!(f, "invalid URL parameter {token:?}"),
             TopologyError::UnknownPolicy { token } => {
-                let names = |names: &mut dyn Iterator<Item = &'static str>| {
-                    names.collect::<Vec<_>>().join(", ")
-                };
+                let names: Vec<_> = crate::WritePolicy::ALL.iter().map(|p| p.name()).collect();
                 write!(
                     f,
-                    "unknown policy name {token:?} (read fallbacks: {}; write policies: {})",
-                    names(&mut crate::ReadFallback::ALL.iter().map(|p| p.name())),
-                    names(&mut crate::WritePolicy::ALL.iter().map(|p| p.name())),
+                    "unknown write policy {token:?} (write policies: {})",
+                    names.join(", ")
+                )
+            }
+            TopologyError::UnknownReadFallback { token } => {
+                let names: Vec<_> = crate::ReadFallback::ALL.iter().map(|p| p.name()).collect();
+                write!(
+                    f,
+                    "unknown read fallback {token:?} (read fallbacks: {})",
+                    names.join(", ")
                 )
             }
             TopologyError::DuplicateParam { token } => {

@@ -136,6 +136,22 @@ fn server_list(list: &str, default_port: Option<u16>) -> Result<Vec<ServerSpec>,
     Ok(servers)
 }
 
+/// The parameters a `memcache://` URL takes, as its unknown-parameter error
+/// lists them.
+pub(crate) const URL_PARAMS: [&str; 11] = [
+    "hash",
+    "naming",
+    "sanitize",
+    "pool_size",
+    "zone",
+    "read_fallback",
+    "write_policy",
+    "failover",
+    "write_only",
+    "backoff_initial_ms",
+    "backoff_max_ms",
+];
+
 impl ClusterSpec {
     /// Parses EVCache's simple node list (the `<APP>-NODES` property of its
     /// `SimpleNodeListProvider`): `name=server,server;name=server,…`.
@@ -375,6 +391,8 @@ impl ClusterSpec {
                 "backoff_initial_ms" => spec.settings.backoff_initial = millis().ok_or_else(bad)?,
                 "backoff_max_ms" => spec.settings.backoff_max = millis().ok_or_else(bad)?,
                 "zone" => return Err(bad()),
+                // A name added above belongs in `URL_PARAMS` too (a test
+                // checks each of those is taken).
                 _ => {
                     return Err(TopologyError::UnknownParam {
                         token: param.to_owned(),
@@ -783,6 +801,32 @@ mod tests {
         }
         let ipv6 = ClusterSpec::parse_url("memcache://[::1]:11211?pool_size=2").unwrap();
         assert_eq!(ipv6.groups[0].servers[0].addr, addr("[::1]", 11211));
+    }
+
+    /// Every parameter the unknown-parameter error lists is taken, and the
+    /// error lists them.
+    #[test]
+    fn the_listed_url_parameters_are_the_known_ones() {
+        let value = |name: &str| match name {
+            "hash" => "ketama",
+            "naming" => "spymemcached",
+            "sanitize" | "failover" => "true",
+            "zone" | "write_only" => "default",
+            "read_fallback" => "never",
+            "write_policy" => "one",
+            _ => "2",
+        };
+        for name in URL_PARAMS {
+            let url = format!("memcache://h:1?{name}={}", value(name));
+            assert!(ClusterSpec::parse_url(&url).is_ok(), "{url}");
+        }
+        let error = ClusterSpec::parse_url("memcache://h:1?bogus=1").unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .ends_with(&format!("(known: {})", URL_PARAMS.join(", "))),
+            "{error}"
+        );
     }
 
     #[test]

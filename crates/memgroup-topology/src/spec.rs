@@ -361,7 +361,7 @@ impl FromStr for ReadFallback {
         ReadFallback::ALL
             .into_iter()
             .find(|p| p.name() == s.replace('_', "-"))
-            .ok_or_else(|| TopologyError::UnknownPolicy {
+            .ok_or_else(|| TopologyError::UnknownReadFallback {
                 token: s.to_owned(),
             })
     }
