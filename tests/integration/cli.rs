@@ -590,8 +590,29 @@ fn value_formats_in_the_tool() {
     let o = run(&["--value-format", "evcache", "get", "n"]);
     assert_eq!(stdout(&o), "42");
     // A bad value for the type is a usage error.
-    let o = run(&["set", "n", "forty", "--type", "long"]);
+    let o = run(&[
+        "--value-format",
+        "evcache",
+        "set",
+        "n",
+        "forty",
+        "--type",
+        "long",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is not a long"), "{}", stderr(&o));
+    // The raw format stores bytes: a typed number is refused (`get` would
+    // print its encoding's bytes), text is stored as it is.
+    let o = run(&["set", "visits", "41", "--type", "long"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--value-format"), "{}", stderr(&o));
+    assert_eq!(raw::get(s.addr(), b"visits"), None);
+    assert!(
+        run(&["set", "visits", "41", "--type", "string"])
+            .status
+            .success()
+    );
+    assert_eq!(stdout(&run(&["get", "visits"])), "41");
     // Corrupt compressed data (gzip flag, not gzip): a clear error naming
     // the key, exit 1.
     {

@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use memgroup::client::value::{ToValue, Value};
+use memgroup::client::value::{ToValue, Value, ValueFormat};
 use memgroup::client::{Expiry, WriteOptions};
 use serde_json::json;
 
@@ -29,7 +29,7 @@ pub(crate) struct SetArgs {
     #[arg(long, default_value_t = 0, conflicts_with = "kind")]
     flags: u32,
     /// Store the value as this type, with the flags and encoding of
-    /// `--value-format`.
+    /// `--value-format` (the default raw format takes string and bytes only).
     #[arg(long = "type", value_enum)]
     kind: Option<ValueType>,
 }
@@ -105,6 +105,7 @@ pub(crate) async fn set(
             client.set(key, &data, options).await?
         }
         Some(kind) => {
+            kind.storable(client.value_format())?;
             let value = kind.parse(&data)?;
             client.set_value(key, &value, args.expiry.expiry()).await?
         }
@@ -208,6 +209,33 @@ pub(crate) enum ValueType {
 }
 
 impl ValueType {
+    /// Whether `format` stores this type so that `get` reads it back: the
+    /// raw format stores bytes (text and bytes only; a number or a bool
+    /// would come back as its encoding's bytes).
+    fn storable(self, format: ValueFormat) -> Result<(), Failure> {
+        let typed = !matches!(self, ValueType::String | ValueType::Bytes);
+        if typed && matches!(format, ValueFormat::Raw) {
+            return Err(Failure::Usage(format!(
+                "--type {} needs a value format that stores types (--value-format \
+                 whalin, spymemcached or python-memcached); the raw format stores bytes",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The name `--type` takes.
+    fn name(self) -> &'static str {
+        match self {
+            ValueType::String => "string",
+            ValueType::Bytes => "bytes",
+            ValueType::Int => "int",
+            ValueType::Long => "long",
+            ValueType::Bool => "bool",
+            ValueType::Double => "double",
+        }
+    }
+
     fn parse(self, data: &[u8]) -> Result<Value, Failure> {
         let text = || {
             String::from_utf8(data.to_vec())
