@@ -158,6 +158,16 @@ fn flush_needs_yes_and_stats_reports_every_server() {
         a.iter().any(|s| raw::get(s.addr(), b"k").is_some()),
         "sg1 untouched"
     );
+    // Several groups: which one must be said.
+    let o = run(&["flush", "--yes"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--group (sg1, sg2)"), "{}", stderr(&o));
+    // One group (a plain server list): no name needed.
+    let one = memgroup(&["--servers", &b[0].addr_string(), "set", "k", "v"]);
+    assert!(one.status.success());
+    let one = memgroup(&["--servers", &b[0].addr_string(), "flush", "--yes"]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    assert_eq!(raw::get(b[0].addr(), b"k"), None);
     let o = run(&["flush", "--group", "nope", "--yes"]);
     assert_eq!(o.status.code(), Some(2));
     // The error names the groups the cluster has.
@@ -312,6 +322,24 @@ fn bench_reports_percentiles() {
     assert_eq!(get["op"], "get");
     assert!(get["p50_us"].as_u64().unwrap() <= get["p99_us"].as_u64().unwrap());
     assert!(raw::stat(s.addr(), "cmd_set") >= 100);
+    // Without --json, it says first what it writes (on stderr).
+    let o = memgroup(&[
+        "--servers",
+        &s.addr_string(),
+        "bench",
+        "--ops",
+        "10",
+        "--keys",
+        "5",
+        "--prefix",
+        "b:",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("first writing 5 keys (b:0 … b:4, 100 bytes each)"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// `bench --rate`: the open loop issues its requests on a fixed schedule

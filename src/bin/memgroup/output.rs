@@ -59,6 +59,14 @@ pub(crate) fn fail(message: &str, code: u8) -> std::process::ExitCode {
     std::process::ExitCode::from(code)
 }
 
+/// A note about what the command is about to do, on stderr (`memgroup:
+/// NOTE`), so stdout stays the command's output; not with `-q` or `--json`.
+pub(crate) fn note(line: &str) {
+    if !quiet() && !json_mode() {
+        eprintln!("memgroup: {}", clean(line));
+    }
+}
+
 /// Writes an informational line (a write report, a confirmation), unless `-q`.
 pub(crate) fn info(line: &str) {
     if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {

@@ -40,9 +40,10 @@ pub(crate) struct PingArgs {
 /// `flush`: the group, and the confirmation.
 #[derive(Debug, clap::Args)]
 pub(crate) struct FlushArgs {
-    /// The group to flush.
+    /// The group to flush (optional when the cluster has one group, as a
+    /// plain server list does).
     #[arg(long)]
-    group: String,
+    group: Option<String>,
     /// Confirm: flushing loses the group's data.
     #[arg(long)]
     yes: bool,
@@ -398,9 +399,20 @@ pub(crate) async fn flush(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    let (group, yes) = (args.group.as_str(), args.yes);
+    let names = group_names(&client);
+    let group = match (&args.group, names.as_slice()) {
+        (Some(group), _) => group.as_str(),
+        (None, [only]) => only.as_str(),
+        (None, _) => {
+            return Err(Failure::Usage(format!(
+                "the cluster has several groups: name the one to flush with --group ({})",
+                names.join(", ")
+            )));
+        }
+    };
+    let yes = args.yes;
     if client.topology().group_by_name(group).is_none() {
-        return Err(Failure::unknown_group(group, group_names(&client)));
+        return Err(Failure::unknown_group(group, &names));
     }
     if !yes {
         return Err(Failure::Usage(format!(

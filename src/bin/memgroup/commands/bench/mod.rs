@@ -243,6 +243,15 @@ pub(crate) async fn run(
             Some(_) => concurrency.min(WORKERS),
             None => concurrency,
         };
+        output::note(&format!(
+            "first writing {} keys ({}0 … {}{}, {} bytes each) into every group \
+             (--no-prefill skips this, --prefix names them)",
+            load.keys,
+            load.prefix,
+            load.prefix,
+            load.keys - 1,
+            load.value.len()
+        ));
         prefill(client, &load, workers).await?;
     }
     match args.rate {
