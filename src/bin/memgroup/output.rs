@@ -97,6 +97,25 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
+/// A value's bytes made safe for a terminal: control bytes other than
+/// newline and tab (ESC, BEL, CR, DEL, NUL, …) become `\xNN`; the rest, text
+/// in any encoding included, is left as it is.
+pub(crate) fn terminal_safe(data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let unsafe_byte = |b: u8| (b < 0x20 && b != b'\n' && b != b'\t') || b == 0x7f;
+    if !data.iter().copied().any(unsafe_byte) {
+        return std::borrow::Cow::Borrowed(data);
+    }
+    let mut shown = Vec::with_capacity(data.len() + 8);
+    for &b in data {
+        if unsafe_byte(b) {
+            shown.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+        } else {
+            shown.push(b);
+        }
+    }
+    std::borrow::Cow::Owned(shown)
+}
+
 /// Text from a server (an error message, a version string) made safe for a
 /// terminal: control characters (ESC, BEL, CR, …) are shown escaped, so a
 /// server cannot move the cursor or rewrite the operator's screen.
@@ -305,5 +324,20 @@ pub(crate) fn json_value(record: &mut serde_json::Value, value: &Value) {
     record["value"] = v;
     if let Some(encoding) = encoding {
         record["encoding"] = json!(encoding);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    /// Escapes and bells are shown, not obeyed; text, newlines and tabs
+    /// pass untouched (and uncopied).
+    #[test]
+    fn values_are_made_safe_for_a_terminal() {
+        assert_eq!(&*terminal_safe(b"a\x1b[31mred\x07"), b"a\\x1b[31mred\\x07");
+        assert_eq!(&*terminal_safe(b"\0\r\x7f"), b"\\x00\\x0d\\x7f");
+        let text = "line 1\n\tcaf\u{e9} \u{2603}".as_bytes();
+        assert!(matches!(terminal_safe(text), std::borrow::Cow::Borrowed(t) if t == text));
     }
 }

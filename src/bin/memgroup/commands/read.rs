@@ -70,15 +70,30 @@ impl Form {
 /// Writes `data` to stdout in `form`: one `VALUE` block for
 /// [`Form::Protocol`], else `prefix` (if any) then the bytes and, for
 /// [`Form::Lines`], a newline.
+///
+/// On a terminal, a value's control bytes are shown escaped (`\x1b`), so a
+/// stored value cannot move the cursor or rewrite the screen, and one key's
+/// value ends its line; piped, the bytes go out exactly as stored.
 fn write_value(form: Form, key: &str, flags: u32, cas: Option<u64>, prefix: &str, data: &[u8]) {
-    use std::io::Write;
+    use std::io::{IsTerminal, Write};
     let mut out = std::io::stdout().lock();
+    let terminal = out.is_terminal();
+    let shown;
+    let data = if terminal && !matches!(form, Form::Protocol) {
+        shown = output::terminal_safe(data);
+        &shown[..]
+    } else {
+        data
+    };
     let _ = match form {
         Form::Protocol => {
             let cas = cas.map(|c| format!(" {c}")).unwrap_or_default();
             write!(out, "VALUE {key} {flags} {}{cas}\r\n", data.len())
                 .and_then(|()| out.write_all(data))
                 .and_then(|()| out.write_all(b"\r\n"))
+        }
+        Form::Bytes if terminal && !data.ends_with(b"\n") => {
+            out.write_all(data).and_then(|()| writeln!(out))
         }
         Form::Bytes => out.write_all(data),
         Form::Lines => write!(out, "{prefix}")
