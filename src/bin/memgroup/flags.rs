@@ -37,24 +37,25 @@ Examples:
 #[derive(Debug, Parser)]
 #[command(name = "memgroup", version, about, propagate_version = true, after_help = AFTER_HELP)]
 pub(crate) struct Cli {
-    /// Where the cluster is and how to talk to it.
-    #[command(flatten)]
+    /// Where the cluster is and how to talk to it: listed under their own
+    /// heading, after each command's own options.
+    #[command(flatten, next_help_heading = "Cluster options")]
     pub(crate) cluster: ClusterFlags,
     /// Machine-readable output: one JSON array of records on stdout per run
     /// (per round with `--watch`, one a line), for every command; errors and
     /// each key's problems as JSON objects on stderr, one a line.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Output options")]
     pub(crate) json: bool,
     /// No informational output (per-group write reports, confirmations,
     /// `warm`'s summary); values, JSON and errors still print, and `keys`
     /// prints the keys alone, one a line (for `xargs`).
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = "Output options")]
     pub(crate) quiet: bool,
     /// Log what the client does to stderr: -v servers down and up, missed
     /// write policies, topology changes; -vv every operation and request
     /// (spans with group, server, attempt, outcome). RUST_LOG, when set,
     /// chooses instead (e.g. RUST_LOG=memgroup_client=debug).
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Output options")]
     pub(crate) verbose: u8,
     /// What to do.
     #[command(subcommand)]
