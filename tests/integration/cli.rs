@@ -1375,6 +1375,36 @@ fn get_protocol_is_binary_safe() {
     );
 }
 
+/// `get --group` reads one group's copy alone (no fallback): the way to
+/// compare a key's replicas; `exist --group` too.
+#[test]
+fn reads_of_one_group_compare_replicas() {
+    let (a, b) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
+    let run = |extra: &[&str]| memgroup(&[&["--groups", groups.as_str()][..], extra].concat());
+    assert!(run(&["set", "k", "same"]).status.success());
+    raw::set(b.addr(), b"k", b"drifted");
+    assert_eq!(stdout(&run(&["get", "--group", "sg1", "k"])), "same");
+    assert_eq!(stdout(&run(&["get", "--group", "sg2", "k"])), "drifted");
+    let o = run(&["--json", "gets", "--group", "sg2", "k"]);
+    assert_eq!(json_array(&o)[0]["value"], "drifted");
+    // A copy missing in one group: that group's read misses, the cluster's
+    // read falls back to the other.
+    raw::delete(a.addr(), b"k");
+    assert_eq!(
+        run(&["exist", "--group", "sg1", "k"]).status.code(),
+        Some(1)
+    );
+    assert!(run(&["exist", "--group", "sg2", "k"]).status.success());
+    let o = run(&["get", "--group", "sg3", "k"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("(the cluster's groups: sg1, sg2)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// `stats` with a server down: its row shows no figures (`-`) and stderr
 /// says why; the group's totals count every server and those that answered
 /// (SERVERS, UP); a server that never served a get has no hit ratio (`-`,

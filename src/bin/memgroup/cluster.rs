@@ -12,7 +12,7 @@ use memgroup::client::value::ValueFormat;
 use memgroup::client::{Client, ClientUrl, Credentials, Hedge, TlsConfig, Watcher, WriteWait};
 use memgroup::config::{self, ClusterFile, Limits, TlsFiles};
 use memgroup::hash::HashStrategy;
-use memgroup::topology::{ClusterSpec, SpecOverrides};
+use memgroup::topology::{ClusterSpec, ReadFallback, SpecOverrides};
 
 use crate::exit::Failure;
 use crate::flags::ClusterFlags;
@@ -366,6 +366,26 @@ impl Cluster {
         self.settings.client_of(self.spec.clone(), true)
     }
 
+    /// A client for group `name` alone, reading its copies only (no
+    /// fallback to another group, no failover within it): what `get
+    /// --group` compares replicas with.
+    pub(crate) fn group_client(&self, name: &str) -> Result<Client, Failure> {
+        if !self.spec.groups.iter().any(|g| g.name == name) {
+            let names = self.spec.groups.iter().map(|g| g.name.as_str());
+            return Err(Failure::unknown_group(name, names));
+        }
+        self.settings.client_of(only_group(&self.spec, name), true)
+    }
+
+    /// A client for the cluster, or (`group`) for that group alone
+    /// ([`Cluster::group_client`]).
+    pub(crate) fn client_for(&self, group: Option<&str>) -> Result<Client, Failure> {
+        match group {
+            Some(name) => self.group_client(name),
+            None => self.client(),
+        }
+    }
+
     /// An old layout (for migration and `route --compare`), read as
     /// [`old_layout`] reads it, with `--old-hash` for its hashing.
     pub(crate) fn old_layout(&self, text: &str) -> Result<ClusterSpec, Failure> {
@@ -487,4 +507,15 @@ fn old_layout(text: &str, hash: Option<HashStrategy>) -> Result<ClusterSpec, Fai
 
 fn usage(message: impl Into<String>) -> Failure {
     Failure::Usage(message.into())
+}
+
+/// `spec` reduced to group `name`, read as it is: no fallback, no failover,
+/// no zone preference.
+pub(crate) fn only_group(spec: &ClusterSpec, name: &str) -> ClusterSpec {
+    let mut one = spec.clone();
+    one.groups.retain(|g| g.name == name);
+    one.settings.read_fallback = ReadFallback::Never;
+    one.settings.local_zone = None;
+    one.settings.failover = Some(false);
+    one
 }

@@ -17,6 +17,10 @@ pub(crate) struct Args {
     /// The keys.
     #[arg(required = true)]
     keys: Vec<String>,
+    /// Read only this group's copies (no fallback to another group, no
+    /// failover within it): to compare the replicas of a key.
+    #[arg(long, value_name = "GROUP")]
+    group: Option<String>,
 }
 
 /// The keys to read, and how to print their values.
@@ -111,7 +115,7 @@ pub(crate) async fn get(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let form = Form::of(args, json)?;
-    let client = Cluster::from_flags(flags)?.client()?;
+    let client = Cluster::from_flags(flags)?.client_for(args.read.group.as_deref())?;
     let keys = &args.read.keys[..];
     // One meta read per key, all at once: a stale value is told apart.
     // At most 256 at once: a long key list is not a task per key.
@@ -211,7 +215,7 @@ pub(crate) async fn gets(
         Form::Bytes => Form::Lines,
         form => form,
     };
-    let client = Cluster::from_flags(flags)?.client()?;
+    let client = Cluster::from_flags(flags)?.client_for(args.read.group.as_deref())?;
     let keys = &args.read.keys[..];
     let mut missing = 0;
     let mut records = Vec::new();
@@ -243,7 +247,7 @@ pub(crate) async fn exist(
     flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let client = Cluster::from_flags(flags)?.client()?;
+    let client = Cluster::from_flags(flags)?.client_for(args.group.as_deref())?;
     let keys = &args.keys[..];
     let found = client.get_multi(keys).await?;
     let mut records = Vec::new();

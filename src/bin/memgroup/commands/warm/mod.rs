@@ -33,11 +33,11 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use memgroup::client::Client;
 use memgroup::client::crawler::DumpEntry;
-use memgroup::topology::{ClusterSpec, ReadFallback};
+use memgroup::topology::ClusterSpec;
 use parking_lot::Mutex;
 use serde_json::json;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, only_group};
 use crate::dump::{self, Checked};
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
@@ -119,15 +119,6 @@ struct Job {
     key: DumpEntry,
     server_time: i64,
     clock_read_at: Instant,
-}
-
-fn only_group(spec: &ClusterSpec, name: &str) -> ClusterSpec {
-    let mut one = spec.clone();
-    one.groups.retain(|g| g.name == name);
-    one.settings.read_fallback = ReadFallback::Never;
-    one.settings.local_zone = None;
-    one.settings.failover = Some(false);
-    one
 }
 
 /// Dumped keys are already wire keys: sanitizing them again would
