@@ -166,3 +166,19 @@ async fn a_client_from_cluster_toml_reads_its_pem_and_password_files() {
         );
     }
 }
+
+/// The example file the README points to parses, builds a client, and
+/// says what it shows: two zones of three servers, the third weighted.
+#[test]
+fn the_example_cluster_toml_is_valid() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster.toml");
+    let file = ClusterFile::read(&path).unwrap();
+    let spec = file.spec().expect("the example lists groups");
+    assert_eq!(spec.groups.len(), 2);
+    assert!(spec.groups.iter().all(|g| g.servers.len() == 3));
+    assert_eq!(spec.groups[1].servers[2].weight, 2);
+    assert_eq!(spec.settings.local_zone.as_deref(), Some("us-east-1a"));
+    let client = file.builder().unwrap().build().unwrap();
+    assert_eq!(client.topology().groups().len(), 2);
+}
+
