@@ -115,6 +115,13 @@ fn get_set_delete_touch_incr_decr() {
     assert_eq!(stdout(&run(&["incr", "n", "5"])), "15\n");
     assert_eq!(stdout(&run(&["decr", "n"])), "14\n");
     assert!(run(&["touch", "n", "100"]).status.success());
+    // touch takes the stores' flags too; --ttl is --exptime; rm is delete.
+    assert!(run(&["touch", "n", "--exptime", "10m"]).status.success());
+    assert!(run(&["touch", "n", "--ttl", "100"]).status.success());
+    assert_eq!(run(&["touch", "n"]).status.code(), Some(2));
+    assert!(run(&["set", "m", "v", "--ttl", "1h"]).status.success());
+    assert!(run(&["rm", "m"]).status.success());
+    assert_eq!(raw::get(s.addr(), b"m"), None);
     assert!(run(&["delete", "n"]).status.success());
     assert_eq!(raw::get(s.addr(), b"n"), None);
 

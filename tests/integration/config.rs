@@ -181,4 +181,3 @@ fn the_example_cluster_toml_is_valid() {
     let client = file.builder().unwrap().build().unwrap();
     assert_eq!(client.topology().groups().len(), 2);
 }
-

@@ -13,7 +13,13 @@ use memgroup::client::Expiry;
 pub(crate) struct ExpiryArgs {
     /// How long the item lives: seconds, or a number with a unit (`90s`,
     /// `10m`, `2h`, `40d`); 0 = never (default).
-    #[arg(long, value_name = "TTL", value_parser = parse_ttl, conflicts_with = "exptime_at")]
+    #[arg(
+        long,
+        visible_alias = "ttl",
+        value_name = "TTL",
+        value_parser = parse_ttl,
+        conflicts_with = "exptime_at"
+    )]
     exptime: Option<Expiry>,
     /// Expire at this Unix time (seconds) instead; one in the past is refused.
     #[arg(long, value_name = "UNIX_TIME", value_parser = parse_at)]

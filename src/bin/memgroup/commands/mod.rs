@@ -97,6 +97,7 @@ pub(crate) enum Command {
     /// Store files: the file name is the key, the contents the value (like memcp).
     Cp(load::CpArgs),
     /// Delete keys from every group.
+    #[command(visible_aliases = ["del", "rm"])]
     Delete(write::DeleteArgs),
     /// Set a new expiration time in every group.
     Touch(write::TouchArgs),

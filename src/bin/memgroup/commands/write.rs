@@ -73,9 +73,16 @@ pub(crate) struct TouchArgs {
     /// The key.
     key: String,
     /// The new expiration: seconds, or with a unit (`90s`, `10m`, `40d`);
-    /// 0 = never.
-    #[arg(value_parser = parse_ttl)]
-    exptime: Expiry,
+    /// 0 = never. Or --exptime / --exptime-at, as the stores take it.
+    #[arg(
+        value_name = "EXPTIME",
+        value_parser = parse_ttl,
+        required_unless_present_any = ["exptime", "exptime_at"],
+        conflicts_with_all = ["exptime", "exptime_at"]
+    )]
+    ttl: Option<Expiry>,
+    #[command(flatten)]
+    expiry: ExpiryArgs,
 }
 
 /// `incr`/`decr`: the counter and the amount.
@@ -319,7 +326,8 @@ pub(crate) async fn touch(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    let outcome = client.touch(&args.key, args.exptime).await?;
+    let expiry = args.ttl.unwrap_or_else(|| args.expiry.expiry());
+    let outcome = client.touch(&args.key, expiry).await?;
     Ok(write_report(&args.key, &outcome, json))
 }
 
