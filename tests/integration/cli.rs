@@ -130,6 +130,19 @@ fn get_set_delete_touch_incr_decr() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("n: not found"), "{}", stderr(&o));
     assert_eq!(run(&["incr", "n"]).status.code(), Some(1));
+    // --initial creates the missing counter, then counts.
+    assert_eq!(
+        stdout(&run(&["incr", "n", "5", "--initial", "100"])),
+        "100\n"
+    );
+    assert_eq!(
+        stdout(&run(&["decr", "n", "5", "--initial", "100"])),
+        "95\n"
+    );
+    // (memcached keeps a decremented number's length: "95 ".)
+    let stored = raw::get(s.addr(), b"n").unwrap();
+    assert_eq!(String::from_utf8_lossy(&stored).trim_end(), "95");
+    assert!(run(&["delete", "n"]).status.success());
     assert_eq!(run(&["touch", "n", "5"]).status.code(), Some(1));
     // Invalid keys are usage errors, refused before sending.
     let o = run(&["set", "bad key", "v"]);

@@ -6,7 +6,8 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use memgroup::client::value::{ToValue, Value, ValueFormat};
-use memgroup::client::{Expiry, WriteOptions};
+use memgroup::client::{Client, Expiry, WriteOptions};
+use memgroup::proto::{ArithMode, MetaFlag};
 use serde_json::json;
 
 use crate::cluster::Cluster;
@@ -93,6 +94,11 @@ pub(crate) struct CounterArgs {
     /// The amount.
     #[arg(default_value_t = 1)]
     delta: u64,
+    /// Create a missing counter with this value (the amount not applied),
+    /// instead of failing: memcached's meta arithmetic `ma … N0 J<N>`. The
+    /// counter then never expires.
+    #[arg(long, value_name = "N")]
+    initial: Option<u64>,
 }
 
 /// `set`: the value (typed with `--type`) stored in every group.
@@ -331,6 +337,43 @@ pub(crate) async fn touch(
     Ok(write_report(&args.key, &outcome, json))
 }
 
+/// `incr`/`decr --initial`: one meta arithmetic command that creates the
+/// counter at `initial` when it is missing; the counter's value after it.
+async fn counter_or_create(
+    client: &Client,
+    key: &str,
+    delta: u64,
+    incr: bool,
+    initial: u64,
+) -> Result<Option<u64>, Failure> {
+    let mode = if incr {
+        ArithMode::Increment
+    } else {
+        ArithMode::Decrement
+    };
+    let flags = [
+        MetaFlag::ArithMode(mode),
+        MetaFlag::Delta(delta),
+        MetaFlag::Vivify(0),
+        MetaFlag::Initial(initial),
+        MetaFlag::ReturnValue,
+    ];
+    let Some(reply) = client.meta_arith(key, &flags).await? else {
+        return Ok(None);
+    };
+    let value = reply.value.as_deref().unwrap_or_default();
+    let number = std::str::from_utf8(value)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| {
+            Failure::Op(format!(
+                "{key}: the counter's value is not a number: {:?}",
+                String::from_utf8_lossy(value)
+            ))
+        })?;
+    Ok(Some(number))
+}
+
 /// `incr` (`incr` true) or `decr`: the counter's new value.
 pub(crate) async fn counter(
     args: &CounterArgs,
@@ -340,10 +383,10 @@ pub(crate) async fn counter(
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
     let (key, delta) = (&args.key, args.delta);
-    let value = if incr {
-        client.incr(key, delta).await?
-    } else {
-        client.decr(key, delta).await?
+    let value = match (args.initial, incr) {
+        (Some(initial), _) => counter_or_create(&client, key, delta, incr, initial).await?,
+        (None, true) => client.incr(key, delta).await?,
+        (None, false) => client.decr(key, delta).await?,
     };
     match value {
         Some(v) if json => output::record(json!({"key": key, "value": v})),
