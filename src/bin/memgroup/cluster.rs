@@ -12,11 +12,15 @@ use memgroup::client::value::ValueFormat;
 use memgroup::client::{Client, ClientUrl, Credentials, Hedge, TlsConfig, Watcher, WriteWait};
 use memgroup::config::{self, ClusterFile, Limits, TlsFiles};
 use memgroup::hash::HashStrategy;
-use memgroup::topology::{ClusterSpec, ReadFallback, SpecOverrides};
+use memgroup::topology::{ClusterSpec, SpecOverrides};
 
 use crate::exit::Failure;
 use crate::flags::ClusterFlags;
 use crate::sources::{self, ConfigFile, Servers};
+
+mod clients;
+
+pub(crate) use clients::{close_clients, only_group};
 
 /// The cluster a command works on: the flags resolved, their files read.
 #[derive(Debug, Clone)]
@@ -414,79 +418,6 @@ impl Cluster {
     }
 }
 
-impl ClientSettings {
-    /// A client for `spec` with these settings (connections open lazily);
-    /// never discovering (a spec of its own: one server, one group, an old
-    /// layout).
-    pub(crate) fn client(&self, spec: ClusterSpec) -> Result<Client, Failure> {
-        self.client_of(spec, false)
-    }
-
-    /// A client for `spec`; with `discover`, the cluster's discovered groups
-    /// are asked for their servers as it connects.
-    fn client_of(&self, spec: ClusterSpec, discover: bool) -> Result<Client, Failure> {
-        let mut builder = Client::builder()
-            .cluster(spec)
-            .timeout(self.timeout)
-            .connect_timeout(self.connect_timeout)
-            .value_format(self.values)
-            .write_wait(self.write_wait)
-            .hedge(self.hedge);
-        if let Some(credentials) = self.credentials.clone() {
-            builder = builder.credentials(credentials);
-        }
-        if let Some(tls) = self.tls.clone() {
-            builder = builder.tls(tls);
-        }
-        if let Some(old) = self.migrate_from.clone() {
-            builder = builder.migrate_from(old);
-        }
-        for own in &self.groups {
-            if let Some(credentials) = own.credentials.clone() {
-                builder = builder.group_credentials(&own.group, credentials);
-            }
-            if let Some(tls) = own.tls.clone() {
-                builder = builder.group_tls(&own.group, tls);
-            }
-        }
-        builder = self.limits.apply(builder).merge_gets(self.merge_gets);
-        let client = if self.discovery.is_empty() || !discover {
-            builder.build().map_err(|e| usage(format!("{e}")))?
-        } else {
-            // Discovery asks the endpoints as the client connects: the
-            // tool's commands are synchronous up to here, on a
-            // multi-threaded runtime.
-            for (group, endpoint) in &self.discovery {
-                builder = builder.group_discover(group, endpoint);
-            }
-            if let Some(every) = self.discover_every {
-                builder = builder.discover_every(every);
-            }
-            tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(builder.connect())
-            })
-            .map_err(Failure::from)?
-        };
-        OPEN.lock().push(client.clone());
-        Ok(client)
-    }
-}
-
-/// Every client the command built, closed before the process exits.
-static OPEN: parking_lot::Mutex<Vec<Client>> = parking_lot::Mutex::new(Vec::new());
-
-/// Closes every client the command built, within `deadline` each: writes
-/// still finishing and queued repairs are drained, and what cannot be (a
-/// server still down) is said on stderr, since it lives only in memory.
-pub(crate) async fn close_clients(deadline: Duration) {
-    let clients = std::mem::take(&mut *OPEN.lock());
-    for client in clients {
-        if let Err(e) = client.close(deadline).await {
-            crate::output::warn(None, &format!("{e} (lost at exit)"));
-        }
-    }
-}
-
 /// The TLS configuration from its parts (checked by the file's parser or,
 /// for flags, by the caller): files read now.
 fn tls_config(tls: &TlsFiles) -> Result<TlsConfig, Failure> {
@@ -507,15 +438,4 @@ fn old_layout(text: &str, hash: Option<HashStrategy>) -> Result<ClusterSpec, Fai
 
 fn usage(message: impl Into<String>) -> Failure {
     Failure::Usage(message.into())
-}
-
-/// `spec` reduced to group `name`, read as it is: no fallback, no failover,
-/// no zone preference.
-pub(crate) fn only_group(spec: &ClusterSpec, name: &str) -> ClusterSpec {
-    let mut one = spec.clone();
-    one.groups.retain(|g| g.name == name);
-    one.settings.read_fallback = ReadFallback::Never;
-    one.settings.local_zone = None;
-    one.settings.failover = Some(false);
-    one
 }

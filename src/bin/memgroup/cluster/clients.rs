@@ -1,0 +1,94 @@
+//! Clients made from the resolved cluster: all of it, one group of it, or
+//! a layout of its own; each closed before the process exits.
+
+use std::time::Duration;
+
+use memgroup::client::Client;
+use memgroup::topology::{ClusterSpec, ReadFallback};
+
+use super::{ClientSettings, usage};
+use crate::exit::Failure;
+
+impl ClientSettings {
+    /// A client for `spec` with these settings (connections open lazily);
+    /// never discovering (a spec of its own: one server, one group, an old
+    /// layout).
+    pub(crate) fn client(&self, spec: ClusterSpec) -> Result<Client, Failure> {
+        self.client_of(spec, false)
+    }
+
+    /// A client for `spec`; with `discover`, the cluster's discovered groups
+    /// are asked for their servers as it connects.
+    pub(super) fn client_of(&self, spec: ClusterSpec, discover: bool) -> Result<Client, Failure> {
+        let mut builder = Client::builder()
+            .cluster(spec)
+            .timeout(self.timeout)
+            .connect_timeout(self.connect_timeout)
+            .value_format(self.values)
+            .write_wait(self.write_wait)
+            .hedge(self.hedge);
+        if let Some(credentials) = self.credentials.clone() {
+            builder = builder.credentials(credentials);
+        }
+        if let Some(tls) = self.tls.clone() {
+            builder = builder.tls(tls);
+        }
+        if let Some(old) = self.migrate_from.clone() {
+            builder = builder.migrate_from(old);
+        }
+        for own in &self.groups {
+            if let Some(credentials) = own.credentials.clone() {
+                builder = builder.group_credentials(&own.group, credentials);
+            }
+            if let Some(tls) = own.tls.clone() {
+                builder = builder.group_tls(&own.group, tls);
+            }
+        }
+        builder = self.limits.apply(builder).merge_gets(self.merge_gets);
+        let client = if self.discovery.is_empty() || !discover {
+            builder.build().map_err(|e| usage(format!("{e}")))?
+        } else {
+            // Discovery asks the endpoints as the client connects: the
+            // tool's commands are synchronous up to here, on a
+            // multi-threaded runtime.
+            for (group, endpoint) in &self.discovery {
+                builder = builder.group_discover(group, endpoint);
+            }
+            if let Some(every) = self.discover_every {
+                builder = builder.discover_every(every);
+            }
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(builder.connect())
+            })
+            .map_err(Failure::from)?
+        };
+        OPEN.lock().push(client.clone());
+        Ok(client)
+    }
+}
+
+/// Every client the command built, closed before the process exits.
+static OPEN: parking_lot::Mutex<Vec<Client>> = parking_lot::Mutex::new(Vec::new());
+
+/// Closes every client the command built, within `deadline` each: writes
+/// still finishing and queued repairs are drained, and what cannot be (a
+/// server still down) is said on stderr, since it lives only in memory.
+pub(crate) async fn close_clients(deadline: Duration) {
+    let clients = std::mem::take(&mut *OPEN.lock());
+    for client in clients {
+        if let Err(e) = client.close(deadline).await {
+            crate::output::warn(None, &format!("{e} (lost at exit)"));
+        }
+    }
+}
+
+/// `spec` reduced to group `name`, read as it is: no fallback, no failover,
+/// no zone preference.
+pub(crate) fn only_group(spec: &ClusterSpec, name: &str) -> ClusterSpec {
+    let mut one = spec.clone();
+    one.groups.retain(|g| g.name == name);
+    one.settings.read_fallback = ReadFallback::Never;
+    one.settings.local_zone = None;
+    one.settings.failover = Some(false);
+    one
+}
