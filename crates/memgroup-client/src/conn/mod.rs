@@ -153,25 +153,31 @@ impl Shared {
     /// Writes `chunk` without blocking, as the caller holding the writer role;
     /// the state decides who sends the rest.
     fn write_now(&self, mut chunk: BytesMut) {
-        // Encrypted records the socket did not take (TLS): the writer task
-        // must flush them.
-        let mut owed = false;
-        while !chunk.is_empty() {
-            if self.failed.load(Ordering::Acquire) {
-                break;
-            }
-            match self.transport.try_write(&chunk) {
-                Ok((0, _)) => return self.fail(&write_zero().at(&self.server)),
-                Ok((n, left)) => {
-                    chunk.advance(n);
-                    owed = left;
+        loop {
+            // Encrypted records the socket did not take (TLS): the writer
+            // task must flush them.
+            let mut owed = false;
+            while !chunk.is_empty() {
+                if self.failed.load(Ordering::Acquire) {
+                    break;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => return self.fail(&write_failed(e).at(&self.server)),
+                match self.transport.try_write(&chunk) {
+                    Ok((0, _)) => return self.fail(&write_zero().at(&self.server)),
+                    Ok((n, left)) => {
+                        chunk.advance(n);
+                        owed = left;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => return self.fail(&write_failed(e).at(&self.server)),
+                }
+            }
+            // What other callers queued meanwhile may be this caller's to
+            // write too.
+            match self.state.lock().caller_wrote(chunk, owed) {
+                Next::Write(more) => chunk = more,
+                next => return self.follow(next),
             }
         }
-        let next = self.state.lock().caller_wrote(chunk, owed);
-        self.follow(next);
     }
 
     /// Closes the connection: every waiter fails with `error`.

@@ -16,6 +16,7 @@
 //! | [`queue`](State::queue), little in flight | Idle | Caller | `try_write` the chunk, then [`caller_wrote`](State::caller_wrote) |
 //! | `queue`, under load | Idle | Writer | wake the writer task |
 //! | `queue`, role taken or batches full | any | same | nothing: the holder or a reply sends it |
+//! | `caller_wrote`, all taken, more queued meanwhile, few callers in flight | Caller | Caller | `try_write` that too |
 //! | `caller_wrote`, rest left (or owed by the transport) or more to send | Caller | Writer | wake the writer task |
 //! | `caller_wrote`, nothing more | Caller | Idle | nothing |
 //! | [`writer_take`](State::writer_take), nothing it may send | Writer | Idle | the task sleeps |
@@ -80,11 +81,14 @@ use crate::conn::merge::{Merged, ReplyTx};
 use crate::error::Error;
 
 /// Up to this many callers in flight on a connection (this one included), a
-/// caller writes its request at once even behind unanswered writes: so few
-/// requests would rarely share a batch, and handing the write to the writer
-/// task costs a scheduler round trip (measured on loopback: 4 closed-loop
-/// callers went from ~81k to ~61k gets/s when every such write was handed
-/// over; 16 and more gain from batching).
+/// caller writes its request at once even behind unanswered writes, and a
+/// caller whose write the socket took whole also writes what others queued
+/// meanwhile: so few requests would rarely share a batch, and handing the
+/// write to the writer task costs a scheduler round trip (measured on
+/// loopback: 4 closed-loop callers went from ~81k to ~61k gets/s when every
+/// such write was handed over; writing on what queued meanwhile took them
+/// from 0.70 to 0.46 context switches per request and 10.6 to 9.1 µs of CPU;
+/// 16 and more gain from batching).
 pub(crate) const DIRECT_WRITE_CALLERS: usize = 4;
 
 /// A single-key retrieval joins the open `get` only if its deadline is at
@@ -704,6 +708,14 @@ impl State {
             self.recycle(rest);
         } else {
             self.front = rest;
+        }
+        // The socket took it all and few callers are in flight: what they
+        // queued meanwhile goes out with this caller's next write, without
+        // a turn of the writer task.
+        if self.front.is_empty() && !owed && self.callers <= DIRECT_WRITE_CALLERS {
+            if let Some(cut) = self.cut() {
+                return Next::Write(self.take_out(cut));
+            }
         }
         if self.can_send() {
             self.role = Role::Writer;

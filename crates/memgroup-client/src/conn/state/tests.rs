@@ -82,17 +82,18 @@ fn queued_gets_merge_while_the_role_is_held() {
     let (rx_c, _) = queue_get(&mut state, b"c", 4);
     state.check();
     assert_eq!(&state.out[..], b"get b c\r\n", "b asked twice, sent once");
-    // The caller's write is done; what queued meanwhile goes to the writer.
+    // The caller's write is done, and few callers are in flight: what
+    // queued meanwhile is its to write too (no turn of the writer task).
+    let Next::Write(chunk) = state.caller_wrote(BytesMut::new(), false) else {
+        panic!("the caller writes on");
+    };
+    assert_eq!(&chunk[..], b"get b c\r\n");
+    assert_eq!((state.batches, state.role), (2, Role::Caller));
+    state.check();
     assert!(matches!(
         state.caller_wrote(BytesMut::new(), false),
-        Next::WakeWriter
+        Next::Nothing
     ));
-    let mut chunk = BytesMut::new();
-    assert!(state.writer_take(&mut chunk));
-    assert_eq!(&chunk[..], b"get b c\r\n");
-    assert_eq!(state.batches, 2);
-    state.check();
-    assert!(!state.writer_take(&mut chunk));
     assert_eq!(state.role, Role::Idle);
     // Replies in order: `get a`, then the merged `get b c`.
     let (reply, _) = state.reply();
@@ -107,6 +108,38 @@ fn queued_gets_merge_while_the_role_is_held() {
         assert_eq!(&v[0].key[..], key.as_bytes());
     }
     assert_eq!(state.callers(), 0, "places freed");
+}
+
+/// Beyond a few callers in flight, what queued during a caller's write goes
+/// to the writer task (which yields first, so more join the batch); a caller
+/// whose write the socket did not take whole hands the rest over too.
+#[test]
+fn under_load_what_queued_meanwhile_goes_to_the_writer_task() {
+    let mut state = State::new(4, false);
+    let (_a, next) = queue_get(&mut state, b"a", 1);
+    let Next::Write(_) = next else { panic!() };
+    let rxs: Vec<_> = (0..DIRECT_WRITE_CALLERS)
+        .map(|i| queue_get(&mut state, format!("k{i}").as_bytes(), i + 2).0)
+        .collect();
+    assert!(state.callers() > DIRECT_WRITE_CALLERS);
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new(), false),
+        Next::WakeWriter
+    ));
+    let mut chunk = BytesMut::new();
+    assert!(state.writer_take(&mut chunk));
+    assert_eq!(chunk.iter().filter(|&&b| b == b'\n').count(), rxs.len());
+    state.check();
+    // Few callers, but the socket took part of the chunk: the writer task.
+    let mut state = State::new(4, false);
+    let (_a, next) = queue_get(&mut state, b"a", 1);
+    let Next::Write(mut chunk) = next else {
+        panic!()
+    };
+    let (_b, _) = queue_get(&mut state, b"b", 2);
+    let rest = chunk.split_off(2);
+    assert!(matches!(state.caller_wrote(rest, false), Next::WakeWriter));
+    state.check();
 }
 
 /// With a batch unanswered, a caller still writes its own request while few
