@@ -841,6 +841,20 @@ fn conditional_stores_gets_cas_exist_version_and_stats_sections() {
     let addr = s.addr_string();
     let run = |args: &[&str]| memgroup(&[&["--servers", addr.as_str()][..], args].concat());
     assert!(run(&["add", "a", "1"]).status.success());
+    // add and replace take --flags as set does; append/prepend refuse it.
+    assert!(run(&["add", "fl", "v", "--flags", "7"]).status.success());
+    let o = run(&["--json", "get", "fl"]);
+    assert_eq!(json_array(&o)[0]["flags"], 7);
+    assert!(
+        run(&["replace", "fl", "w", "--flags", "9"])
+            .status
+            .success()
+    );
+    assert_eq!(json_array(&run(&["--json", "get", "fl"]))[0]["flags"], 9);
+    assert_eq!(
+        run(&["append", "fl", "x", "--flags", "1"]).status.code(),
+        Some(2)
+    );
     assert_eq!(
         run(&["add", "a", "2"]).status.code(),
         Some(1),

@@ -45,6 +45,10 @@ pub(crate) struct StoreArgs {
     /// When it expires (not for append/prepend: the item keeps its own).
     #[command(flatten)]
     expiry: ExpiryArgs,
+    /// Client flags stored with the value (not for append/prepend: the item
+    /// keeps its own).
+    #[arg(long)]
+    flags: Option<u32>,
 }
 
 /// `cas`: a conditional store with the CAS unique and the flags to store.
@@ -55,9 +59,6 @@ pub(crate) struct CasArgs {
     /// The CAS unique `gets` showed.
     #[arg(long)]
     cas: u64,
-    /// Client flags stored with the value.
-    #[arg(long, default_value_t = 0)]
-    flags: u32,
 }
 
 /// The keys to delete.
@@ -156,7 +157,7 @@ pub(crate) async fn store(
     flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    store_with_flags(args, command, 0, flags, json).await
+    store_with_flags(args, command, flags, json).await
 }
 
 /// `cas`: store only if the item still has the CAS unique.
@@ -165,41 +166,41 @@ pub(crate) async fn cas(
     flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    store_with_flags(
-        &args.store,
-        Conditional::Cas(args.cas),
-        args.flags,
-        flags,
-        json,
-    )
-    .await
+    store_with_flags(&args.store, Conditional::Cas(args.cas), flags, json).await
 }
 
-/// A conditional store; only `cas` stores `item_flags`.
+/// A conditional store, with the item's flags and expiry where it takes
+/// them (not append/prepend: the item keeps its own).
 async fn store_with_flags(
     args: &StoreArgs,
     command: Conditional,
-    item_flags: u32,
     flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
     let data = read_value(&args.value)?;
-    if matches!(command, Conditional::Append | Conditional::Prepend) && args.expiry.given() {
-        return Err(Failure::Usage(
-            "--exptime does not apply to append/prepend: the item keeps its own expiry".into(),
-        ));
+    if matches!(command, Conditional::Append | Conditional::Prepend) {
+        if args.expiry.given() {
+            return Err(Failure::Usage(
+                "--exptime does not apply to append/prepend: the item keeps its own expiry".into(),
+            ));
+        }
+        if args.flags.is_some() {
+            return Err(Failure::Usage(
+                "--flags does not apply to append/prepend: the item keeps its own flags".into(),
+            ));
+        }
     }
-    let (key, exptime) = (&args.key, args.expiry.expiry());
+    let key = &args.key;
+    let options = WriteOptions::new()
+        .flags(args.flags.unwrap_or(0))
+        .expiry(args.expiry.expiry());
     let outcome = match command {
-        Conditional::Add => client.add(key, &data, exptime).await?,
-        Conditional::Replace => client.replace(key, &data, exptime).await?,
+        Conditional::Add => client.add(key, &data, options).await?,
+        Conditional::Replace => client.replace(key, &data, options).await?,
         Conditional::Append => client.append(key, &data).await?,
         Conditional::Prepend => client.prepend(key, &data).await?,
-        Conditional::Cas(cas) => {
-            let options = WriteOptions::new().flags(item_flags).expiry(exptime);
-            client.cas(key, &data, cas, options).await?
-        }
+        Conditional::Cas(cas) => client.cas(key, &data, cas, options).await?,
     };
     Ok(write_report(key, &outcome, json))
 }
