@@ -78,3 +78,49 @@ async fn a_bad_key_refuses_the_batch_and_a_dead_group_is_repaired() {
     }
     assert_eq!(client.status().repairs.pending, 10);
 }
+
+/// A batch's first write after a server died fails over too, key by key,
+/// as a single write does: no connection to the dead server could be
+/// opened, so its keys go to the servers failover picks; each written once,
+/// and the dead server owes a repair per key. Without failover those keys
+/// fail and nothing of them lands elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_after_a_server_died_fails_over_key_by_key() {
+    use memgroup::client::Client;
+    use memgroup::hash::HashStrategy;
+
+    use crate::support::{Memcached, server_list};
+
+    let mut servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
+    let list = server_list(&servers);
+    servers[0].kill();
+    let client = |failover| {
+        Client::builder()
+            .servers(&list)
+            .unwrap()
+            .hash(HashStrategy::NewCompat)
+            .failover(failover)
+            .build()
+            .unwrap()
+    };
+    let items: Vec<(String, String)> = keys(60).into_iter().map(|k| (k.clone(), k)).collect();
+    let strict = client(false).set_multi(&items, 0).await.unwrap();
+    let lost = strict.errors().count();
+    assert!(lost > 5 && lost < 60, "{lost} keys on the dead server");
+    let live = |stat| raw::stat(servers[1].addr(), stat) + raw::stat(servers[2].addr(), stat);
+    assert_eq!(live("cmd_set"), (60 - lost) as u64);
+
+    let client = client(true);
+    let written = client.set_multi(&items, 0).await.unwrap();
+    assert!(written.is_complete(), "{:?}", written.errors().next());
+    for (key, value) in &items {
+        let found = servers[1..]
+            .iter()
+            .filter_map(|s| raw::get(s.addr(), key.as_bytes()))
+            .collect::<Vec<_>>();
+        assert_eq!(found, [value.as_bytes()], "{key}: one copy");
+    }
+    // Each key written once more: nothing sent twice.
+    assert_eq!(live("cmd_set"), (60 - lost + 60) as u64);
+    assert_eq!(client.status().repairs.pending, lost);
+}

@@ -13,11 +13,12 @@ use memgroup_topology::{GroupId, Target};
 
 use crate::client::repair::Tracking;
 use crate::client::trace::{self, Attempt};
-use crate::client::{Client, unexpected};
+use crate::client::{Client, WireKey, unexpected};
 use crate::error::{Error, ErrorKind};
 use crate::item::{GroupOutcome, WriteOutcome};
 use crate::join::{BoxFuture, join_all};
 use crate::options::{Expiry, WriteOptions};
+use crate::pool::Snapshot;
 
 /// Each key's outcome of a batch write, in the order the keys were given
 /// (a repeated key is written as often as it is given; [`MultiWrite::outcome`]
@@ -258,32 +259,30 @@ impl Client {
         let sends: Vec<BoxFuture<'_, _>> = shares
             .iter()
             .map(|share| {
-                let (snap, wires) = (&snap, &wires);
-                Box::pin(async move {
-                    let commands: Vec<MetaCommand<'_>> = share
-                        .keys
-                        .iter()
-                        .map(|&i| {
-                            let key = wires[i].key();
-                            match kind {
-                                Kind::Set { flags, .. } => MetaCommand::Set {
-                                    key,
-                                    data: values[i],
-                                    flags,
-                                },
-                                Kind::Delete => MetaCommand::Delete { key, flags: &[] },
-                            }
-                        })
-                        .collect();
-                    let request = Request::MetaBatch {
-                        commands: &commands,
-                    };
-                    self.exec(snap, share.target, &request, Attempt::First)
-                        .await
-                }) as BoxFuture<'_, _>
+                let send = self.send_share(&snap, &wires, values, kind, share, Attempt::First);
+                Box::pin(send) as BoxFuture<'_, _>
             })
             .collect();
-        let replies = trace::await_in_span!(span, join_all(sends));
+        let mut replies = trace::await_in_span!(span, join_all(sends));
+        // Shares never sent (no connection to their server could be
+        // opened): their keys go, each to the server failover picks now
+        // that the dead-host record knows, as a single write's part does.
+        let moved = self.fail_over_unsent(&snap, &wires, &mut shares, &replies, &mut tracking);
+        if !moved.is_empty() {
+            let sends: Vec<BoxFuture<'_, _>> = moved
+                .iter()
+                .map(|(share, _)| {
+                    let send =
+                        self.send_share(&snap, &wires, values, kind, share, Attempt::Failover);
+                    Box::pin(send) as BoxFuture<'_, _>
+                })
+                .collect();
+            replies.extend(trace::await_in_span!(span, join_all(sends)));
+            for (share, tracks) in moved {
+                shares.push(share);
+                tracking.push(tracks);
+            }
+        }
         for ((share, reply), tracks) in shares.iter().zip(replies).zip(&mut tracking) {
             let answers = answers(share.keys.len(), reply);
             let group = snap.topology.group(share.target.group);
@@ -317,6 +316,97 @@ impl Client {
         }
         trace::operation_done(&span, &written);
         Ok(written)
+    }
+
+    /// One share's keys as one quiet meta batch to its target.
+    async fn send_share(
+        &self,
+        snap: &Snapshot,
+        wires: &[WireKey<'_>],
+        values: &[&[u8]],
+        kind: Kind<'_>,
+        share: &Share,
+        attempt: Attempt,
+    ) -> Result<Option<Response>, Error> {
+        let commands: Vec<MetaCommand<'_>> = share
+            .keys
+            .iter()
+            .map(|&i| {
+                let key = wires[i].key();
+                match kind {
+                    Kind::Set { flags, .. } => MetaCommand::Set {
+                        key,
+                        data: values[i],
+                        flags,
+                    },
+                    Kind::Delete => MetaCommand::Delete { key, flags: &[] },
+                }
+            })
+            .collect();
+        let request = Request::MetaBatch {
+            commands: &commands,
+        };
+        self.exec(snap, share.target, &request, attempt).await
+    }
+
+    /// The keys of shares whose request was never sent (`replies`, aligned
+    /// with `shares`) whose group fails over to another server now: taken
+    /// out of their share (with their tracking) and grouped into new shares
+    /// by the new target. A key with nowhere else to go stays, with its
+    /// share's error.
+    fn fail_over_unsent(
+        &self,
+        snap: &Snapshot,
+        wires: &[WireKey<'_>],
+        shares: &mut [Share],
+        replies: &[Result<Option<Response>, Error>],
+        tracking: &mut [Vec<Option<Tracking>>],
+    ) -> Vec<(Share, Vec<Option<Tracking>>)> {
+        let mut moved: Vec<(Share, Vec<Option<Tracking>>)> = Vec::new();
+        let dead = self.inner.pool.dead_view();
+        let (now, rotation) = (dead.now(), self.rotation());
+        for ((share, reply), tracks) in shares.iter_mut().zip(replies).zip(tracking) {
+            if !reply.as_ref().is_err_and(Error::is_unsent) {
+                continue;
+            }
+            let group = [share.target.group];
+            let (mut kept, mut kept_tracks) = (Vec::new(), Vec::new());
+            for (&i, track) in share.keys.iter().zip(tracks.drain(..)) {
+                let again = snap
+                    .topology
+                    .targeted_write_targets(&wires[i].bytes, &group, &dead, now, rotation, None)
+                    .next();
+                let target = match again {
+                    Some(Ok(t)) if t.server != share.target.server => t,
+                    _ => {
+                        kept.push(i);
+                        kept_tracks.push(track);
+                        continue;
+                    }
+                };
+                let same = |s: &&mut (Share, Vec<Option<Tracking>>)| {
+                    s.0.target.server == target.server
+                        && s.0.target.slot == target.slot
+                        && s.0.keys.len() < MAX_BATCH
+                };
+                match moved.iter_mut().find(same) {
+                    Some((share, tracks)) => {
+                        share.keys.push(i);
+                        tracks.push(track);
+                    }
+                    None => moved.push((
+                        Share {
+                            target,
+                            keys: vec![i],
+                        },
+                        vec![track],
+                    )),
+                }
+            }
+            share.keys = kept;
+            *tracks = kept_tracks;
+        }
+        moved
     }
 
     /// Migration mode or long keys: the batch as single writes.
