@@ -319,7 +319,8 @@ impl Connection {
             }
         };
         shared.counters.bytes_out(encoded);
-        shared.follow(next);
+        // Wake-ups first: a write that goes on for others' requests holds
+        // nobody's reading or timer back meanwhile.
         if wake_reader {
             shared.wake_reader.notify_one();
         }
@@ -329,6 +330,7 @@ impl Connection {
         if let Some(caller) = wake_caller {
             caller.wake();
         }
+        shared.follow(next);
         let Some(receiver) = receiver else {
             return Ok(None);
         };

@@ -91,6 +91,13 @@ use crate::error::Error;
 /// 16 and more gain from batching).
 pub(crate) const DIRECT_WRITE_CALLERS: usize = 4;
 
+/// At most this many chunks a caller holding the writer role writes for
+/// others after its own (see [`DIRECT_WRITE_CALLERS`]): requests without a
+/// reply take no place, so a flood of them keeps the caller count low, and
+/// without a bound one caller could go on writing everyone's requests
+/// without returning to its own.
+pub(crate) const CALLER_EXTRA_WRITES: usize = 2;
+
 /// A single-key retrieval joins the open `get` only if its deadline is at
 /// most this much later than the line's first caller's (the line then times
 /// out at the latest of its callers' deadlines): a caller of the same timeout
@@ -270,6 +277,9 @@ pub(crate) struct State {
     /// reader task, when a request times out (it may be this caller's: it
     /// has no timer of its own) and when the connection fails.
     reader_waker: Option<Waker>,
+    /// Chunks the caller holding the writer role wrote after its own, for
+    /// others who queued meanwhile: at most [`CALLER_EXTRA_WRITES`].
+    caller_writes: usize,
     /// Callers holding a place (see [`State::callers`]): at most
     /// `max_callers`, beyond which callers wait for one.
     callers: usize,
@@ -302,6 +312,7 @@ impl State {
             merge_gets,
             armed: None,
             reader_waker: None,
+            caller_writes: 0,
             callers: 0,
             max_callers: usize::MAX,
             room_waiting: 0,
@@ -625,6 +636,7 @@ impl State {
         };
         if self.batches == 0 || in_flight <= DIRECT_WRITE_CALLERS {
             self.role = Role::Caller;
+            self.caller_writes = 0;
             Next::Write(self.take_out(cut))
         } else {
             self.role = Role::Writer;
@@ -712,8 +724,13 @@ impl State {
         // The socket took it all and few callers are in flight: what they
         // queued meanwhile goes out with this caller's next write, without
         // a turn of the writer task.
-        if self.front.is_empty() && !owed && self.callers <= DIRECT_WRITE_CALLERS {
+        if self.front.is_empty()
+            && !owed
+            && self.callers <= DIRECT_WRITE_CALLERS
+            && self.caller_writes < CALLER_EXTRA_WRITES
+        {
             if let Some(cut) = self.cut() {
+                self.caller_writes += 1;
                 return Next::Write(self.take_out(cut));
             }
         }

@@ -204,11 +204,12 @@ impl Client {
                     .enumerate()
                 {
                     match target {
-                        Ok(t) => match shares.iter_mut().find(|s| {
-                            s.target.server == t.server
-                                && s.target.slot == t.slot
-                                && s.keys.len() < MAX_BATCH
-                        }) {
+                        // Per group too: a server listed in two groups gets a
+                        // batch for each, so each key's answer is its group's.
+                        Ok(t) => match shares
+                            .iter_mut()
+                            .find(|s| s.target == t && s.keys.len() < MAX_BATCH)
+                        {
                             Some(share) => share.keys.push(i),
                             None => shares.push(Share {
                                 target: t,
@@ -385,9 +386,7 @@ impl Client {
                     }
                 };
                 let same = |s: &&mut (Share, Vec<Option<Tracking>>)| {
-                    s.0.target.server == target.server
-                        && s.0.target.slot == target.slot
-                        && s.0.keys.len() < MAX_BATCH
+                    s.0.target == target && s.0.keys.len() < MAX_BATCH
                 };
                 match moved.iter_mut().find(same) {
                     Some((share, tracks)) => {

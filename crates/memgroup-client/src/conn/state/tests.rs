@@ -110,6 +110,38 @@ fn queued_gets_merge_while_the_role_is_held() {
     assert_eq!(state.callers(), 0, "places freed");
 }
 
+/// A caller writes at most `CALLER_EXTRA_WRITES` chunks for others after
+/// its own: requests without a reply take no place, so a flood of them
+/// could otherwise keep it writing; then the writer task takes over.
+#[test]
+fn a_caller_writes_for_others_a_bounded_number_of_times() {
+    let mut state = State::new(4, false);
+    let (_a, next) = queue_get(&mut state, b"a", 1);
+    let Next::Write(_) = next else { panic!() };
+    let keys = [Key::new(b"n").unwrap()];
+    let quiet_set = Request::Store {
+        command: StoreCommand::Set,
+        key: keys[0],
+        flags: 0,
+        exptime: 0,
+        data: b"x",
+        noreply: true,
+    };
+    for _ in 0..CALLER_EXTRA_WRITES {
+        assert!(state.queue(&quiet_set, 2, far()).unwrap().is_some());
+        let next = state.caller_wrote(BytesMut::new(), false);
+        assert!(matches!(next, Next::Write(_)), "{next:?}");
+        state.check();
+    }
+    assert!(state.queue(&quiet_set, 2, far()).unwrap().is_some());
+    assert_eq!(state.callers(), 1, "noreply requests take no place");
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new(), false),
+        Next::WakeWriter
+    ));
+    state.check();
+}
+
 /// Beyond a few callers in flight, what queued during a caller's write goes
 /// to the writer task (which yields first, so more join the batch); a caller
 /// whose write the socket did not take whole hands the rest over too.
@@ -282,8 +314,14 @@ fn callers_beyond_the_cap_wait_for_a_reply_to_free_a_place() {
     assert!(state.queue(&get_c, 3, far()).unwrap().is_none(), "no place");
     assert!(state.queue(&get_c, 3, far()).unwrap().is_none(), "no place");
     assert_eq!(state.take_room_wakes(), 0, "nothing freed yet");
-    // `a`'s reply frees one place: one waiter is to be woken.
-    state.caller_wrote(BytesMut::new(), false);
+    // The caller writes `b` too; `a`'s reply frees one place: one waiter is
+    // to be woken.
+    let next = state.caller_wrote(BytesMut::new(), false);
+    assert!(matches!(next, Next::Write(_)), "{next:?}");
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new(), false),
+        Next::Nothing
+    ));
     let (reply, _) = state.reply();
     assert!(reply.is_some());
     assert_eq!(state.callers(), 1);
@@ -327,8 +365,14 @@ fn noreply_requests_never_wait_and_wakes_are_passed_on() {
     let get_c = Request::Get { keys: &keys };
     assert!(state.queue(&get_c, 3, far()).unwrap().is_none());
     assert!(state.queue(&get_c, 3, far()).unwrap().is_none());
-    // Both replies free their places: two wakes asked for.
-    state.caller_wrote(BytesMut::new(), false);
+    // The caller writes the rest too; both replies free their places: two
+    // wakes asked for.
+    let next = state.caller_wrote(BytesMut::new(), false);
+    assert!(matches!(next, Next::Write(_)), "{next:?}");
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new(), false),
+        Next::Nothing
+    ));
     assert!(state.reply().0.is_some());
     assert!(state.reply().0.is_some());
     assert_eq!(state.take_room_wakes(), 2);
@@ -357,7 +401,15 @@ fn a_caller_reads_only_while_the_role_is_its_own_or_the_tasks() {
         state.may_read(epoch),
         "reading for everyone while the task holds the role"
     );
-    state.caller_wrote(BytesMut::new(), false);
+    let next = state.caller_wrote(BytesMut::new(), false);
+    assert!(
+        matches!(next, Next::Write(_)),
+        "the caller writes the second too"
+    );
+    assert!(matches!(
+        state.caller_wrote(BytesMut::new(), false),
+        Next::Nothing
+    ));
     assert!(state.reply().0.is_some());
     assert!(state.reply().0.is_some());
     assert!(state.reader_task_done(), "no reply due: the role goes idle");
