@@ -319,8 +319,10 @@ impl Connection {
             }
         };
         shared.counters.bytes_out(encoded);
-        // Wake-ups first: a write that goes on for others' requests holds
-        // nobody's reading or timer back meanwhile.
+        // The write first (at most a few non-blocking writes, see
+        // `CALLER_EXTRA_WRITES`): a reader woken before the request is out
+        // would find nothing to read.
+        shared.follow(next);
         if wake_reader {
             shared.wake_reader.notify_one();
         }
@@ -330,7 +332,6 @@ impl Connection {
         if let Some(caller) = wake_caller {
             caller.wake();
         }
-        shared.follow(next);
         let Some(receiver) = receiver else {
             return Ok(None);
         };

@@ -96,7 +96,7 @@ pub(crate) const DIRECT_WRITE_CALLERS: usize = 4;
 /// reply take no place, so a flood of them keeps the caller count low, and
 /// without a bound one caller could go on writing everyone's requests
 /// without returning to its own.
-pub(crate) const CALLER_EXTRA_WRITES: usize = 2;
+pub(crate) const CALLER_EXTRA_WRITES: usize = 16;
 
 /// A single-key retrieval joins the open `get` only if its deadline is at
 /// most this much later than the line's first caller's (the line then times
