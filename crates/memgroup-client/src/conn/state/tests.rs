@@ -23,6 +23,23 @@ fn get(key: &[u8]) -> Vec<u8> {
     key.to_vec()
 }
 
+/// The caller's write went out whole: what the state says to do next.
+fn wrote_all(state: &mut State) -> Next {
+    state.caller_wrote(BytesMut::new(), false)
+}
+
+/// `set n 0 0 1 noreply` with value `x`: a request without a reply.
+fn quiet_set() -> Request<'static> {
+    Request::Store {
+        command: StoreCommand::Set,
+        key: Key::new(b"n").unwrap(),
+        flags: 0,
+        exptime: 0,
+        data: b"x",
+        noreply: true,
+    }
+}
+
 /// Queues `get <key>` and returns the receiver and what to do.
 fn queue_get(state: &mut State, key: &[u8], in_flight: usize) -> (Rx, Next) {
     let keys = [Key::new(key).unwrap()];
@@ -57,10 +74,7 @@ fn an_idle_connection_lets_the_caller_write_at_once() {
     assert_eq!(state.role, Role::Caller);
     state.check();
     // Everything went out: the role is free again.
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::Nothing
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
     assert_eq!(state.role, Role::Idle);
     state.check();
     // With nothing unanswered, the caller writes however many callers are
@@ -84,16 +98,13 @@ fn queued_gets_merge_while_the_role_is_held() {
     assert_eq!(&state.out[..], b"get b c\r\n", "b asked twice, sent once");
     // The caller's write is done, and few callers are in flight: what
     // queued meanwhile is its to write too (no turn of the writer task).
-    let Next::Write(chunk) = state.caller_wrote(BytesMut::new(), false) else {
+    let Next::Write(chunk) = wrote_all(&mut state) else {
         panic!("the caller writes on");
     };
     assert_eq!(&chunk[..], b"get b c\r\n");
     assert_eq!((state.batches, state.role), (2, Role::Caller));
     state.check();
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::Nothing
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
     assert_eq!(state.role, Role::Idle);
     // Replies in order: `get a`, then the merged `get b c`.
     let (reply, _) = state.reply();
@@ -118,27 +129,16 @@ fn a_caller_writes_for_others_a_bounded_number_of_times() {
     let mut state = State::new(4, false);
     let (_a, next) = queue_get(&mut state, b"a", 1);
     let Next::Write(_) = next else { panic!() };
-    let keys = [Key::new(b"n").unwrap()];
-    let quiet_set = Request::Store {
-        command: StoreCommand::Set,
-        key: keys[0],
-        flags: 0,
-        exptime: 0,
-        data: b"x",
-        noreply: true,
-    };
+    let quiet_set = quiet_set();
     for _ in 0..CALLER_EXTRA_WRITES {
         assert!(state.queue(&quiet_set, 2, far()).unwrap().is_some());
-        let next = state.caller_wrote(BytesMut::new(), false);
+        let next = wrote_all(&mut state);
         assert!(matches!(next, Next::Write(_)), "{next:?}");
         state.check();
     }
     assert!(state.queue(&quiet_set, 2, far()).unwrap().is_some());
     assert_eq!(state.callers(), 1, "noreply requests take no place");
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::WakeWriter
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::WakeWriter));
     state.check();
 }
 
@@ -154,10 +154,7 @@ fn under_load_what_queued_meanwhile_goes_to_the_writer_task() {
         .map(|i| queue_get(&mut state, format!("k{i}").as_bytes(), i + 2).0)
         .collect();
     assert!(state.callers() > DIRECT_WRITE_CALLERS);
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::WakeWriter
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::WakeWriter));
     let mut chunk = BytesMut::new();
     assert!(state.writer_take(&mut chunk));
     assert_eq!(chunk.iter().filter(|&&b| b == b'\n').count(), rxs.len());
@@ -181,16 +178,10 @@ fn callers_write_directly_only_while_few_requests_are_in_flight() {
     let mut state = State::new(8, false);
     let (_a, next) = queue_get(&mut state, b"a", 1);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::Nothing
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
     let (_b, next) = queue_get(&mut state, b"b", DIRECT_WRITE_CALLERS);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::Nothing
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
     let (_c, next) = queue_get(&mut state, b"c", DIRECT_WRITE_CALLERS + 1);
     assert!(matches!(next, Next::WakeWriter), "{next:?}");
     state.check();
@@ -201,10 +192,7 @@ fn under_load_the_writer_task_takes_the_role_and_batches_wait_for_replies() {
     let mut state = State::new(1, false);
     let (_a, next) = queue_get(&mut state, b"a", 1);
     let Next::Write(_) = next else { panic!() };
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::Nothing
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
     // One batch unanswered, the cap is 1: requests wait.
     let (_b, next) = queue_get(&mut state, b"b", 10);
     assert!(matches!(next, Next::Nothing));
@@ -316,12 +304,9 @@ fn callers_beyond_the_cap_wait_for_a_reply_to_free_a_place() {
     assert_eq!(state.take_room_wakes(), 0, "nothing freed yet");
     // The caller writes `b` too; `a`'s reply frees one place: one waiter is
     // to be woken.
-    let next = state.caller_wrote(BytesMut::new(), false);
+    let next = wrote_all(&mut state);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::Nothing
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
     let (reply, _) = state.reply();
     assert!(reply.is_some());
     assert_eq!(state.callers(), 1);
@@ -348,14 +333,7 @@ fn noreply_requests_never_wait_and_wakes_are_passed_on() {
     let (_a, _) = queue_get(&mut state, b"a", 1);
     let (_b, _) = queue_get(&mut state, b"b", 2);
     let keys = [Key::new(b"n").unwrap()];
-    let quiet_set = Request::Store {
-        command: StoreCommand::Set,
-        key: keys[0],
-        flags: 0,
-        exptime: 0,
-        data: b"x",
-        noreply: true,
-    };
+    let quiet_set = quiet_set();
     let queued = state.queue(&quiet_set, 3, far()).unwrap();
     assert!(
         queued.is_some_and(|q| q.receiver.is_none()),
@@ -367,12 +345,9 @@ fn noreply_requests_never_wait_and_wakes_are_passed_on() {
     assert!(state.queue(&get_c, 3, far()).unwrap().is_none());
     // The caller writes the rest too; both replies free their places: two
     // wakes asked for.
-    let next = state.caller_wrote(BytesMut::new(), false);
+    let next = wrote_all(&mut state);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::Nothing
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
     assert!(state.reply().0.is_some());
     assert!(state.reply().0.is_some());
     assert_eq!(state.take_room_wakes(), 2);
@@ -401,15 +376,12 @@ fn a_caller_reads_only_while_the_role_is_its_own_or_the_tasks() {
         state.may_read(epoch),
         "reading for everyone while the task holds the role"
     );
-    let next = state.caller_wrote(BytesMut::new(), false);
+    let next = wrote_all(&mut state);
     assert!(
         matches!(next, Next::Write(_)),
         "the caller writes the second too"
     );
-    assert!(matches!(
-        state.caller_wrote(BytesMut::new(), false),
-        Next::Nothing
-    ));
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
     assert!(state.reply().0.is_some());
     assert!(state.reply().0.is_some());
     assert!(state.reader_task_done(), "no reply due: the role goes idle");
