@@ -364,21 +364,15 @@ impl Client {
         tracking: &mut [Vec<Option<Tracking>>],
     ) -> Vec<(Share, Vec<Option<Tracking>>)> {
         let mut moved: Vec<(Share, Vec<Option<Tracking>>)> = Vec::new();
-        let dead = self.inner.pool.dead_view();
-        let (now, rotation) = (dead.now(), self.rotation());
         for ((share, reply), tracks) in shares.iter_mut().zip(replies).zip(tracking) {
             if !reply.as_ref().is_err_and(Error::is_unsent) {
                 continue;
             }
-            let group = [share.target.group];
             let (mut kept, mut kept_tracks) = (Vec::new(), Vec::new());
             for (&i, track) in share.keys.iter().zip(tracks.drain(..)) {
-                let again = snap
-                    .topology
-                    .targeted_write_targets(&wires[i].bytes, &group, &dead, now, rotation, None)
-                    .next();
+                let again = self.group_target(snap, &wires[i].bytes, share.target.group);
                 let target = match again {
-                    Some(Ok(t)) if t.server != share.target.server => t,
+                    Some(t) if t.server != share.target.server => t,
                     _ => {
                         kept.push(i);
                         kept_tracks.push(track);

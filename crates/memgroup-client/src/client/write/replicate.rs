@@ -328,16 +328,8 @@ impl Client {
         if !reply.as_ref().is_err_and(Error::is_unsent) {
             return (target.server, reply);
         }
-        let again = {
-            let dead = self.inner.pool.dead_view();
-            let groups = [target.group];
-            let rotation = self.rotation();
-            snap.topology
-                .targeted_write_targets(job.key(), &groups, &dead, dead.now(), rotation, None)
-                .next()
-        };
-        match again {
-            Some(Ok(other)) if other.server != target.server => {
+        match self.group_target(snap, job.key(), target.group) {
+            Some(other) if other.server != target.server => {
                 let reply = self.exec(snap, other, &request, Attempt::Failover).await;
                 (other.server, reply)
             }
