@@ -131,6 +131,21 @@ fn server_client(settings: &ClientSettings, server: &str) -> Result<Client, Fail
     settings.client(ClusterSpec::parse_server_list(server)?)
 }
 
+/// The columns of `stats`'s table of servers.
+const SUMMARY: [&str; 11] = [
+    "GROUP",
+    "SERVER",
+    "VERSION",
+    "UPTIME",
+    "ITEMS",
+    "HIT RATIO",
+    "BYTES",
+    "CONNS",
+    "EVICTIONS",
+    "CMD_SET",
+    "GET_HITS",
+];
+
 /// `stats`: the main figures of every server (of `group`), then totals per
 /// group (in `--json`, records of `"kind": "group"` after the servers' of
 /// `"kind": "server"`); exit 1 if a server did not answer.
@@ -141,19 +156,7 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
         }
     }
     let all = client.stats(None).await?;
-    let mut report = Report::new(&[
-        "GROUP",
-        "SERVER",
-        "VERSION",
-        "UPTIME",
-        "ITEMS",
-        "HIT RATIO",
-        "BYTES",
-        "CONNS",
-        "EVICTIONS",
-        "CMD_SET",
-        "GET_HITS",
-    ]);
+    let mut report = Report::new(&SUMMARY);
     // Per group: the sums, the servers that answered, the servers.
     let mut totals: Vec<(String, [u64; 7], usize, usize)> = Vec::new();
     let mut unreachable = 0;
@@ -211,7 +214,7 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
                 unreachable += 1;
                 // Its figures are unknown; why, on stderr.
                 let mut row = vec![s.group.clone(), s.server.clone()];
-                row.resize(11, "-".to_string());
+                row.resize(SUMMARY.len(), "-".to_string());
                 report.row(row);
                 let why = e.chain();
                 match e.server() {
