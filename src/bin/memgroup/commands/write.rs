@@ -229,25 +229,15 @@ impl ValueType {
     fn storable(self, format: ValueFormat) -> Result<(), Failure> {
         let typed = !matches!(self, ValueType::String | ValueType::Bytes);
         if typed && matches!(format, ValueFormat::Raw) {
+            // The name `--type` took, as clap knows it.
+            let name = clap::ValueEnum::to_possible_value(&self)
+                .map_or_else(String::new, |v| v.get_name().to_string());
             return Err(Failure::Usage(format!(
-                "--type {} needs a value format that stores types (--value-format \
-                 whalin, spymemcached or python-memcached); the raw format stores bytes",
-                self.name()
+                "--type {name} needs a value format that stores types (--value-format \
+                 whalin, spymemcached or python-memcached); the raw format stores bytes"
             )));
         }
         Ok(())
-    }
-
-    /// The name `--type` takes.
-    fn name(self) -> &'static str {
-        match self {
-            ValueType::String => "string",
-            ValueType::Bytes => "bytes",
-            ValueType::Int => "int",
-            ValueType::Long => "long",
-            ValueType::Bool => "bool",
-            ValueType::Double => "double",
-        }
     }
 
     fn parse(self, data: &[u8]) -> Result<Value, Failure> {
