@@ -723,7 +723,7 @@ fn loadavg() -> String {
 /// with 2 workers.
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(env_num("COMPARE_WORKERS", 2) as usize)
         .enable_all()
         .build()
         .expect("tokio runtime")

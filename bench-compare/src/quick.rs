@@ -80,6 +80,9 @@ pub(crate) fn run(rows: &str, secs: Duration) {
     let tls_server = wants("tls4").then(|| TlsServer::start(&rt));
     // `COMPARE_PEERS=0`: memgroup alone (for a profile).
     let alone = std::env::var("COMPARE_PEERS").as_deref() == Ok("0");
+    // `COMPARE_PEERS=NAME`: that client alone (in the `seq` row too).
+    let only = std::env::var("COMPARE_PEERS").unwrap_or_default();
+    let runs = |name: &str| only.len() < 2 || name == only;
     for row in rows.split(',') {
         let mut results: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
         let mut push = |name, r| match results.iter_mut().find(|(n, _)| *n == name) {
@@ -90,45 +93,51 @@ pub(crate) fn run(rows: &str, secs: Duration) {
             eprintln!("{row}: round {} / {rounds} …", round + 1);
             match row {
                 "seq" => {
-                    let mg = memgroup_client(&rt, &[one], 1);
-                    let (c, k) = (mg.clone(), keys.clone());
-                    push(
-                        "memgroup get",
-                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-                            c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
-                        ))),
-                    );
-                    let (c, k) = (mg.clone(), keys.clone());
-                    push(
-                        "memgroup set",
-                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
-                            c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
-                        ))),
-                    );
+                    if runs("memgroup") {
+                        let mg = memgroup_client(&rt, &[one], 1);
+                        let (c, k) = (mg.clone(), keys.clone());
+                        push(
+                            "memgroup get",
+                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                                c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
+                            ))),
+                        );
+                        let (c, k) = (mg.clone(), keys.clone());
+                        push(
+                            "memgroup set",
+                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
+                                c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
+                            ))),
+                        );
+                    }
                     if alone {
                         continue;
                     }
-                    let (mut c, k) = (memcache_async_client(&rt, one), keys.clone());
-                    push(
-                        "memcache-async get",
-                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-                            c.get(&k[i % KEYS]).await.expect("get").len()
-                        ))),
-                    );
-                    let mut mr = memcached_rs_client(&[one]);
-                    push(
-                        "memcached-rs get",
-                        lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
-                            value_ok(mr.get(keys[i % KEYS].as_bytes()).expect("get").0.len())
-                        })),
-                    );
-                    push(
-                        "memcached-rs set",
-                        lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
-                            mr.set(keys[i % KEYS].as_bytes(), &VALUE[..], 0, 0)
-                                .expect("set")
-                        })),
-                    );
+                    if runs("memcache-async") {
+                        let (mut c, k) = (memcache_async_client(&rt, one), keys.clone());
+                        push(
+                            "memcache-async get",
+                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                                c.get(&k[i % KEYS]).await.expect("get").len()
+                            ))),
+                        );
+                    }
+                    if runs("memcached-rs") {
+                        let mut mr = memcached_rs_client(&[one]);
+                        push(
+                            "memcached-rs get",
+                            lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                                value_ok(mr.get(keys[i % KEYS].as_bytes()).expect("get").0.len())
+                            })),
+                        );
+                        push(
+                            "memcached-rs set",
+                            lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                                mr.set(keys[i % KEYS].as_bytes(), &VALUE[..], 0, 0)
+                                    .expect("set")
+                            })),
+                        );
+                    }
                 }
                 "multi" => {
                     let batches: Arc<Vec<Vec<String>>> = Arc::new(
@@ -224,13 +233,9 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                         ("memcache-async", Config::MemcacheAsync),
                         ("memcached-rs", Config::MemcachedRs),
                     ];
-                    let only = std::env::var("COMPARE_PEERS").unwrap_or_default();
                     let configs: Vec<_> = configs
                         .into_iter()
-                        .filter(|(name, _)| {
-                            (!alone || name.starts_with("memgroup"))
-                                && (only.len() < 2 || *name == only)
-                        })
+                        .filter(|(name, _)| (!alone || name.starts_with("memgroup")) && runs(name))
                         .collect();
                     for k in 0..configs.len() {
                         let (name, config) = configs[(k + round) % configs.len()];
