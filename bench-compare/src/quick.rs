@@ -145,31 +145,37 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                             .map(|b| keys[b * MULTI_KEYS..(b + 1) * MULTI_KEYS].to_vec())
                             .collect(),
                     );
-                    let mg = memgroup_client(&rt, &[one], 1);
-                    let b = batches.clone();
-                    push(
-                        "memgroup get_multi 100",
-                        lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-                            mg.get_multi(&b[i % b.len()]).await.unwrap().hit_count(),
-                            MULTI_KEYS
-                        ))),
-                    );
-                    let (mut c, b) = (memcache_async_client(&rt, one), batches.clone());
-                    push(
-                        "memcache-async get_multi",
-                        lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-                            c.get_multi(&b[i % b.len()]).await.expect("multi").len(),
-                            MULTI_KEYS
-                        ))),
-                    );
-                    let (mut c, b) = (crate::async_memcached_client(&rt, one), batches.clone());
-                    push(
-                        "async-memcached get_multi",
-                        lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-                            c.get_multi(&b[i % b.len()]).await.unwrap().len(),
-                            MULTI_KEYS
-                        ))),
-                    );
+                    if runs("memgroup") {
+                        let mg = memgroup_client(&rt, &[one], 1);
+                        let b = batches.clone();
+                        push(
+                            "memgroup get_multi 100",
+                            lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+                                mg.get_multi(&b[i % b.len()]).await.unwrap().hit_count(),
+                                MULTI_KEYS
+                            ))),
+                        );
+                    }
+                    if runs("memcache-async") && !alone {
+                        let (mut c, b) = (memcache_async_client(&rt, one), batches.clone());
+                        push(
+                            "memcache-async get_multi",
+                            lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+                                c.get_multi(&b[i % b.len()]).await.expect("multi").len(),
+                                MULTI_KEYS
+                            ))),
+                        );
+                    }
+                    if runs("async-memcached") && !alone {
+                        let (mut c, b) = (crate::async_memcached_client(&rt, one), batches.clone());
+                        push(
+                            "async-memcached get_multi",
+                            lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+                                c.get_multi(&b[i % b.len()]).await.unwrap().len(),
+                                MULTI_KEYS
+                            ))),
+                        );
+                    }
                 }
                 "tls4" => {
                     let tls_pid = tls_server.as_ref().and_then(|t| t.server.pid());

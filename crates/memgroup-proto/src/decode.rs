@@ -644,12 +644,12 @@ fn offset(line: &[u8], part: &[u8]) -> Range<usize> {
     start..start + part.len()
 }
 
-type In<'a> = &'a [u8];
+pub(crate) type In<'a> = &'a [u8];
 
 /// A space-delimited field. Reply lines never hold CR or LF, so the field
 /// simply runs to the next space (searched a word at a time: keys are the
 /// longest fields of the hottest line).
-fn token(i: In<'_>) -> IResult<In<'_>, In<'_>> {
+pub(crate) fn token(i: In<'_>) -> IResult<In<'_>, In<'_>> {
     let end = find_byte(i, b' ').unwrap_or(i.len());
     if end == 0 {
         return Err(nom::Err::Error(nom::error::Error::new(
@@ -660,13 +660,13 @@ fn token(i: In<'_>) -> IResult<In<'_>, In<'_>> {
     Ok((&i[end..], &i[..end]))
 }
 
-fn sp(i: &[u8]) -> IResult<&[u8], &[u8]> {
+pub(crate) fn sp(i: &[u8]) -> IResult<&[u8], &[u8]> {
     tag(&b" "[..]).parse(i)
 }
 
 /// A decimal `u64`, rejecting overflow. Hand-rolled rather than nom's
 /// generic number parser because header numbers are on the hottest path.
-fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
+pub(crate) fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
     let digits = i.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 || digits > 20 {
         return Err(nom::Err::Error(nom::error::Error::new(
@@ -686,7 +686,7 @@ fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
     Ok((&i[digits..], n))
 }
 
-fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
+pub(crate) fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
     let (rest, n) = dec_u64(i)?;
     match u32::try_from(n) {
         Ok(n) => Ok((rest, n)),
@@ -697,15 +697,24 @@ fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
     }
 }
 
-/// `VALUE <key> <flags> <bytes> [<cas>]`, after the `VALUE ` prefix.
-fn value_fields(i: In<'_>) -> IResult<In<'_>, (In<'_>, u32, u64, Option<u64>)> {
-    all_consuming((
-        token,
-        preceded(sp, dec_u32),
-        preceded(sp, dec_u64),
-        opt(preceded(sp, dec_u64)),
-    ))
-    .parse(i)
+/// `VALUE <key> <flags> <bytes> [<cas>]`, after the `VALUE ` prefix: the
+/// key (up to the first space), then the numbers, one space before each, and
+/// nothing after. The line every hit arrives on, so its fields are taken one
+/// after the other without a combinator chain (which cost about twice the
+/// instructions per value).
+pub(crate) fn value_fields(i: In<'_>) -> Option<(In<'_>, u32, u64, Option<u64>)> {
+    let (rest, key) = token(i).ok()?;
+    let (rest, flags) = dec_u32(rest.strip_prefix(b" ")?).ok()?;
+    let (rest, len) = dec_u64(rest.strip_prefix(b" ")?).ok()?;
+    let cas = match rest {
+        [] => None,
+        [b' ', cas @ ..] => match dec_u64(cas).ok()? {
+            ([], cas) => Some(cas),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some((key, flags, len, cas))
 }
 
 /// `STAT <name> <value>`, after the `STAT ` prefix; the value may hold spaces.
@@ -738,8 +747,8 @@ fn classify(line: &[u8]) -> Result<Line, ProtoError> {
 
 fn classify_fields(line: &[u8]) -> Result<Line, ProtoError> {
     if let Some(fields) = line.strip_prefix(b"VALUE ") {
-        let (_, (key, flags, len, cas)) =
-            value_fields(fields).map_err(|_| malformed("bad VALUE header", line))?;
+        let (key, flags, len, cas) =
+            value_fields(fields).ok_or_else(|| malformed("bad VALUE header", line))?;
         return Ok(Line::Value {
             key: offset(line, key),
             flags,
@@ -748,8 +757,8 @@ fn classify_fields(line: &[u8]) -> Result<Line, ProtoError> {
         });
     }
     if let Some(fields) = line.strip_prefix(b"CONFIG ") {
-        let (_, (key, flags, len, cas)) =
-            value_fields(fields).map_err(|_| malformed("bad CONFIG header", line))?;
+        let (key, flags, len, cas) =
+            value_fields(fields).ok_or_else(|| malformed("bad CONFIG header", line))?;
         if cas.is_some() {
             return Err(malformed("bad CONFIG header", line));
         }

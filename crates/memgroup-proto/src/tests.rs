@@ -1062,8 +1062,70 @@ fn decode_chunked(
     Ok(out)
 }
 
+/// A `VALUE` header's fields after the prefix, by the grammar written as a
+/// nom chain: the reference the decoder's hand-split reading must match.
+fn value_fields_by_grammar(i: &[u8]) -> Option<(&[u8], u32, u64, Option<u64>)> {
+    use crate::decode::{dec_u32, dec_u64, sp, token};
+    use nom::Parser;
+    use nom::combinator::{all_consuming, opt};
+    use nom::sequence::preceded;
+    all_consuming((
+        token,
+        preceded(sp, dec_u32),
+        preceded(sp, dec_u64),
+        opt(preceded(sp, dec_u64)),
+    ))
+    .parse(i)
+    .ok()
+    .map(|(_, fields)| fields)
+}
+
+/// `VALUE` headers (after the prefix), well and badly formed: each field
+/// and separator drawn from its edge cases.
+fn value_header() -> impl Strategy<Value = String> {
+    let pick = |v: &[&'static str]| prop::sample::select(v.to_vec());
+    let key = pick(&["k", "key:1", "", "x\t"]);
+    let sep = pick(&[" ", " ", " ", "  ", "", "\t"]);
+    let num = pick(&[
+        "0",
+        "7",
+        "00",
+        "4294967295",
+        "4294967296",
+        "18446744073709551615",
+        "18446744073709551616",
+        "99999999999999999999",
+        "-1",
+        "7x",
+        "",
+    ]);
+    let tail = pick(&["", "", " ", "x"]);
+    (
+        key,
+        sep.clone(),
+        num.clone(),
+        sep.clone(),
+        num.clone(),
+        prop::option::of((sep, num)),
+        tail,
+    )
+        .prop_map(|(key, s1, n1, s2, n2, cas, tail)| {
+            let cas = cas.map_or(String::new(), |(s, n)| format!("{s}{n}"));
+            format!("{key}{s1}{n1}{s2}{n2}{cas}{tail}")
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn value_header_reads_as_its_grammar(line in value_header()) {
+        prop_assert_eq!(
+            crate::decode::value_fields(line.as_bytes()),
+            value_fields_by_grammar(line.as_bytes()),
+            "{:?}", line
+        );
+    }
 
     #[test]
     fn decodes_any_split(

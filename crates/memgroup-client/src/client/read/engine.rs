@@ -103,10 +103,11 @@ impl<'a, T> KeyRead<'a, T> {
         Some(target)
     }
 
-    /// The key's result once the engine is done with it.
-    pub(super) fn outcome(self, snap: &Snapshot, pool: &Pool) -> Result<Option<T>, Error> {
+    /// The key's result once the engine is done with it, taken out of the
+    /// walk (which is not moved: its cursor is most of its size).
+    pub(super) fn outcome(&mut self, snap: &Snapshot, pool: &Pool) -> Result<Option<T>, Error> {
         if self.hit.is_some() {
-            return Ok(self.hit);
+            return Ok(self.hit.take());
         }
         if self.cursor.groups_tried() == 0 {
             // Backed off because it refused our login: say so.
@@ -126,7 +127,7 @@ impl<'a, T> KeyRead<'a, T> {
             }
             return Err(error);
         }
-        match self.error {
+        match self.error.take() {
             Some(e) if !self.answered => Err(e),
             _ => Ok(None),
         }

@@ -156,7 +156,7 @@ impl Client {
         if repairing {
             self.read_repair(&snap, &reads, since);
         }
-        let [read] = reads;
+        let [read] = &mut reads;
         let at = read.hit_at;
         let mut result = read.outcome(&snap, &self.inner.pool);
         if let (Some(original), Ok(hit)) = (&wire.long, &mut result) {
@@ -326,7 +326,7 @@ impl Client {
             self.read_repair(&snap, &reads, since);
         }
         let outcomes = reads
-            .into_iter()
+            .iter_mut()
             .zip(&wires)
             .map(|(read, wire)| {
                 read.outcome(&snap, &self.inner.pool).map(|hit| {
