@@ -664,24 +664,29 @@ pub(crate) fn sp(i: &[u8]) -> IResult<&[u8], &[u8]> {
     tag(&b" "[..]).parse(i)
 }
 
-/// A decimal `u64`, rejecting overflow. Hand-rolled rather than nom's
-/// generic number parser because header numbers are on the hottest path.
+/// A decimal `u64` of at most 20 digits, rejecting overflow. Hand-rolled
+/// rather than nom's generic number parser because header numbers are on the
+/// hottest path: one pass, each digit checked and added as it is met.
 pub(crate) fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
-    let digits = i.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 20 {
-        return Err(nom::Err::Error(nom::error::Error::new(
-            i,
-            nom::error::ErrorKind::Digit,
-        )));
-    }
+    let error = |kind| Err(nom::Err::Error(nom::error::Error::new(i, kind)));
     let mut n: u64 = 0;
-    for &d in &i[..digits] {
-        n = n
-            .checked_mul(10)
-            .and_then(|n| n.checked_add(u64::from(d - b'0')))
-            .ok_or_else(|| {
-                nom::Err::Error(nom::error::Error::new(i, nom::error::ErrorKind::TooLarge))
-            })?;
+    let mut digits = 0;
+    for &b in i {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if digits == 20 {
+            return error(nom::error::ErrorKind::Digit);
+        }
+        match n.checked_mul(10).and_then(|n| n.checked_add(u64::from(d))) {
+            Some(m) => n = m,
+            None => return error(nom::error::ErrorKind::TooLarge),
+        }
+        digits += 1;
+    }
+    if digits == 0 {
+        return error(nom::error::ErrorKind::Digit);
     }
     Ok((&i[digits..], n))
 }

@@ -1119,6 +1119,14 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
+    fn header_numbers_read_as_decimal(digits in "[0-9]{0,24}", tail in "|[ a-z]") {
+        let text = format!("{digits}{tail}");
+        let by_std = (1..=20).contains(&digits.len()).then(|| digits.parse::<u64>().ok()).flatten();
+        let got = crate::decode::dec_u64(text.as_bytes()).ok();
+        prop_assert_eq!(got.map(|(rest, n)| (rest.len(), n)), by_std.map(|n| (tail.len(), n)));
+    }
+
+    #[test]
     fn value_header_reads_as_its_grammar(line in value_header()) {
         prop_assert_eq!(
             crate::decode::value_fields(line.as_bytes()),
