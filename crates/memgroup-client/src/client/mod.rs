@@ -135,11 +135,17 @@ pub(crate) struct WireKey<'k> {
     pub(crate) bytes: Cow<'k, [u8]>,
     /// For a long key stored under a digest: the key its envelope holds.
     pub(crate) long: Option<Vec<u8>>,
+    /// The key as validated, when it is the caller's own bytes (the usual
+    /// case: no transform, not long), so it is not checked again.
+    checked: Option<Key<'k>>,
 }
 
 impl WireKey<'_> {
     pub(crate) fn key(&self) -> Key<'_> {
-        Key::new(&self.bytes).expect("validated when made")
+        match self.checked {
+            Some(key) => key,
+            None => Key::new(&self.bytes).expect("validated when made"),
+        }
     }
 }
 
@@ -317,10 +323,21 @@ impl Client {
             return Ok(WireKey {
                 long: Some(bytes.into_owned()),
                 bytes: Cow::Owned(short),
+                checked: None,
             });
         }
-        Key::new(&bytes).map_err(|e| Error::invalid_key(key, e))?;
-        Ok(WireKey { bytes, long: None })
+        let checked = match bytes {
+            Cow::Borrowed(own) => Some(Key::new(own).map_err(|e| Error::invalid_key(key, e))?),
+            Cow::Owned(ref owned) => {
+                Key::new(owned).map_err(|e| Error::invalid_key(key, e))?;
+                None
+            }
+        };
+        Ok(WireKey {
+            bytes,
+            long: None,
+            checked,
+        })
     }
 
     pub(crate) fn check_value(&self, value: &[u8]) -> Result<(), Error> {
