@@ -188,6 +188,25 @@ fn flush_needs_yes_and_stats_reports_every_server() {
     let one = memgroup(&["--servers", &b[0].addr_string(), "flush", "--yes"]);
     assert!(one.status.success(), "{}", stderr(&one));
     assert_eq!(raw::get(b[0].addr(), b"k"), None);
+    // A zone no group has is refused (every read would be remote), naming
+    // the zones there are, or saying that a plain server list has none.
+    let o = run(&["--zone", "nope", "get", "k"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(r#"zone "nope" is no group's zone (the groups' zones: sg1, sg2)"#),
+        "{}",
+        stderr(&o)
+    );
+    let o = memgroup(&[
+        "--servers",
+        &b[0].addr_string(),
+        "--zone",
+        "sg1",
+        "get",
+        "k",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no group has a zone"), "{}", stderr(&o));
     let o = run(&["flush", "--group", "nope", "--yes"]);
     assert_eq!(o.status.code(), Some(2));
     // The error names the groups the cluster has.

@@ -188,6 +188,11 @@ impl fmt::Display for TopologyError {
                 "{token:?} is a server group (EVCache form name=host:port,…;…), not a server: \
                  give groups as groups (--groups, MEMGROUP_GROUPS, ClusterSpec::parse_evcache)"
             ),
+            TopologyError::UnknownZone { zone, zones } if zones.is_empty() => write!(
+                f,
+                "zone {zone:?} is no group's zone: no group has a zone (a plain server list \
+                 has none; give each group its zone, e.g. `zone = \"…\"` in cluster.toml)"
+            ),
             TopologyError::UnknownZone { zone, zones } => write!(
                 f,
                 "zone {zone:?} is no group's zone (the groups' zones: {})",
