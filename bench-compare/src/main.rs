@@ -48,7 +48,11 @@
 //!
 //! Environment: `COMPARE_SECS` (measured seconds per throughput run, default
 //! 3), `COMPARE_ROUNDS` (interleaved rounds per throughput config, best one
-//! reported, default 2; each round starts with a different client).
+//! reported, default 2; each round starts with a different client),
+//! `COMPARE_SEQ_ROUNDS` (rounds of the sequential and 1-server `get_multi`
+//! rows, each client once per round in a rotated order, the median round
+//! reported, default 5: one run of such a row moves by a fifth or more on a
+//! busy machine).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -211,6 +215,24 @@ impl Lat {
 impl fmt::Display for Lat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:.1} / {:.1} / {:.1}", self.mean, self.p50, self.p99)
+    }
+}
+
+/// A sequential row's rounds, by row name.
+#[derive(Default)]
+struct Samples(HashMap<&'static str, Vec<Lat>>);
+
+impl Samples {
+    fn push(&mut self, name: &'static str, lat: Lat) {
+        self.0.entry(name).or_default().push(lat);
+    }
+
+    /// The row's median round by mean latency (its p50, p99 and CPU are
+    /// that round's).
+    fn median(&self, name: &str) -> Lat {
+        let mut rounds = self.0[name].clone();
+        rounds.sort_by(|a, b| a.mean.total_cmp(&b.mean));
+        rounds[rounds.len() / 2]
     }
 }
 
@@ -780,52 +802,146 @@ fn main() {
     );
     let rt = runtime();
 
-    // 1. Sequential latency on one connection.
-    eprintln!("sequential latency …");
-    let mg = memgroup_client(&rt, &[one], 1);
-    let mg_get = {
-        let (c, k) = (mg.clone(), keys.clone());
-        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-            c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
-        ))
-    };
-    let mg_set = {
-        let (c, k) = (mg.clone(), keys.clone());
-        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
-            c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
-        ))
-    };
-    drop(mg);
+    // 1. Sequential latency on one connection: each client once per round,
+    // the round order rotated, and each row its client's median round (one
+    // run of a sequential row moves by a fifth on a busy machine).
     let tls_server = TlsServer::start(&rt);
-    let mg_tls = tls_server.client(&rt);
-    let mg_tls_get = {
-        let (c, k) = (mg_tls.clone(), keys.clone());
-        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-            c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
-        ))
-    };
-    let mg_tls_set = {
-        let (c, k) = (mg_tls.clone(), keys.clone());
-        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
-            c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
-        ))
-    };
-    drop(mg_tls);
-
-    let mc = memcache_client(&[one], 1);
-    let mc_get = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
-        value_ok(
-            mc.get::<Vec<u8>>(&keys[i % KEYS])
-                .unwrap()
-                .expect("hit")
-                .len(),
-        );
-    });
-    let mc_set = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
-        mc.set(&keys[i % KEYS], &VALUE[..], 0).unwrap();
-    });
-    drop(mc);
-    // The crate's stock constructor: binary protocol, r2d2 check-out test on.
+    let seq_rounds = env_num("COMPARE_SEQ_ROUNDS", 5) as usize;
+    let mut seq = Samples::default();
+    type Step<'a> = Box<dyn Fn() -> Vec<(&'static str, Lat)> + 'a>;
+    let seq_steps: Vec<Step<'_>> = vec![
+        Box::new(|| {
+            let mg = memgroup_client(&rt, &[one], 1);
+            let (c, k) = (mg.clone(), keys.clone());
+            let get = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
+            ));
+            let (c, k) = (mg.clone(), keys.clone());
+            let set = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
+                c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
+            ));
+            vec![("mg_get", get), ("mg_set", set)]
+        }),
+        Box::new(|| {
+            let mg_tls = tls_server.client(&rt);
+            let (c, k) = (mg_tls.clone(), keys.clone());
+            let get = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
+            ));
+            let (c, k) = (mg_tls.clone(), keys.clone());
+            let set = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
+                c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
+            ));
+            vec![("mg_tls_get", get), ("mg_tls_set", set)]
+        }),
+        Box::new(|| {
+            let mc = memcache_client(&[one], 1);
+            let get = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                value_ok(
+                    mc.get::<Vec<u8>>(&keys[i % KEYS])
+                        .unwrap()
+                        .expect("hit")
+                        .len(),
+                );
+            });
+            let set = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                mc.set(&keys[i % KEYS], &VALUE[..], 0).unwrap();
+            });
+            vec![("mc_get", get), ("mc_set", set)]
+        }),
+        Box::new(|| {
+            let get = {
+                let (mut c, k) = (async_memcached_client(&rt, one), keys.clone());
+                time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                    c.get(&k[i % KEYS])
+                        .await
+                        .unwrap()
+                        .expect("hit")
+                        .data
+                        .unwrap()
+                        .len()
+                ))
+            };
+            let set = {
+                let (mut c, k) = (async_memcached_client(&rt, one), keys.clone());
+                time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| c
+                    .set(&k[i % KEYS], &VALUE[..], None, None)
+                    .await
+                    .unwrap())
+            };
+            vec![("am_get", get), ("am_set", set)]
+        }),
+        Box::new(|| {
+            let get = {
+                let (mut c, k) = (memcache_async_client(&rt, one), keys.clone());
+                time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                    c.get(&k[i % KEYS])
+                        .await
+                        .expect("memcache-async get of a pre-set key")
+                        .len()
+                ))
+            };
+            // `noreply`: the crate's `set` writes and returns without a reply.
+            let set = {
+                let (mut c, k) = (memcache_async_client(&rt, one), keys.clone());
+                time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| c
+                    .set(&k[i % KEYS], &VALUE[..], 0)
+                    .await
+                    .expect("memcache-async set"))
+            };
+            vec![("ma_get", get), ("ma_set", set)]
+        }),
+        Box::new(|| {
+            let mut mr = memcached_rs_client(&[one]);
+            let get = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                let (value, _flags) = mr
+                    .get(keys[i % KEYS].as_bytes())
+                    .expect("memcached-rs get of a pre-set key");
+                value_ok(value.len());
+            });
+            let set = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                mr.set(keys[i % KEYS].as_bytes(), &VALUE[..], 0, 0)
+                    .expect("memcached-rs set");
+            });
+            vec![("mr_get", get), ("mr_set", set)]
+        }),
+    ];
+    for round in 0..seq_rounds {
+        eprintln!("sequential latency, round {} / {seq_rounds} …", round + 1);
+        for k in 0..seq_steps.len() {
+            for (name, lat) in seq_steps[(k + round) % seq_steps.len()]() {
+                seq.push(name, lat);
+            }
+        }
+    }
+    drop(seq_steps);
+    let [
+        mg_get,
+        mg_set,
+        mg_tls_get,
+        mg_tls_set,
+        mc_get,
+        mc_set,
+        am_get,
+        am_set,
+        ma_get,
+        ma_set,
+    ] = [
+        "mg_get",
+        "mg_set",
+        "mg_tls_get",
+        "mg_tls_set",
+        "mc_get",
+        "mc_set",
+        "am_get",
+        "am_set",
+        "ma_get",
+        "ma_set",
+    ]
+    .map(|name| seq.median(name));
+    let [mr_get, mr_set] = ["mr_get", "mr_set"].map(|name| seq.median(name));
+    // The crate's stock constructor (binary protocol, r2d2 check-out test
+    // on): a reference row, once.
     let mc_stock = memcache::Client::connect(format!("memcache://{one}")).expect("memcache stock");
     let mc_stock_get = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
         value_ok(
@@ -837,56 +953,6 @@ fn main() {
         );
     });
     drop(mc_stock);
-
-    let am_get = {
-        let (mut c, k) = (async_memcached_client(&rt, one), keys.clone());
-        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-            c.get(&k[i % KEYS])
-                .await
-                .unwrap()
-                .expect("hit")
-                .data
-                .unwrap()
-                .len()
-        ))
-    };
-    let am_set = {
-        let (mut c, k) = (async_memcached_client(&rt, one), keys.clone());
-        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| c
-            .set(&k[i % KEYS], &VALUE[..], None, None)
-            .await
-            .unwrap())
-    };
-    let ma_get = {
-        let (mut c, k) = (memcache_async_client(&rt, one), keys.clone());
-        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-            c.get(&k[i % KEYS])
-                .await
-                .expect("memcache-async get of a pre-set key")
-                .len()
-        ))
-    };
-    // `noreply`: the crate's `set` writes and returns without a reply.
-    let ma_set = {
-        let (mut c, k) = (memcache_async_client(&rt, one), keys.clone());
-        time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| c
-            .set(&k[i % KEYS], &VALUE[..], 0)
-            .await
-            .expect("memcache-async set"))
-    };
-
-    let mut mr = memcached_rs_client(&[one]);
-    let mr_get = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
-        let (value, _flags) = mr
-            .get(keys[i % KEYS].as_bytes())
-            .expect("memcached-rs get of a pre-set key");
-        value_ok(value.len());
-    });
-    let mr_set = time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
-        mr.set(keys[i % KEYS].as_bytes(), &VALUE[..], 0, 0)
-            .expect("memcached-rs set");
-    });
-    drop(mr);
 
     // 2 + 4. Throughput and CPU per op, rounds interleaved, best round kept.
     let configs = [
@@ -977,15 +1043,6 @@ fn main() {
         assert_eq!(found.unwrap(), MULTI_KEYS);
     });
     drop(mg3);
-    let mg1 = memgroup_client(&rt, &[one], 1);
-    let mg_multi1 = {
-        let (c, b) = (mg1.clone(), batches.clone());
-        time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-            c.get_multi(&b[i % b.len()]).await.unwrap().hit_count(),
-            MULTI_KEYS
-        ))
-    };
-    drop(mg1);
 
     let refs: Vec<Vec<&str>> = batches
         .iter()
@@ -1000,42 +1057,81 @@ fn main() {
         assert_eq!(mc3.gets::<Vec<u8>>(&refs[7]).unwrap().len(), MULTI_KEYS);
     });
     drop(mc3);
-    let mc1 = memcache_client(&[one], 1);
-    let mc_multi1 = time_sync(MULTI_WARMUP, MULTI_CALLS, |i| {
-        let got = mc1.gets::<Vec<u8>>(&refs[i % refs.len()]).unwrap();
-        assert_eq!(got.len(), MULTI_KEYS);
-    });
-    drop(mc1);
 
-    let am_multi1 = {
-        let (mut c, b) = (async_memcached_client(&rt, one), batches.clone());
-        time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-            c.get_multi(&b[i % b.len()]).await.unwrap().len(),
-            MULTI_KEYS
-        ))
-    };
-    let ma_multi1 = {
-        let (mut c, b) = (memcache_async_client(&rt, one), batches.clone());
-        time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-            c.get_multi(&b[i % b.len()])
-                .await
-                .expect("memcache-async get_multi")
-                .len(),
-            MULTI_KEYS
-        ))
-    };
+    // The 1-server rows in rounds, like the sequential ones.
     let byte_refs: Vec<Vec<&[u8]>> = batches
         .iter()
         .map(|b| b.iter().map(String::as_bytes).collect())
         .collect();
-    let mut mr1 = memcached_rs_client(&[one]);
-    let mr_multi1 = time_sync(MULTI_WARMUP, MULTI_CALLS, |i| {
-        let got = mr1
-            .get_multi(&byte_refs[i % byte_refs.len()])
-            .expect("memcached-rs get_multi");
-        assert_eq!(got.len(), MULTI_KEYS);
-    });
-    drop(mr1);
+    let multi_steps: Vec<Step<'_>> = vec![
+        Box::new(|| {
+            let (c, b) = (memgroup_client(&rt, &[one], 1), batches.clone());
+            vec![(
+                "mg",
+                time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+                    c.get_multi(&b[i % b.len()]).await.unwrap().hit_count(),
+                    MULTI_KEYS
+                )),
+            )]
+        }),
+        Box::new(|| {
+            let mc1 = memcache_client(&[one], 1);
+            vec![(
+                "mc",
+                time_sync(MULTI_WARMUP, MULTI_CALLS, |i| {
+                    let got = mc1.gets::<Vec<u8>>(&refs[i % refs.len()]).unwrap();
+                    assert_eq!(got.len(), MULTI_KEYS);
+                }),
+            )]
+        }),
+        Box::new(|| {
+            let (mut c, b) = (async_memcached_client(&rt, one), batches.clone());
+            vec![(
+                "am",
+                time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+                    c.get_multi(&b[i % b.len()]).await.unwrap().len(),
+                    MULTI_KEYS
+                )),
+            )]
+        }),
+        Box::new(|| {
+            let (mut c, b) = (memcache_async_client(&rt, one), batches.clone());
+            vec![(
+                "ma",
+                time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
+                    c.get_multi(&b[i % b.len()])
+                        .await
+                        .expect("memcache-async get_multi")
+                        .len(),
+                    MULTI_KEYS
+                )),
+            )]
+        }),
+        Box::new(|| {
+            let mut mr1 = memcached_rs_client(&[one]);
+            vec![(
+                "mr",
+                time_sync(MULTI_WARMUP, MULTI_CALLS, |i| {
+                    let got = mr1
+                        .get_multi(&byte_refs[i % byte_refs.len()])
+                        .expect("memcached-rs get_multi");
+                    assert_eq!(got.len(), MULTI_KEYS);
+                }),
+            )]
+        }),
+    ];
+    let mut multi = Samples::default();
+    for round in 0..seq_rounds {
+        eprintln!("get_multi, 1 server, round {} / {seq_rounds} …", round + 1);
+        for k in 0..multi_steps.len() {
+            for (name, lat) in multi_steps[(k + round) % multi_steps.len()]() {
+                multi.push(name, lat);
+            }
+        }
+    }
+    drop(multi_steps);
+    let [mg_multi1, mc_multi1, am_multi1, ma_multi1, mr_multi1] =
+        ["mg", "mc", "am", "ma", "mr"].map(|name| multi.median(name));
     let load_after = loadavg();
     let two_groups = groups::report(&rt, addrs[0], addrs[1], secs);
     drop(rt);
@@ -1051,7 +1147,7 @@ fn main() {
     );
     println!();
     println!(
-        "{} CPUs; load average before {load_before}, after {load_after}. Throughput: {} s measured after {} ms warm-up, best of {rounds} interleaved rounds. Latency: mean / p50 / p99 µs.",
+        "{} CPUs; load average before {load_before}, after {load_after}. Throughput: {} s measured after {} ms warm-up, best of {rounds} interleaved rounds. Latency: mean / p50 / p99 µs; sequential and 1-server get_multi rows: each client's median of {seq_rounds} interleaved rounds.",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         secs.as_secs(),
         WARMUP.as_millis()
