@@ -47,8 +47,9 @@
 //! - The async clients run on a multi-thread tokio runtime with 2 workers.
 //!
 //! Environment: `COMPARE_SECS` (measured seconds per throughput run, default
-//! 3), `COMPARE_ROUNDS` (interleaved rounds per throughput config, best one
-//! reported, default 2; each round starts with a different client),
+//! 3), `COMPARE_ROUNDS` (interleaved rounds per throughput config, the
+//! median one reported, default 3; each round starts with a different
+//! client),
 //! `COMPARE_SEQ_ROUNDS` (rounds of the sequential and 1-server `get_multi`
 //! rows, each client once per round in a rotated order, the median round
 //! reported, default 5: one run of such a row moves by a fifth or more on a
@@ -779,7 +780,7 @@ fn main() {
     if let Ok(rows) = std::env::var("COMPARE_QUICK") {
         return quick::run(&rows, secs);
     }
-    let rounds = env_num("COMPARE_ROUNDS", 2) as usize;
+    let rounds = env_num("COMPARE_ROUNDS", 3) as usize;
     let load_before = loadavg();
     let version = Command::new("memcached")
         .arg("-V")
@@ -954,7 +955,7 @@ fn main() {
     });
     drop(mc_stock);
 
-    // 2 + 4. Throughput and CPU per op, rounds interleaved, best round kept.
+    // 2 + 4. Throughput and CPU per op, rounds interleaved, the median kept.
     let configs = [
         Config::Memgroup {
             pool: 1,
@@ -991,9 +992,9 @@ fn main() {
         Config::MemcacheAsync,
         Config::MemcachedRs,
     ];
-    let mut best: HashMap<(usize, usize), Tput> = HashMap::new();
-    // memcached's CPU µs per op in the run kept in `best`.
-    let mut server_cost: HashMap<(usize, usize), f64> = HashMap::new();
+    // Every round's run and memcached's CPU µs per op in it, per config and
+    // number in flight.
+    let mut runs: HashMap<(usize, usize), Vec<(Tput, f64)>> = HashMap::new();
     for round in 0..rounds {
         for &n in &IN_FLIGHT {
             // Each round starts with another client, so none always runs
@@ -1014,17 +1015,25 @@ fn main() {
                 let (cpu0, t0) = (server_cpu(pid), Instant::now());
                 let t = throughput(&rt, one, Some(&tls_server), &keys, config, n, secs);
                 let busy = (server_cpu(pid) - cpu0) / t0.elapsed().as_secs_f64();
-                let entry = best.entry((c, n)).or_default();
-                let errors = entry.errors + t.errors;
-                if t.ops_per_sec > entry.ops_per_sec {
-                    *entry = t;
-                    server_cost.insert((c, n), busy * 1e6 / t.ops_per_sec);
-                }
-                entry.errors = errors;
+                runs.entry((c, n))
+                    .or_default()
+                    .push((t, busy * 1e6 / t.ops_per_sec));
             }
         }
     }
-    let tput = |c: usize, n: usize| best[&(c, n)];
+    // Each config's median round by throughput (its CPU and the server's are
+    // that round's); the errors of every round.
+    let mut kept: HashMap<(usize, usize), Tput> = HashMap::new();
+    let mut server_cost: HashMap<(usize, usize), f64> = HashMap::new();
+    for (at, mut rounds) in runs {
+        let errors = rounds.iter().map(|(t, _)| t.errors).sum();
+        rounds.sort_by(|a, b| a.0.ops_per_sec.total_cmp(&b.0.ops_per_sec));
+        let (mut median, cost) = rounds[rounds.len() / 2];
+        median.errors = errors;
+        kept.insert(at, median);
+        server_cost.insert(at, cost);
+    }
+    let tput = |c: usize, n: usize| kept[&(c, n)];
 
     // 3. get_multi of 100 keys: 3 servers, and 1 server.
     eprintln!("get_multi …");
@@ -1147,7 +1156,7 @@ fn main() {
     );
     println!();
     println!(
-        "{} CPUs; load average before {load_before}, after {load_after}. Throughput: {} s measured after {} ms warm-up, best of {rounds} interleaved rounds. Latency: mean / p50 / p99 µs; sequential and 1-server get_multi rows: each client's median of {seq_rounds} interleaved rounds.",
+        "{} CPUs; load average before {load_before}, after {load_after}. Throughput: {} s measured after {} ms warm-up, median of {rounds} interleaved rounds. Latency: mean / p50 / p99 µs; sequential and 1-server get_multi rows: each client's median of {seq_rounds} interleaved rounds.",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         secs.as_secs(),
         WARMUP.as_millis()

@@ -150,6 +150,27 @@ fn get_set_delete_touch_incr_decr() {
     assert!(stderr(&o).contains("invalid key"), "{}", stderr(&o));
 }
 
+/// A zone no group has is refused (every read would be remote, silently),
+/// naming the zones there are, or saying that a plain server list has none.
+#[test]
+fn a_mistyped_zone_is_refused_naming_the_zones() {
+    let (a, b) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
+    let o = memgroup(&["--groups", &groups, "--zone", "nope", "get", "k"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(r#"zone "nope" is no group's zone (the groups' zones: sg1, sg2)"#),
+        "{}",
+        stderr(&o)
+    );
+    // The right zone reads (a miss: exit 1, no refusal).
+    let o = memgroup(&["--groups", &groups, "--zone", "sg2", "get", "k"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = memgroup(&["--servers", &a.addr_string(), "--zone", "sg1", "get", "k"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no group has a zone"), "{}", stderr(&o));
+}
+
 #[test]
 fn flush_needs_yes_and_stats_reports_every_server() {
     let a = [Memcached::spawn(), Memcached::spawn()];
@@ -188,25 +209,6 @@ fn flush_needs_yes_and_stats_reports_every_server() {
     let one = memgroup(&["--servers", &b[0].addr_string(), "flush", "--yes"]);
     assert!(one.status.success(), "{}", stderr(&one));
     assert_eq!(raw::get(b[0].addr(), b"k"), None);
-    // A zone no group has is refused (every read would be remote), naming
-    // the zones there are, or saying that a plain server list has none.
-    let o = run(&["--zone", "nope", "get", "k"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains(r#"zone "nope" is no group's zone (the groups' zones: sg1, sg2)"#),
-        "{}",
-        stderr(&o)
-    );
-    let o = memgroup(&[
-        "--servers",
-        &b[0].addr_string(),
-        "--zone",
-        "sg1",
-        "get",
-        "k",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no group has a zone"), "{}", stderr(&o));
     let o = run(&["flush", "--group", "nope", "--yes"]);
     assert_eq!(o.status.code(), Some(2));
     // The error names the groups the cluster has.

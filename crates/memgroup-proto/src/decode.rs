@@ -644,12 +644,12 @@ fn offset(line: &[u8], part: &[u8]) -> Range<usize> {
     start..start + part.len()
 }
 
-pub(crate) type In<'a> = &'a [u8];
+pub(super) type In<'a> = &'a [u8];
 
 /// A space-delimited field. Reply lines never hold CR or LF, so the field
 /// simply runs to the next space (searched a word at a time: keys are the
 /// longest fields of the hottest line).
-pub(crate) fn token(i: In<'_>) -> IResult<In<'_>, In<'_>> {
+pub(super) fn token(i: In<'_>) -> IResult<In<'_>, In<'_>> {
     let end = find_byte(i, b' ').unwrap_or(i.len());
     if end == 0 {
         return Err(nom::Err::Error(nom::error::Error::new(
@@ -660,14 +660,14 @@ pub(crate) fn token(i: In<'_>) -> IResult<In<'_>, In<'_>> {
     Ok((&i[end..], &i[..end]))
 }
 
-pub(crate) fn sp(i: &[u8]) -> IResult<&[u8], &[u8]> {
+pub(super) fn sp(i: &[u8]) -> IResult<&[u8], &[u8]> {
     tag(&b" "[..]).parse(i)
 }
 
 /// A decimal `u64` of at most 20 digits, rejecting overflow. Hand-rolled
 /// rather than nom's generic number parser because header numbers are on the
 /// hottest path: one pass, each digit checked and added as it is met.
-pub(crate) fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
+pub(super) fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
     let error = |kind| Err(nom::Err::Error(nom::error::Error::new(i, kind)));
     let mut n: u64 = 0;
     let mut digits = 0;
@@ -691,7 +691,7 @@ pub(crate) fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
     Ok((&i[digits..], n))
 }
 
-pub(crate) fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
+pub(super) fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
     let (rest, n) = dec_u64(i)?;
     match u32::try_from(n) {
         Ok(n) => Ok((rest, n)),
@@ -707,7 +707,7 @@ pub(crate) fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
 /// nothing after. The line every hit arrives on, so its fields are taken one
 /// after the other without a combinator chain (which cost about twice the
 /// instructions per value).
-pub(crate) fn value_fields(i: In<'_>) -> Option<(In<'_>, u32, u64, Option<u64>)> {
+pub(super) fn value_fields(i: In<'_>) -> Option<(In<'_>, u32, u64, Option<u64>)> {
     let (rest, key) = token(i).ok()?;
     let (rest, flags) = dec_u32(rest.strip_prefix(b" ")?).ok()?;
     let (rest, len) = dec_u64(rest.strip_prefix(b" ")?).ok()?;

@@ -1062,6 +1062,21 @@ fn decode_chunked(
     Ok(out)
 }
 
+/// Header numbers at their limits: the largest `u64` and one past it, and
+/// 20 digits against 21.
+#[test]
+fn header_numbers_at_their_limits() {
+    use crate::decode::dec_u64;
+    let read = |s: &str| dec_u64(s.as_bytes()).ok().map(|(rest, n)| (rest.len(), n));
+    assert_eq!(read("18446744073709551615"), Some((0, u64::MAX)));
+    assert_eq!(read("18446744073709551616"), None);
+    assert_eq!(read("00000000000000000001 x"), Some((2, 1)));
+    assert_eq!(read("000000000000000000001"), None);
+    assert_eq!(read("0"), Some((0, 0)));
+    assert_eq!(read(" 1"), None);
+    assert_eq!(read(""), None);
+}
+
 /// A `VALUE` header's fields after the prefix, by the grammar written as a
 /// nom chain: the reference the decoder's hand-split reading must match.
 fn value_fields_by_grammar(i: &[u8]) -> Option<(&[u8], u32, u64, Option<u64>)> {

@@ -191,7 +191,8 @@ impl fmt::Display for TopologyError {
             TopologyError::UnknownZone { zone, zones } if zones.is_empty() => write!(
                 f,
                 "zone {zone:?} is no group's zone: no group has a zone (a plain server list \
-                 has none; give each group its zone, e.g. `zone = \"…\"` in cluster.toml)"
+                 has none; give each group its own, e.g. `zone = \"…\"` in each [[groups]] \
+                 entry of cluster.toml)"
             ),
             TopologyError::UnknownZone { zone, zones } => write!(
                 f,

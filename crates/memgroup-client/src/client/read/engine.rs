@@ -104,7 +104,8 @@ impl<'a, T> KeyRead<'a, T> {
     }
 
     /// The key's result once the engine is done with it, taken out of the
-    /// walk (which is not moved: its cursor is most of its size).
+    /// walk (which is not moved: its cursor is most of its size). Call it
+    /// once, last: the hit and the error are gone after it.
     pub(super) fn outcome(&mut self, snap: &Snapshot, pool: &Pool) -> Result<Option<T>, Error> {
         if self.hit.is_some() {
             return Ok(self.hit.take());

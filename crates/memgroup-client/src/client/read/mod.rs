@@ -337,6 +337,8 @@ impl Client {
                 })
             })
             .collect();
+        // The walks (hundreds of bytes a key) are done with.
+        drop(reads);
         let mut found = MultiGet::new(keys, slot, first, seen, outcomes);
         self.drop_stubs(&mut found).await;
         trace::operation_done(&span, &found);
