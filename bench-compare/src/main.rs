@@ -219,11 +219,30 @@ impl fmt::Display for Lat {
     }
 }
 
+/// One client's part of a round of sequential rows: its rows, measured.
+type Step<'a> = Box<dyn Fn() -> Vec<(&'static str, Lat)> + 'a>;
+
 /// A sequential row's rounds, by row name.
 #[derive(Default)]
 struct Samples(HashMap<&'static str, Vec<Lat>>);
 
 impl Samples {
+    /// Runs every step once a round for `rounds` rounds, each round starting
+    /// at the next step (so no client always runs first, or right after the
+    /// same neighbour), and keeps what they measured.
+    fn of_rounds(steps: &[Step<'_>], rounds: usize, what: &str) -> Samples {
+        let mut samples = Samples::default();
+        for round in 0..rounds {
+            eprintln!("{what}, round {} / {rounds} …", round + 1);
+            for k in 0..steps.len() {
+                for (name, lat) in steps[(k + round) % steps.len()]() {
+                    samples.push(name, lat);
+                }
+            }
+        }
+        samples
+    }
+
     fn push(&mut self, name: &'static str, lat: Lat) {
         self.0.entry(name).or_default().push(lat);
     }
@@ -274,6 +293,23 @@ macro_rules! time_async {
 }
 
 mod quick;
+
+/// memgroup's sequential get and set rows, on `client`.
+fn memgroup_seq(
+    rt: &Runtime,
+    client: &memgroup_client::Client,
+    keys: &Arc<Vec<String>>,
+) -> [Lat; 2] {
+    let (c, k) = (client.clone(), keys.clone());
+    let get = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+        c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
+    ));
+    let (c, k) = (client.clone(), keys.clone());
+    let set = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
+        c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
+    ));
+    [get, set]
+}
 
 /// This process's user + system CPU time (the memcached servers are other
 /// processes and are not counted).
@@ -808,31 +844,13 @@ fn main() {
     // run of a sequential row moves by a fifth on a busy machine).
     let tls_server = TlsServer::start(&rt);
     let seq_rounds = env_num("COMPARE_SEQ_ROUNDS", 5) as usize;
-    let mut seq = Samples::default();
-    type Step<'a> = Box<dyn Fn() -> Vec<(&'static str, Lat)> + 'a>;
     let seq_steps: Vec<Step<'_>> = vec![
         Box::new(|| {
-            let mg = memgroup_client(&rt, &[one], 1);
-            let (c, k) = (mg.clone(), keys.clone());
-            let get = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-                c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
-            ));
-            let (c, k) = (mg.clone(), keys.clone());
-            let set = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
-                c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
-            ));
+            let [get, set] = memgroup_seq(&rt, &memgroup_client(&rt, &[one], 1), &keys);
             vec![("mg_get", get), ("mg_set", set)]
         }),
         Box::new(|| {
-            let mg_tls = tls_server.client(&rt);
-            let (c, k) = (mg_tls.clone(), keys.clone());
-            let get = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-                c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
-            ));
-            let (c, k) = (mg_tls.clone(), keys.clone());
-            let set = time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
-                c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
-            ));
+            let [get, set] = memgroup_seq(&rt, &tls_server.client(&rt), &keys);
             vec![("mg_tls_get", get), ("mg_tls_set", set)]
         }),
         Box::new(|| {
@@ -907,14 +925,7 @@ fn main() {
             vec![("mr_get", get), ("mr_set", set)]
         }),
     ];
-    for round in 0..seq_rounds {
-        eprintln!("sequential latency, round {} / {seq_rounds} …", round + 1);
-        for k in 0..seq_steps.len() {
-            for (name, lat) in seq_steps[(k + round) % seq_steps.len()]() {
-                seq.push(name, lat);
-            }
-        }
-    }
+    let seq = Samples::of_rounds(&seq_steps, seq_rounds, "sequential latency");
     drop(seq_steps);
     let [
         mg_get,
@@ -1129,15 +1140,7 @@ fn main() {
             )]
         }),
     ];
-    let mut multi = Samples::default();
-    for round in 0..seq_rounds {
-        eprintln!("get_multi, 1 server, round {} / {seq_rounds} …", round + 1);
-        for k in 0..multi_steps.len() {
-            for (name, lat) in multi_steps[(k + round) % multi_steps.len()]() {
-                multi.push(name, lat);
-            }
-        }
-    }
+    let multi = Samples::of_rounds(&multi_steps, seq_rounds, "get_multi, 1 server");
     drop(multi_steps);
     let [mg_multi1, mc_multi1, am_multi1, ma_multi1, mr_multi1] =
         ["mg", "mc", "am", "ma", "mr"].map(|name| multi.median(name));
