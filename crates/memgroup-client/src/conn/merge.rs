@@ -156,16 +156,27 @@ impl Merged {
         // dropped.
         let mut cursor = 0;
         for value in values {
+            // Moved to its caller; copied only when a key has several (each
+            // copy of its bytes is an atomic count on the read buffer, shared
+            // with the callers on other threads).
+            let mut value = Some(value);
             for i in circular(cursor, n) {
+                let Some(key) = value.as_ref().map(|v| &v.key) else {
+                    break;
+                };
                 let entry = &mut self.entries[i];
                 if entry.reply.is_none()
-                    || self.keys[entry.start as usize..entry.end as usize] != value.key[..]
+                    || self.keys[entry.start as usize..entry.end as usize] != key[..]
                 {
                     continue;
                 }
                 if let Some(tx) = entry.reply.take() {
                     let mut one = Values::new();
-                    one.push(value.clone());
+                    one.push(if self.dups {
+                        value.clone().expect("a value in hand")
+                    } else {
+                        value.take().expect("a value in hand")
+                    });
                     let _ = tx.send(Ok(Response::Values(one)));
                 }
                 cursor = i + 1;
