@@ -374,10 +374,7 @@ impl Cluster {
     /// fallback to another group, no failover within it): what `get
     /// --group` compares replicas with.
     pub(crate) fn group_client(&self, name: &str) -> Result<Client, Failure> {
-        if !self.spec.groups.iter().any(|g| g.name == name) {
-            let names = self.spec.groups.iter().map(|g| g.name.as_str());
-            return Err(Failure::unknown_group(name, names));
-        }
+        Failure::group_in_spec(&self.spec, name)?;
         self.settings.client_of(only_group(&self.spec, name), true)
     }
 

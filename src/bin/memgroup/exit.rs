@@ -9,6 +9,8 @@
 
 use std::process::ExitCode;
 
+use memgroup::topology::{ClusterSpec, Group, GroupId, Topology};
+
 use crate::output;
 
 /// Why the tool stops: bad usage/configuration (exit 2) or a failed operation (exit 1).
@@ -20,16 +22,33 @@ pub(crate) enum Failure {
 
 impl Failure {
     /// A group name the cluster does not have, with the names it has.
-    pub(crate) fn unknown_group<S: AsRef<str>>(
-        name: &str,
-        known: impl IntoIterator<Item = S>,
-    ) -> Failure {
+    fn unknown_group<S: AsRef<str>>(name: &str, known: impl IntoIterator<Item = S>) -> Failure {
         let known: Vec<S> = known.into_iter().collect();
         let known: Vec<&str> = known.iter().map(AsRef::as_ref).collect();
         Failure::Usage(format!(
             "unknown group {name:?} (the cluster's groups: {})",
             known.join(", ")
         ))
+    }
+
+    /// The group of `topology` named `name`, or the usage error naming the
+    /// groups it has.
+    pub(crate) fn group_in(topology: &Topology, name: &str) -> Result<GroupId, Failure> {
+        topology
+            .group_by_name(name)
+            .ok_or_else(|| Failure::unknown_group(name, topology.groups().iter().map(Group::name)))
+    }
+
+    /// That `spec` has a group named `name`, or the usage error naming the
+    /// groups it has.
+    pub(crate) fn group_in_spec(spec: &ClusterSpec, name: &str) -> Result<(), Failure> {
+        match spec.groups.iter().any(|g| g.name == name) {
+            true => Ok(()),
+            false => Err(Failure::unknown_group(
+                name,
+                spec.groups.iter().map(|g| g.name.as_str()),
+            )),
+        }
     }
 
     /// Prints the message on stderr ([`output::fail`]: a JSON object with

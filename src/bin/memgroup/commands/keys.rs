@@ -41,20 +41,7 @@ pub(crate) async fn run(
     let topology = client.topology();
     let bounds = dump::Bounds::of(&client).await?;
     let groups: Vec<&memgroup::topology::Group> = match group {
-        Some(name) => vec![
-            topology
-                .group_by_name(name)
-                .map(|id| topology.group(id))
-                .ok_or_else(|| {
-                    Failure::unknown_group(
-                        name,
-                        topology
-                            .groups()
-                            .iter()
-                            .map(memgroup::topology::Group::name),
-                    )
-                })?,
-        ],
+        Some(name) => vec![topology.group(Failure::group_in(&topology, name)?)],
         None => topology.groups().iter().collect(),
     };
     let mut report = Report::new(&["GROUP", "SERVER", "KEY", "SIZE", "EXPIRES"]);

@@ -151,9 +151,7 @@ const SUMMARY: [&str; 11] = [
 /// `"kind": "server"`); exit 1 if a server did not answer.
 async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<ExitCode, Failure> {
     if let Some(g) = group {
-        if client.topology().group_by_name(g).is_none() {
-            return Err(Failure::unknown_group(g, group_names(client)));
-        }
+        Failure::group_in(&client.topology(), g)?;
     }
     let all = client.stats(None).await?;
     let mut report = Report::new(&SUMMARY);
@@ -414,9 +412,7 @@ pub(crate) async fn flush(
         }
     };
     let yes = args.yes;
-    if client.topology().group_by_name(group).is_none() {
-        return Err(Failure::unknown_group(group, &names));
-    }
+    Failure::group_in(&client.topology(), group)?;
     if !yes {
         return Err(Failure::Usage(format!(
             "flushing {group:?} invalidates all its items; add --yes to confirm"

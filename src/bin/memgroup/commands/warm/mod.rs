@@ -141,12 +141,7 @@ pub(crate) async fn run(
     let settings = &cluster.settings;
     let spec = as_dumped(cluster.spec.clone());
     for name in std::iter::once(&args.from).chain(&args.to) {
-        if !spec.groups.iter().any(|g| &g.name == name) {
-            return Err(Failure::unknown_group(
-                name,
-                spec.groups.iter().map(|g| g.name.as_str()),
-            ));
-        }
+        Failure::group_in_spec(&spec, name)?;
     }
     if args.to.contains(&args.from) {
         return Err(Failure::Usage(
