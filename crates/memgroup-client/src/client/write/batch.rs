@@ -80,6 +80,27 @@ struct Share {
     keys: Vec<usize>,
 }
 
+/// Adds key `i` to the share for `target` with room left (a new one if
+/// none): returns the share's place in `shares`.
+fn join_share(shares: &mut Vec<Share>, target: Target, i: usize) -> usize {
+    match shares
+        .iter()
+        .position(|s| s.target == target && s.keys.len() < MAX_BATCH)
+    {
+        Some(at) => {
+            shares[at].keys.push(i);
+            at
+        }
+        None => {
+            shares.push(Share {
+                target,
+                keys: vec![i],
+            });
+            shares.len() - 1
+        }
+    }
+}
+
 impl Client {
     /// Stores every `(key, value)` in every group: one quiet batch per
     /// connection, concurrently (`ms … q O<i>` … `mn`: the server answers
@@ -206,16 +227,9 @@ impl Client {
                     match target {
                         // Per group too: a server listed in two groups gets a
                         // batch for each, so each key's answer is its group's.
-                        Ok(t) => match shares
-                            .iter_mut()
-                            .find(|s| s.target == t && s.keys.len() < MAX_BATCH)
-                        {
-                            Some(share) => share.keys.push(i),
-                            None => shares.push(Share {
-                                target: t,
-                                keys: vec![i],
-                            }),
-                        },
+                        Ok(t) => {
+                            join_share(&mut shares, t, i);
+                        }
                         Err(skip) => {
                             let error = Error::passed_over(snap.name(skip.server));
                             let group = snap.topology.group(skip.group).name();
@@ -268,21 +282,20 @@ impl Client {
         // Shares never sent (no connection to their server could be
         // opened): their keys go, each to the server failover picks now
         // that the dead-host record knows, as a single write's part does.
-        let moved = self.fail_over_unsent(&snap, &wires, &mut shares, &replies, &mut tracking);
+        let (moved, moved_tracking) =
+            self.fail_over_unsent(&snap, &wires, &mut shares, &replies, &mut tracking);
         if !moved.is_empty() {
             let sends: Vec<BoxFuture<'_, _>> = moved
                 .iter()
-                .map(|(share, _)| {
+                .map(|share| {
                     let send =
                         self.send_share(&snap, &wires, values, kind, share, Attempt::Failover);
                     Box::pin(send) as BoxFuture<'_, _>
                 })
                 .collect();
             replies.extend(trace::await_in_span!(span, join_all(sends)));
-            for (share, tracks) in moved {
-                shares.push(share);
-                tracking.push(tracks);
-            }
+            shares.extend(moved);
+            tracking.extend(moved_tracking);
         }
         for ((share, reply), tracks) in shares.iter().zip(replies).zip(&mut tracking) {
             let answers = answers(share.keys.len(), reply);
@@ -353,8 +366,8 @@ impl Client {
     /// The keys of shares whose request was never sent (`replies`, aligned
     /// with `shares`) whose group fails over to another server now: taken
     /// out of their share (with their tracking) and grouped into new shares
-    /// by the new target. A key with nowhere else to go stays, with its
-    /// share's error.
+    /// by the new target, returned with their tracking aligned. A key with
+    /// nowhere else to go stays, with its share's error.
     fn fail_over_unsent(
         &self,
         snap: &Snapshot,
@@ -362,8 +375,8 @@ impl Client {
         shares: &mut [Share],
         replies: &[Result<Option<Response>, Error>],
         tracking: &mut [Vec<Option<Tracking>>],
-    ) -> Vec<(Share, Vec<Option<Tracking>>)> {
-        let mut moved: Vec<(Share, Vec<Option<Tracking>>)> = Vec::new();
+    ) -> (Vec<Share>, Vec<Vec<Option<Tracking>>>) {
+        let (mut moved, mut moved_tracking) = (Vec::new(), Vec::<Vec<Option<Tracking>>>::new());
         for ((share, reply), tracks) in shares.iter_mut().zip(replies).zip(tracking) {
             if !reply.as_ref().is_err_and(Error::is_unsent) {
                 continue;
@@ -379,27 +392,16 @@ impl Client {
                         continue;
                     }
                 };
-                let same = |s: &&mut (Share, Vec<Option<Tracking>>)| {
-                    s.0.target == target && s.0.keys.len() < MAX_BATCH
-                };
-                match moved.iter_mut().find(same) {
-                    Some((share, tracks)) => {
-                        share.keys.push(i);
-                        tracks.push(track);
-                    }
-                    None => moved.push((
-                        Share {
-                            target,
-                            keys: vec![i],
-                        },
-                        vec![track],
-                    )),
+                let at = join_share(&mut moved, target, i);
+                if at == moved_tracking.len() {
+                    moved_tracking.push(Vec::new());
                 }
+                moved_tracking[at].push(track);
             }
             share.keys = kept;
             *tracks = kept_tracks;
         }
-        moved
+        (moved, moved_tracking)
     }
 
     /// Migration mode or long keys: the batch as single writes.
