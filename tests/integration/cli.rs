@@ -1218,7 +1218,15 @@ fn json_is_one_array_of_records_for_every_command() {
         assert_eq!(records.len(), 1, "{extra:?}: {records:?}");
         assert_eq!(records[0]["key"], key, "{extra:?}");
         let groups = records[0]["groups"].as_array().unwrap();
-        assert!(groups.iter().all(|g| g["applied"] == true), "{extra:?}");
+        // Applied, or (a conditional write's other groups) cleared to stay
+        // in line with the arbiter, which applied it.
+        assert!(groups.iter().any(|g| g["applied"] == true), "{extra:?}");
+        assert!(
+            groups
+                .iter()
+                .all(|g| g["applied"] == true || (g["cleared"] == true && g["applied"].is_null())),
+            "{extra:?}: {groups:?}"
+        );
     };
     let write = |extra: &[&str], key: &str| write_on(&["--groups", groups.as_str()], extra, key);
     write(&["set", "k", "v"], "k");

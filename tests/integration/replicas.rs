@@ -33,6 +33,13 @@ async fn a_cas_from_any_zone_leaves_no_group_holding_another_value() {
     let outcome = far.cas("k", "v2", item.cas.unwrap(), 0).await.unwrap();
     assert!(outcome.applied(), "{outcome:?}");
     assert!(outcome.is_complete(), "{outcome:?}");
+    // The outcome tells the group that decided from the one cleared.
+    let cleared: Vec<(&str, bool)> = outcome
+        .groups
+        .iter()
+        .map(|g| (g.group.as_str(), g.cleared))
+        .collect();
+    assert_eq!(cleared, [("sg1", false), ("sg2", true)]);
     assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"v2"[..]));
     // The other copy is gone, not the old value: its readers fall back.
     assert_eq!(raw::get(sg2.addr(), b"k"), None);
@@ -162,6 +169,32 @@ fn the_arbiter_can_be_named_in_the_file_or_by_flag() {
     let bad = run(&["--groups", &groups, "--arbiter", "sg9", "incr", "n", "1"]);
     assert_eq!(bad.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The tool's lines for a conditional write say which group decided and
+/// which was only cleared: a `replace` of a missing key is "not applied" at
+/// the arbiter, and the other group, whose stale copy was deleted, does not
+/// read as if it had stored the value.
+#[test]
+fn the_tool_tells_the_deciding_group_from_the_cleared_one() {
+    let (sg1, sg2, groups) = two_groups();
+    raw::set(sg2.addr(), b"r", b"stale");
+    let out = memgroup(&["--groups", &groups, "replace", "r", "new"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let line = |group: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("r: {group} ")))
+            .unwrap_or_else(|| panic!("no line for {group}: {text}"))
+            .to_string()
+    };
+    assert!(line("sg1").ends_with(": not applied"), "{text}");
+    assert!(
+        line("sg2").ends_with(": copy cleared (the arbiter group decides)"),
+        "{text}"
+    );
+    assert_eq!(raw::get(sg1.addr(), b"r"), None);
+    assert_eq!(raw::get(sg2.addr(), b"r"), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

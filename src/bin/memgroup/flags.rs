@@ -94,7 +94,8 @@ pub(crate) struct ClusterFlags {
     /// URL-encode keys like the Whalin Java client (routing and wire).
     #[arg(long, global = true)]
     pub(crate) sanitize: bool,
-    /// The caller's zone (a group name or zone): reads prefer it.
+    /// The caller's zone: reads prefer its groups. With --groups a group's
+    /// zone is its name; in cluster.toml it is the group's `zone` entry.
     #[arg(long, global = true)]
     pub(crate) zone: Option<String>,
     /// The group that decides conditional writes (add, replace, cas,

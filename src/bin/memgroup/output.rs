@@ -231,6 +231,9 @@ pub(crate) fn write_outcome(
             .groups
             .iter()
             .map(|g| match &g.result {
+                Ok(_) if g.cleared => {
+                    json!({"group": g.group, "server": g.server, "cleared": true})
+                }
                 Ok(applied) => json!({"group": g.group, "server": g.server, "applied": applied}),
                 Err(e) => json!({"group": g.group, "server": g.server, "error": e.chain()}),
             })
@@ -240,6 +243,10 @@ pub(crate) fn write_outcome(
         for g in &outcome.groups {
             let server = g.server.as_deref().unwrap_or("-");
             info(&match &g.result {
+                Ok(_) if g.cleared => format!(
+                    "{key}: {} {server}: copy cleared (the arbiter group decides)",
+                    g.group
+                ),
                 Ok(true) => format!("{key}: {} {server}: ok", g.group),
                 Ok(false) => format!("{key}: {} {server}: not applied", g.group),
                 Err(e) => format!("{key}: {} {server}: error: {}", g.group, clean(&e.chain())),

@@ -49,6 +49,20 @@ impl Item {
         }
     }
 
+    /// The value as text, when it is UTF-8 (no copy). For values another
+    /// client stored in its own format, decode them instead
+    /// ([`Client::get_as`](crate::Client::get_as) and [`crate::value`]).
+    ///
+    /// ```
+    /// # use memgroup_client::Item;
+    /// let item = Item::new("héllo".into(), 0);
+    /// assert_eq!(item.as_str(), Ok("héllo"));
+    /// assert!(Item::new(vec![0xff].into(), 0).as_str().is_err());
+    /// ```
+    pub fn as_str(&self) -> Result<&str, std::str::Utf8Error> {
+        std::str::from_utf8(&self.value)
+    }
+
     /// The item a meta reply carries: its value, client flags (`f`) and
     /// CAS unique (`c`), when returned.
     pub(crate) fn from_meta(m: &memgroup_proto::MetaResponse) -> Item {
@@ -75,6 +89,12 @@ pub struct GroupOutcome {
     /// by the command's condition (`NOT_STORED`, `NOT_FOUND`, `EXISTS`),
     /// `Err` the write did not happen.
     pub result: Result<bool, Error>,
+    /// A conditional write's other group (`add`, `replace`, `cas`,
+    /// `append`, `prepend`, `incr`, `decr`: the arbiter group decides them):
+    /// it did not take the write but had its copy deleted, so it holds the
+    /// arbiter's value or nothing. Its `result` is that delete's, with a copy
+    /// already absent counted as `Ok(true)`.
+    pub cleared: bool,
 }
 
 /// The result of a write to several server groups: `Ok` from a write means

@@ -136,17 +136,22 @@ impl ClientBuilder {
         self
     }
 
-    /// The caller's zone: reads prefer groups in it.
+    /// The caller's zone: reads prefer groups in it (default none: reads
+    /// go round-robin over every readable group). A group from
+    /// [`evcache_groups`](ClientBuilder::evcache_groups) has its name as its
+    /// zone.
     pub fn zone(self, zone: impl Into<String>) -> Self {
         self.settings(|s| s.with_local_zone(zone))
     }
 
-    /// Where reads go after a miss or an error in the first group.
+    /// Where reads go after a miss or an error in the first group (default
+    /// [`ReadFallback::OneMore`], EVCache's: one more group).
     pub fn read_fallback(self, fallback: ReadFallback) -> Self {
         self.settings(|s| s.with_read_fallback(fallback))
     }
 
-    /// How many read-write groups a write must reach to succeed.
+    /// How many read-write groups a write must reach to succeed (default
+    /// [`WritePolicy::AllMinusOne`]: all but one, at least one).
     pub fn write_policy(self, policy: WritePolicy) -> Self {
         self.settings(|s| s.with_write_policy(policy))
     }
@@ -177,32 +182,39 @@ impl ClientBuilder {
         })
     }
 
-    /// First dead-host backoff (doubles per consecutive failure).
+    /// First dead-host backoff, doubling per consecutive failure up to `max`
+    /// (default 1 s up to 10 minutes, Whalin's).
     pub fn backoff(self, initial: Duration, max: Duration) -> Self {
         self.settings(|s| s.with_backoff(initial, max))
     }
 
     /// The hashing strategy of every group (see [`ClusterSpec::with_hash`];
-    /// the groups' other locator settings are kept).
+    /// the groups' other locator settings are kept). Default: each group's
+    /// own, which is [`HashStrategy::Ketama`] (spymemcached's ring, as
+    /// EVCache uses) unless its description names another.
     pub fn hash(mut self, strategy: HashStrategy) -> Self {
         self.overrides.hash = Some(strategy);
         self
     }
 
-    /// The ketama node-naming policy of every group.
+    /// The ketama node-naming policy of every group (default: each group's
+    /// own, [`NodeNaming::Spymemcached`] unless its description names another).
     pub fn node_naming(mut self, naming: NodeNaming) -> Self {
         self.overrides.node_naming = Some(naming);
         self
     }
 
     /// Whalin-style key sanitizing (URL-encoding), applied to routing and to
-    /// the key sent on the wire, so keys match a default Java client's.
+    /// the key sent on the wire, so keys match a default Java client's
+    /// (default off).
     pub fn sanitize_keys(mut self, on: bool) -> Self {
         self.overrides.sanitize_keys = Some(on);
         self
     }
 
-    /// Connections per server in every group (EVCache's poolSize).
+    /// Connections per server in every group (EVCache's poolSize; default 1:
+    /// one pipelined connection carries many requests at once). A write
+    /// still goes to exactly one of them per group.
     pub fn pool_size(mut self, size: usize) -> Self {
         self.overrides.pool_size = Some(size);
         self

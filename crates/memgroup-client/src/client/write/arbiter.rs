@@ -84,6 +84,7 @@ impl Client {
                 if group.result.is_ok() {
                     group.result = Ok(true);
                 }
+                group.cleared = true;
                 outcome.groups.push(group);
             }
             self.judge(&snap, op.command(), &outcome, false)?;

@@ -245,6 +245,7 @@ impl Client {
                                 group: group.to_string(),
                                 server: None,
                                 result: Err(error),
+                                cleared: false,
                             });
                         }
                     }
@@ -314,6 +315,7 @@ impl Client {
                     group: group.name().to_string(),
                     server: Some(snap.name(share.target.server).to_string()),
                     result,
+                    cleared: false,
                 });
             }
         }

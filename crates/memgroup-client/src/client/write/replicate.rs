@@ -258,6 +258,7 @@ impl Client {
                 group: snap.topology.group(part.group).name().to_owned(),
                 server: Some(String::from(&**snap.name(part.server))),
                 result: part.result,
+                cleared: false,
             });
             replies.push(part.reply.ok().flatten());
         }
