@@ -9,11 +9,6 @@
 //! without blocking (`try_write`, no task switch); the writer task writes the
 //! batches the state hands it, after yielding once so the callers that are
 //! ready to run (typically those the reader just answered) queue first.
-//! When one read answers several callers while few are in flight, the reader
-//! task does the same itself: it takes the writer role, yields, and writes
-//! what they queued meanwhile as one chunk, so the server reads their
-//! requests together and its replies come back together
-//! ([`State::cork`](crate::conn::state::State::cork)).
 //! Replies are read by whoever holds the reader role: a lone caller reads its
 //! own (no task switch between the reply and its caller), the reader task
 //! reads while several are due. Either decodes replies and delivers each to

@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Instant;
 
-use bytes::BytesMut;
 use tokio::sync::oneshot::{self, error::TryRecvError};
 
 use super::state::Next;
@@ -23,30 +22,25 @@ impl Shared {
     /// socket has (once; the reader waits for readiness again) and delivers
     /// every complete reply.
     ///
-    /// Returns `None`, having read nothing, when the caller no longer holds
+    /// Returns `false`, having read nothing, when the caller no longer holds
     /// the role: it waited for the read side meanwhile, and the reader task
     /// took the role, read this caller's reply and let it go (another lone
     /// caller may hold it since). The bytes now on the socket are not its to
     /// read: their owner would not be woken for a reply delivered behind its
     /// back. The caller then waits on its reply channel, where its reply is.
-    ///
-    /// Otherwise returns whether the reader task took the writer role to
-    /// write what the callers it answered queue next ([`State::cork`]).
-    ///
-    /// [`State::cork`]: super::state::State::cork
-    pub(super) fn read_some(&self, caller: Option<u64>) -> Option<bool> {
+    pub(super) fn read_some(&self, caller: Option<u64>) -> bool {
         let mut side = self.read_side.lock();
         if let Some(epoch) = caller {
             if !self.state.lock().may_read(epoch) {
-                return None;
+                return false;
             }
         }
-        Some(self.read_into(&mut side, caller.is_none()))
+        self.read_into(&mut side);
+        true
     }
 
-    /// [`Shared::read_some`] with the read side held; `may_cork` for the
-    /// reader task.
-    fn read_into(&self, side: &mut ReadSide, may_cork: bool) -> bool {
+    /// [`Shared::read_some`] with the read side held.
+    fn read_into(&self, side: &mut ReadSide) {
         let ReadSide { buf, decoder } = side;
         if buf.capacity() - buf.len() < READ_MIN_ROOM {
             buf.reserve(READ_BUFFER);
@@ -54,40 +48,32 @@ impl Shared {
         match self.transport.fill(buf) {
             Ok(Filled::Eof) => {
                 let error = Error::new(ErrorKind::Connection, "connection closed by the server");
-                self.fail(&error.at(&self.server));
-                return false;
+                return self.fail(&error.at(&self.server));
             }
             Ok(Filled::Bytes(n)) => self.counters.bytes_in(n),
-            Ok(Filled::Blocked) => return false,
-            Err(error) => {
-                self.fail(&error.at(&self.server));
-                return false;
-            }
+            Ok(Filled::Blocked) => return,
+            Err(error) => return self.fail(&error.at(&self.server)),
         }
-        // The callers answered by this read (each of a merged `get`'s).
-        let mut answered = 0;
         loop {
             // One lock per reply: what it expects, then (decoded, a few
             // hundred nanoseconds) whose it is.
             let mut state = self.state.lock();
             let Some(expect) = state.expect() else {
+                drop(state);
                 if !buf.is_empty() {
-                    drop(state);
                     let error = Error::new(
                         ErrorKind::Protocol,
                         format!("{} unsolicited bytes from the server", buf.len()),
                     );
-                    self.fail(&error.at(&self.server));
-                    return false;
+                    return self.fail(&error.at(&self.server));
                 }
-                return may_cork && state.cork(answered);
+                return;
             };
             let decoded = decoder.decode(buf, expect);
             let (reply_to, next) = match &decoded {
                 Ok(Some(_)) => state.reply(),
                 _ => (None, Next::Nothing),
             };
-            let corked = may_cork && matches!(decoded, Ok(None)) && state.cork(answered);
             let room = state.take_room_wakes();
             drop(state);
             // Callers waiting for a place: one woken per place freed.
@@ -97,19 +83,17 @@ impl Shared {
             match decoded {
                 Ok(Some(reply)) => {
                     if let Some(reply_to) = reply_to {
-                        answered += reply_to.callers();
                         reply_to.deliver(Ok(reply));
                     }
                     self.follow(next);
                 }
-                Ok(None) => return corked,
+                Ok(None) => return,
                 Err(e) => {
                     let error =
                         Error::new(ErrorKind::Protocol, "malformed reply; connection closed")
                             .at(&self.server)
                             .with_source(e);
-                    self.fail(&error);
-                    return false;
+                    return self.fail(&error);
                 }
             }
         }
@@ -153,7 +137,7 @@ impl Shared {
                 // keep the worker's other tasks from their turn.
                 match self.transport.poll_readable(cx) {
                     Poll::Ready(Ok(())) => {
-                        if self.read_some(Some(epoch)).is_none() {
+                        if !self.read_some(Some(epoch)) {
                             return Poll::Ready(None);
                         }
                     }
@@ -204,13 +188,7 @@ pub(super) async fn read_loop(shared: Arc<Shared>) {
             }
             match shared.transport.readable().await {
                 Ok(()) => {
-                    // Several callers answered at once: rather than each
-                    // writing its next request alone, they queue them, and
-                    // this task writes them together once they have run.
-                    if shared.read_some(None) == Some(true) {
-                        tokio::task::yield_now().await;
-                        shared.write_now(BytesMut::new());
-                    }
+                    shared.read_some(None);
                 }
                 Err(e) => {
                     let error = Error::new(ErrorKind::Connection, "read failed").at(&shared.server);

@@ -21,7 +21,6 @@
 //! | `caller_wrote`, nothing more | Caller | Idle | nothing |
 //! | [`writer_take`](State::writer_take), nothing it may send | Writer | Idle | the task sleeps |
 //! | [`reply`](State::reply) ends a batch, more to send | Idle | Writer | wake the writer task |
-//! | [`cork`](State::cork): one read answered several callers, few in flight | Idle | Caller | the reader task yields, then writes what they queued (`caller_wrote` with nothing written) |
 //!
 //! **The reader role.** Someone reads the socket while replies are due: a
 //! caller ([`ReadRole::Caller`]) or the reader task ([`ReadRole::Task`]). A
@@ -177,7 +176,7 @@ pub(crate) enum Reply {
 impl Reply {
     /// The callers it answers: each holds a place on the connection until
     /// the reply arrives, answered or not.
-    pub(crate) fn callers(&self) -> usize {
+    fn callers(&self) -> usize {
         match self {
             Reply::One(_) => 1,
             Reply::Merged(merged) => merged.callers(),
@@ -742,25 +741,6 @@ impl State {
             self.role = Role::Idle;
             Next::Nothing
         }
-    }
-
-    /// The reader task answered `answered` callers from one read, with few in
-    /// flight (the callers write their own requests): returns whether it
-    /// takes the writer role as a caller with nothing written yet, to write
-    /// what those callers queue meanwhile in one chunk once they have run
-    /// ([`State::caller_wrote`] with an empty rest). Each would otherwise
-    /// write its own, and the server read each alone.
-    pub(crate) fn cork(&mut self, answered: usize) -> bool {
-        if self.role != Role::Idle
-            || self.closed.is_some()
-            || answered < 2
-            || self.callers + answered > DIRECT_WRITE_CALLERS
-        {
-            return false;
-        }
-        self.role = Role::Caller;
-        self.caller_writes = 0;
-        true
     }
 
     /// The writer task's turn: moves everything it may send into `into` and

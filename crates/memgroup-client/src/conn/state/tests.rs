@@ -187,61 +187,6 @@ fn callers_write_directly_only_while_few_requests_are_in_flight() {
     state.check();
 }
 
-/// Several callers answered by one read, few in flight: the reader task
-/// takes the writer role (nothing written yet), the callers' next requests
-/// queue behind it, and it writes them in one chunk. Not with the role
-/// taken, one caller answered, many in flight, or the connection closed.
-#[test]
-fn a_read_answering_several_callers_corks_their_next_requests() {
-    let mut state = State::new(8, true);
-    let (_a, next) = queue_get(&mut state, b"a", 1);
-    let Next::Write(_) = next else { panic!() };
-    assert!(matches!(wrote_all(&mut state), Next::Nothing));
-    let (_b, next) = queue_get(&mut state, b"b", 2);
-    let Next::Write(_) = next else { panic!() };
-    assert!(matches!(wrote_all(&mut state), Next::Nothing));
-    // Both replies read: two callers answered, none left in flight.
-    for _ in 0..2 {
-        let (reply, _) = state.reply();
-        reply.expect("a waiter").deliver(Ok(Response::Stored));
-    }
-    assert!(!state.cork(1), "one caller answered writes its own");
-    assert!(
-        !state.cork(DIRECT_WRITE_CALLERS + 1),
-        "many in flight: the writer task batches"
-    );
-    assert!(state.cork(2));
-    assert!(!state.cork(2), "the role is held");
-    // Their next requests wait for the reader's write, and go in one chunk
-    // (merged into one `get`).
-    let (_c, next) = queue_get(&mut state, b"c", 1);
-    assert!(matches!(next, Next::Nothing), "{next:?}");
-    let (_d, next) = queue_get(&mut state, b"d", 2);
-    assert!(matches!(next, Next::Nothing), "{next:?}");
-    let Next::Write(chunk) = wrote_all(&mut state) else {
-        panic!("the reader writes what queued")
-    };
-    assert_eq!(&chunk[..], b"get c d\r\n");
-    assert!(matches!(wrote_all(&mut state), Next::Nothing));
-    state.check();
-    assert!(
-        !state.cork(3),
-        "two callers in flight and three answered: past the bound"
-    );
-    // Nothing queued meanwhile: the role goes back.
-    let mut state = State::new(8, true);
-    let (_a, _) = queue_get(&mut state, b"a", 1);
-    assert!(matches!(wrote_all(&mut state), Next::Nothing));
-    let (reply, _) = state.reply();
-    reply.expect("a waiter").deliver(Ok(Response::Stored));
-    assert!(state.cork(2));
-    assert!(matches!(wrote_all(&mut state), Next::Nothing));
-    assert_eq!(state.role, Role::Idle);
-    state.fail(&Error::new(ErrorKind::Connection, "gone"));
-    assert!(!state.cork(2), "closed");
-    state.check();
-}
-
 #[test]
 fn under_load_the_writer_task_takes_the_role_and_batches_wait_for_replies() {
     let mut state = State::new(1, false);
@@ -456,9 +401,6 @@ enum Step {
     Get(u8),
     /// A caller queues a `set` (with `noreply` when true).
     Set(u8, bool),
-    /// The reader task answered this many callers from one read and may
-    /// take the writer role to write their next requests together.
-    Cork(usize),
     /// The caller holding the role writes; the socket takes up to this many
     /// bytes, or (when true, as over TLS) the transport takes the whole chunk
     /// and the socket none of it yet.
@@ -490,7 +432,6 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (1usize..40, proptest::bool::weighted(0.2))
             .prop_map(|(n, owed)| Step::CallerWrites(n, owed)),
         3 => (1usize..40).prop_map(Step::WriterRuns),
-        1 => (0usize..6).prop_map(Step::Cork),
         2 => Just(Step::Serve),
         3 => Just(Step::Read),
         1 => Just(Step::GiveUp),
@@ -660,18 +601,9 @@ impl Sim {
                 }
                 self.follow(state, queued.next);
             }
-            Step::Cork(answered) => {
-                if state.cork(answered) {
-                    assert!(self.caller_chunk.is_none() && !self.writer, "two writers");
-                    // Nothing written yet: what queues meanwhile is its to write.
-                    self.caller_chunk = Some(BytesMut::new());
-                }
-                self.check_role(state);
-            }
             Step::CallerWrites(n, owed) => {
                 if let Some(mut chunk) = self.caller_chunk.take() {
-                    // The transport holds no bytes of an empty chunk.
-                    let next = if owed && !chunk.is_empty() {
+                    let next = if owed {
                         self.held.extend_from_slice(&chunk.split());
                         state.caller_wrote(chunk, true)
                     } else {
