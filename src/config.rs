@@ -25,6 +25,9 @@
 //! username = "app"             # memcached -Y login; the password is read from
 //! password_file = "/run/secrets/memcached"   # (or MEMGROUP_PASSWORD)
 //! max_value_size = 1048576     # bytes; also max_reply_size, max_in_flight
+//! long_keys = true             # keys over 250 bytes go under an MD5 digest key (read back by memgroup only);
+//! long_keys_max_len = 200      #   optional: a lower limit, and the digest keys' prefix (default "mglk:")
+//! long_keys_prefix = "lk:"
 //! migrate_from = "old.toml"    # migration mode: the old layout (file, URL or list)
 //!
 //! [tls]                        # connect over TLS (memcached -Z)
@@ -81,6 +84,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use memgroup_client::LongKeys;
 use memgroup_client::value::ValueFormat;
 use memgroup_hash::{HashStrategy, NodeNaming};
 use memgroup_topology::{
@@ -255,6 +259,10 @@ pub struct ClusterFile {
     /// The client's limits (`max_value_size`, `max_reply_size`,
     /// `max_in_flight`).
     pub limits: Limits,
+    /// Long keys (`long_keys = true`, with `long_keys_max_len` and
+    /// `long_keys_prefix`; off when absent): see
+    /// [`ClientBuilder::long_keys`](crate::client::ClientBuilder::long_keys).
+    pub long_keys: Option<LongKeys>,
     /// The login of every connection (memcached `-Y`).
     pub username: Option<String>,
     /// Where the password of the login is.
@@ -294,6 +302,9 @@ struct RawFile {
     max_value_size: Option<usize>,
     max_reply_size: Option<usize>,
     max_in_flight: Option<usize>,
+    long_keys: Option<bool>,
+    long_keys_max_len: Option<usize>,
+    long_keys_prefix: Option<String>,
     tls: Option<TlsFiles>,
     migrate_from: Option<String>,
     discover: Option<String>,
@@ -332,6 +343,40 @@ where
             .map_err(|e| ConfigError::new(format!("{setting}: {e}")))
     })
     .transpose()
+}
+
+/// `long_keys = true` and its two optional settings, checked.
+fn long_keys(raw: &RawFile) -> Result<Option<LongKeys>, ConfigError> {
+    let tuned = raw.long_keys_max_len.is_some() || raw.long_keys_prefix.is_some();
+    if raw.long_keys != Some(true) {
+        return if tuned {
+            Err(ConfigError::new(
+                "long_keys_max_len and long_keys_prefix need long_keys = true",
+            ))
+        } else {
+            Ok(None)
+        };
+    }
+    let mut long_keys = LongKeys::default();
+    if let Some(max) = raw.long_keys_max_len {
+        if !(1..=memgroup_proto::MAX_KEY_LEN).contains(&max) {
+            return Err(ConfigError::new(format!(
+                "long_keys_max_len: {max} is out of range: give 1 to {} (memcached's limit)",
+                memgroup_proto::MAX_KEY_LEN
+            )));
+        }
+        long_keys = long_keys.max_len(max);
+    }
+    if let Some(prefix) = &raw.long_keys_prefix {
+        // A digest key is the prefix and 24 characters: it must fit.
+        if prefix.len() > 200 || memgroup_proto::Key::new(prefix.as_bytes()).is_err() {
+            return Err(ConfigError::new(format!(
+                "long_keys_prefix: {prefix:?} is not a key part: at most 200 bytes, no spaces or control characters"
+            )));
+        }
+        long_keys = long_keys.prefix(prefix.clone());
+    }
+    Ok(Some(long_keys))
 }
 
 fn checked_tls(tls: Option<TlsFiles>) -> Result<Option<TlsFiles>, ConfigError> {
@@ -415,7 +460,9 @@ impl ClusterFile {
         if raw.discover_every_s == Some(0) {
             return Err(ConfigError::new("discover_every_s: give at least 1 second"));
         }
+        let long_keys = long_keys(&raw)?;
         Ok(ClusterFile {
+            long_keys,
             discover: raw.discover,
             discover_every: raw.discover_every_s.map(Duration::from_secs),
             overrides: SpecOverrides {
@@ -623,6 +670,48 @@ mod tests {
         assert_eq!(spec.groups[0].pool_size, 4);
         assert_eq!(spec.settings.local_zone.as_deref(), Some("z"));
         assert_eq!(spec.settings.failover, Some(false));
+    }
+
+    #[test]
+    fn long_keys_are_off_unless_turned_on_and_their_settings_are_checked() {
+        assert!(ClusterFile::parse("").unwrap().long_keys.is_none());
+        assert!(
+            ClusterFile::parse("long_keys = false")
+                .unwrap()
+                .long_keys
+                .is_none()
+        );
+        let on = ClusterFile::parse("long_keys = true").unwrap().long_keys;
+        assert_eq!(on.unwrap().to_string(), "keys over 250 bytes as mglk:<md5>");
+        let tuned = ClusterFile::parse(
+            "long_keys = true\nlong_keys_max_len = 200\nlong_keys_prefix = \"lk:\"",
+        )
+        .unwrap()
+        .long_keys;
+        assert_eq!(
+            tuned.unwrap().to_string(),
+            "keys over 200 bytes as lk:<md5>"
+        );
+        for (text, says) in [
+            ("long_keys_prefix = \"lk:\"", "need long_keys = true"),
+            (
+                "long_keys = false\nlong_keys_max_len = 9",
+                "need long_keys = true",
+            ),
+            ("long_keys = true\nlong_keys_max_len = 0", "give 1 to 250"),
+            ("long_keys = true\nlong_keys_max_len = 251", "give 1 to 250"),
+            (
+                "long_keys = true\nlong_keys_prefix = \"a b\"",
+                "not a key part",
+            ),
+            (
+                "long_keys = true\nlong_keys_prefix = \"\"",
+                "not a key part",
+            ),
+        ] {
+            let e = ClusterFile::parse(text).unwrap_err();
+            assert!(e.message().contains(says), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -53,6 +53,9 @@ impl ClusterFile {
             builder = builder.value_format(format);
         }
         builder = self.limits.apply(builder);
+        if let Some(long_keys) = &self.long_keys {
+            builder = builder.long_keys(long_keys.clone());
+        }
         if let Some(user) = &self.username {
             builder = builder.credentials(login(user, self.password_file.as_deref())?);
         }

@@ -86,3 +86,59 @@ async fn colliding_long_keys_never_return_each_others_value() {
     client.set("short", "s", 0).await.unwrap();
     assert_eq!(client.get("short").await.unwrap().unwrap().value, "s");
 }
+
+/// The tool reads and writes long keys as a service using the library's
+/// long keys does: with `--long-keys`, or `long_keys = true` (and its
+/// prefix) in cluster.toml. Without, a long key is refused before anything
+/// is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tool_shares_long_keys_with_services() {
+    use crate::support::memgroup;
+    let server = Memcached::spawn();
+    let addr = server.addr_string();
+    let service = |long_keys: LongKeys| {
+        Client::builder()
+            .servers(&addr)
+            .unwrap()
+            .long_keys(long_keys)
+            .build()
+            .unwrap()
+    };
+    let long_key = "u".repeat(400);
+    service(LongKeys::default())
+        .set(&long_key, "from the service", 0)
+        .await
+        .unwrap();
+    let out = memgroup(&["--servers", &addr, "--long-keys", "get", &long_key]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, b"from the service");
+    let refused = memgroup(&["--servers", &addr, "get", &long_key]);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("the limit is 250"));
+
+    // The file's own prefix and limit, as the service configured them.
+    let tuned = LongKeys::default().max_len(100).prefix("lk:");
+    let medium_key = "m".repeat(150);
+    let dir = std::env::temp_dir().join(format!("memgroup-longkeys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "long_keys = true\nlong_keys_max_len = 100\nlong_keys_prefix = \"lk:\"\n[[groups]]\nname = \"sg1\"\nservers = [\"{addr}\"]\n"
+        ),
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let out = memgroup(&["--config", &file, "set", &medium_key, "from the tool"]);
+    assert!(out.status.success(), "{out:?}");
+    let read = service(tuned).get(&medium_key).await.unwrap().unwrap();
+    assert_eq!(read.value, "from the tool");
+    // Stored under the prefix's digest key, not under the key itself.
+    assert_eq!(raw::get(server.addr(), medium_key.as_bytes()), None);
+    let config = memgroup(&["--config", &file, "config"]);
+    let shown = String::from_utf8_lossy(&config.stdout).into_owned();
+    let line = shown.lines().find(|l| l.starts_with("long_keys")).unwrap();
+    assert!(line.contains("keys over 100 bytes as lk:<md5>"), "{line}");
+    std::fs::remove_dir_all(&dir).ok();
+}

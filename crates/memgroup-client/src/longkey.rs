@@ -10,7 +10,7 @@
 //! fleet see an opaque value under the digest key. Cluster-wide here.
 //!
 //! Envelope: `MGLK` `\x01`, the key's length (u32, big-endian), the key, the
-//! value. The wire key: a prefix, then the digest as unpadded URL-safe
+//! value. The wire key: a prefix, then the digest in standard, padded
 //! base64 (valid memcached key characters).
 //!
 //! Only whole-value commands carry envelopes: `set`, `add`, `replace`,
@@ -63,7 +63,7 @@ impl fmt::Debug for KeyDigest {
 /// fleet see an opaque value under the digest key. Cluster-wide here.
 ///
 /// Envelope: `MGLK` `\x01`, the key's length (u32, big-endian), the key, the
-/// value. The wire key: a prefix, then the digest as unpadded URL-safe
+/// value. The wire key: a prefix, then the digest in standard, padded
 /// base64 (valid memcached key characters).
 ///
 /// Only whole-value commands carry envelopes: `set`, `add`, `replace`,
@@ -122,6 +122,21 @@ impl LongKeys {
         memgroup_proto::base64_encode(&digest, &mut out);
         out.truncate(memgroup_proto::MAX_KEY_LEN);
         out
+    }
+}
+
+impl fmt::Display for LongKeys {
+    /// What `memgroup config` shows: `keys over 250 bytes as mglk:<md5>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digest = match self.digest {
+            KeyDigest::Md5 => "md5",
+            KeyDigest::Custom(_) => "digest",
+        };
+        write!(
+            f,
+            "keys over {} bytes as {}<{digest}>",
+            self.max_len, self.prefix
+        )
     }
 }
 

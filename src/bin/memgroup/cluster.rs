@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use memgroup::client::value::ValueFormat;
-use memgroup::client::{Client, ClientUrl, Credentials, Hedge, TlsConfig, Watcher, WriteWait};
+use memgroup::client::{
+    Client, ClientUrl, Credentials, Hedge, LongKeys, TlsConfig, Watcher, WriteWait,
+};
 use memgroup::config::{self, ClusterFile, Limits, TlsFiles};
 use memgroup::hash::HashStrategy;
 use memgroup::topology::{ClusterSpec, SpecOverrides};
@@ -71,6 +73,8 @@ pub(crate) struct ClientSettings {
     discovery: Vec<(String, String)>,
     /// How often discovery asks again.
     discover_every: Option<Duration>,
+    /// Long keys, if on.
+    long_keys: Option<LongKeys>,
 }
 
 /// A group's own login and TLS (from the file).
@@ -287,6 +291,12 @@ impl Cluster {
             hedge: Hedge::default(),
             discovery,
             discover_every: file.discover_every,
+            // The flag turns them on; the file's own settings stay.
+            long_keys: match (flags.long_keys, &file.long_keys) {
+                (_, Some(long_keys)) => Some(long_keys.clone()),
+                (true, None) => Some(LongKeys::default()),
+                (false, None) => None,
+            },
         };
         let origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
         Ok(Cluster {
@@ -350,6 +360,10 @@ impl Cluster {
                     .as_ref()
                     .map_or("-".into(), |c| c.username().to_string()),
                 "tls" => if s.tls.is_some() { "on" } else { "off" }.to_string(),
+                "long_keys" => s
+                    .long_keys
+                    .as_ref()
+                    .map_or("off".into(), ToString::to_string),
                 "migrate_from" => if s.migrate_from.is_some() {
                     "on"
                 } else {

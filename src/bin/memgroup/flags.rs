@@ -179,6 +179,12 @@ pub(crate) struct ClusterFlags {
     /// spymemcached, evcache, whalin, python-memcached (default raw).
     #[arg(long, global = true)]
     pub(crate) value_format: Option<ValueFormat>,
+    /// Long keys, as services using the library's long keys store them:
+    /// keys over 250 bytes go under an MD5 digest key (prefix mglk:), the
+    /// value in an envelope naming the key. Also `long_keys = true` (with
+    /// long_keys_max_len, long_keys_prefix) in cluster.toml.
+    #[arg(long, global = true)]
+    pub(crate) long_keys: bool,
 }
 
 /// A count that must be at least 1 (0 would let nothing through).

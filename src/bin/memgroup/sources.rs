@@ -374,6 +374,14 @@ pub(crate) fn origins(
             ),
         ),
         (
+            "long_keys",
+            pick(
+                flag(flags.long_keys && file.long_keys.is_none(), "--long-keys"),
+                None,
+                from_file(file.long_keys.is_some()),
+            ),
+        ),
+        (
             "migrate_from",
             pick(
                 flag(flags.migrate_from.is_some(), "--migrate-from"),

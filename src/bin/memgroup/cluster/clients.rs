@@ -33,6 +33,9 @@ impl ClientSettings {
         if let Some(tls) = self.tls.clone() {
             builder = builder.tls(tls);
         }
+        if let Some(long_keys) = self.long_keys.clone() {
+            builder = builder.long_keys(long_keys);
+        }
         if let Some(old) = self.migrate_from.clone() {
             builder = builder.migrate_from(old);
         }
