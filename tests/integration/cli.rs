@@ -1603,3 +1603,39 @@ fn status_watch_heads_each_round_with_its_time() {
     }
     assert_eq!(lines[4], "", "{lines:?}");
 }
+
+/// `status`, `ping` and `version` take `--group` as `stats` does: a group
+/// whose servers answer reports alone (exit 0) while another has a server
+/// down; an unknown group is a usage error naming the groups.
+#[test]
+fn status_ping_and_version_look_at_one_group() {
+    let a = Memcached::spawn();
+    let groups = format!("sg1={};sg2=127.0.0.1:1", a.addr_string());
+    let run =
+        |extra: &[&str]| memgroup(&[&["--groups", groups.as_str(), "--json"], extra].concat());
+    for command in [&["status"][..], &["ping", "--count", "1"], &["version"]] {
+        let all = run(command);
+        assert_eq!(all.status.code(), Some(1), "{command:?}: {}", stdout(&all));
+        let one = run(&[command, &["--group", "sg1"]].concat());
+        assert!(
+            one.status.success(),
+            "{command:?}: {}{}",
+            stdout(&one),
+            stderr(&one)
+        );
+        let records: Vec<serde_json::Value> = serde_json::from_str(&stdout(&one)).unwrap();
+        let servers: Vec<&serde_json::Value> =
+            records.iter().filter(|r| r["server"].is_string()).collect();
+        assert_eq!(servers.len(), 1, "{command:?}: {records:?}");
+        // `status` names a server's groups (a server may be in several).
+        assert!(
+            servers
+                .iter()
+                .all(|r| r["group"] == "sg1" || r["groups"] == serde_json::json!(["sg1"])),
+            "{records:?}"
+        );
+        let unknown = run(&[command, &["--group", "sg9"]].concat());
+        assert_eq!(unknown.status.code(), Some(2), "{command:?}");
+        assert!(stderr(&unknown).contains("sg1"), "{}", stderr(&unknown));
+    }
+}

@@ -70,7 +70,7 @@ pub(crate) enum Command {
     /// them while one caller refills.
     Invalidate(meta::InvalidateArgs),
     /// Each server's version, with its group.
-    Version,
+    Version(server::VersionArgs),
     /// Each server's state: reachable, round trip, version, up, down (its
     /// probe failed) or dead, with group totals; exit 1 if any server is
     /// unreachable.
@@ -154,7 +154,7 @@ impl Command {
             Command::Md(args) => meta::delete(&args, flags, json).await,
             Command::Ma(args) => meta::arith(&args, flags, json).await,
             Command::Invalidate(args) => meta::invalidate(&args, flags, json).await,
-            Command::Version => server::version(flags, json).await,
+            Command::Version(args) => server::version(&args, flags, json).await,
             Command::Status(args) => status::run(&args, flags, json).await,
             Command::Ping(args) => server::ping(&args, flags, json).await,
             Command::Keys(args) => keys::run(&args, flags, json).await,

@@ -29,12 +29,23 @@ pub(crate) struct StatsArgs {
     server: Option<String>,
 }
 
-/// `ping`: how many round trips.
+/// `ping`: how many round trips, and which group.
 #[derive(Debug, clap::Args)]
 pub(crate) struct PingArgs {
     /// Round trips per server.
     #[arg(long, default_value_t = 3)]
     count: usize,
+    /// Only this group's servers.
+    #[arg(long)]
+    group: Option<String>,
+}
+
+/// `version`: which group.
+#[derive(Debug, clap::Args)]
+pub(crate) struct VersionArgs {
+    /// Only this group's servers.
+    #[arg(long)]
+    group: Option<String>,
 }
 
 /// `flush`: the group, and the confirmation.
@@ -49,9 +60,13 @@ pub(crate) struct FlushArgs {
     yes: bool,
 }
 
-/// `version`: each server's version, with its group.
-pub(crate) async fn version(flags: &ClusterFlags, json: bool) -> Result<ExitCode, Failure> {
-    let client = Cluster::from_flags(flags)?.client()?;
+/// `version`: each server's version (of `--group`), with its group.
+pub(crate) async fn version(
+    args: &VersionArgs,
+    flags: &ClusterFlags,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let client = Cluster::from_flags(flags)?.client_for(args.group.as_deref())?;
     let mut failed = 0;
     let mut report = Report::new(&["GROUP", "SERVER", "VERSION"]);
     for probe in client.probe().await {
@@ -336,9 +351,13 @@ pub(crate) async fn ping(
     let count = args.count;
     let Cluster { spec, settings, .. } = Cluster::from_flags(flags)?;
     let topology = Topology::new(spec)?;
+    if let Some(name) = &args.group {
+        Failure::group_in(&topology, name)?;
+    }
     let mut down = 0;
     let mut report = Report::new(&["GROUP", "SERVER", "STATE", "MIN µs", "AVG µs", "ERROR"]);
-    for group in topology.groups() {
+    let wanted = |name: &str| args.group.as_deref().is_none_or(|g| g == name);
+    for group in topology.groups().iter().filter(|g| wanted(g.name())) {
         for &id in group.servers() {
             let addr = topology.servers()[id.0].to_string();
             let client = server_client(&settings, &addr)?;

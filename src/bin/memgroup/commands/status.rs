@@ -9,7 +9,7 @@ use std::time::Duration;
 use memgroup::client::{Client, Counters, Probe, ServerState, Status};
 use serde_json::{Value, json};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, only_group};
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
 use crate::output;
@@ -20,6 +20,9 @@ pub(crate) struct Args {
     /// Probe again every SECONDS, printing each time, until interrupted.
     #[arg(long, value_name = "SECONDS")]
     watch: Option<f64>,
+    /// Only this group's servers.
+    #[arg(long)]
+    group: Option<String>,
 }
 
 /// `status`: probe and report once, or with `--watch` every so often,
@@ -35,8 +38,14 @@ pub(crate) async fn run(
         None => None,
     };
     let cluster = Cluster::from_flags(flags)?;
-    let client = cluster.client()?;
-    let _watch = every.and_then(|_| cluster.watch(&client, |spec| spec));
+    let client = cluster.client_for(args.group.as_deref())?;
+    let group = args.group.clone();
+    let _watch = every.and_then(|_| {
+        cluster.watch(&client, move |spec| match &group {
+            Some(name) => only_group(&spec, name),
+            None => spec,
+        })
+    });
     for round in 0.. {
         if let (Some(every), false) = (every, json) {
             round_header(every, round == 0);
