@@ -682,6 +682,36 @@ fn value_formats_in_the_tool() {
             .success()
     );
     assert_eq!(stdout(&run(&["get", "visits"])), "41");
+    // The other stores take --type too, encoded as `set` encodes it.
+    let evcache = |args: &[&str]| run(&[&["--value-format", "evcache"][..], args].concat());
+    assert!(
+        evcache(&["add", "m", "7", "--type", "long"])
+            .status
+            .success()
+    );
+    assert_eq!(raw::get(s.addr(), b"m").as_deref(), Some(&[7u8][..]));
+    assert!(
+        evcache(&["replace", "m", "8", "--type", "long"])
+            .status
+            .success()
+    );
+    let o = evcache(&["--json", "gets", "m"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["value"], 8, "{v}");
+    let unique = v[0]["cas"].to_string();
+    let o = evcache(&["cas", "m", "9", "--cas", &unique, "--type", "long"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&evcache(&["get", "m"])), "9");
+    let o = evcache(&["append", "m", "1", "--type", "long"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--type does not apply"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["add", "m2", "7", "--type", "long"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(raw::get(s.addr(), b"m2"), None);
     // Corrupt compressed data (gzip flag, not gzip): a clear error naming
     // the key, exit 1.
     {

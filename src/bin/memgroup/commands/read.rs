@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use memgroup::client::Freshness;
 use memgroup::client::value::{Value, ValueFormat};
+use memgroup::client::{Client, Freshness, Item};
 use serde_json::json;
 
 use crate::cluster::Cluster;
@@ -166,12 +166,7 @@ pub(crate) async fn get(
         if stale {
             output::warn(Some(key), "stale (invalidated, awaiting its refill)");
         }
-        // `raw` shows the bytes as stored; a format decodes them.
-        let value = match client.value_format() {
-            ValueFormat::Raw => Ok(Value::Bytes(item.value.clone())),
-            _ => client.decode(key, &item),
-        };
-        let value = match value {
+        let value = match decoded(&client, key, &item) {
             Ok(value) => value,
             Err(e) => {
                 failed += 1;
@@ -204,6 +199,15 @@ pub(crate) async fn get(
     Ok(finish(&records, json, form, failed + unanswered == 0))
 }
 
+/// What `get` and `gets` show of an item: `raw` the bytes as stored, a
+/// format what it decodes them to.
+fn decoded(client: &Client, key: &str, item: &Item) -> Result<Value, memgroup::client::Error> {
+    match client.value_format() {
+        ValueFormat::Raw => Ok(Value::Bytes(item.value.clone())),
+        _ => client.decode(key, item),
+    }
+}
+
 /// `gets`: each key's value with its CAS unique, for a later `cas`.
 pub(crate) async fn gets(
     args: &GetArgs,
@@ -223,13 +227,25 @@ pub(crate) async fn gets(
         match client.gets(key).await? {
             Some(item) => {
                 let cas = item.cas.unwrap_or(0);
+                let value = match decoded(&client, key, &item) {
+                    Ok(value) => value,
+                    Err(e) => {
+                        missing += 1;
+                        if json {
+                            records.push(json!({"key": key, "flags": item.flags, "cas": cas, "error": e.chain()}));
+                        }
+                        output::warn(None, &e.chain());
+                        continue;
+                    }
+                };
                 if json {
-                    let mut record = json!({"key": key, "flags": item.flags, "cas": cas});
-                    output::json_value(&mut record, &Value::Bytes(item.value.clone()));
+                    let mut record = json!({"key": key, "flags": item.flags, "cas": cas, "type": value.type_name()});
+                    output::json_value(&mut record, &value);
                     records.push(record);
                 } else {
                     let prefix = format!("{key} cas={cas} flags={}: ", item.flags);
-                    write_value(form, key, item.flags, Some(cas), &prefix, &item.value);
+                    let data = output::value_bytes(&value);
+                    write_value(form, key, item.flags, Some(cas), &prefix, &data);
                 }
             }
             None => {

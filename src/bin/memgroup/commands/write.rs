@@ -47,8 +47,12 @@ pub(crate) struct StoreArgs {
     expiry: ExpiryArgs,
     /// Client flags stored with the value (not for append/prepend: the item
     /// keeps its own).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kind")]
     flags: Option<u32>,
+    /// Store the value as this type, with the flags and encoding of
+    /// `--value-format`, as `set --type` does (not for append/prepend).
+    #[arg(long = "type", value_enum)]
+    kind: Option<ValueType>,
 }
 
 /// `cas`: a conditional store with the CAS unique and the flags to store.
@@ -190,10 +194,25 @@ async fn store_with_flags(
                 "--flags does not apply to append/prepend: the item keeps its own flags".into(),
             ));
         }
+        if args.kind.is_some() {
+            return Err(Failure::Usage(
+                "--type does not apply to append/prepend: bytes are added to the item as it is"
+                    .into(),
+            ));
+        }
     }
+    // A typed value: its encoding and flags, as `set --type` stores them.
+    let (data, item_flags) = match args.kind {
+        None => (data, args.flags.unwrap_or(0)),
+        Some(kind) => {
+            kind.storable(client.value_format())?;
+            let (bytes, flags) = client.value_format().encode(&kind.parse(&data)?)?;
+            (bytes.to_vec(), flags)
+        }
+    };
     let key = &args.key;
     let options = WriteOptions::new()
-        .flags(args.flags.unwrap_or(0))
+        .flags(item_flags)
         .expiry(args.expiry.expiry());
     let outcome = match command {
         Conditional::Add => client.add(key, &data, options).await?,
