@@ -1053,6 +1053,17 @@ fn keys_ping_and_cp() {
     std::fs::write(&file, b"file contents\n").unwrap();
     assert!(run(&["cp", file.to_str().unwrap()]).status.success());
     assert_eq!(run(&["get", "notes.txt"]).stdout, b"file contents\n");
+    // One file under a key of its own; a directory, or --key with several
+    // files, is a usage error that stores nothing.
+    let path = file.to_str().unwrap();
+    assert!(run(&["cp", "--key", "motd", path]).status.success());
+    assert_eq!(run(&["get", "motd"]).stdout, b"file contents\n");
+    let o = run(&["cp", "--key", "both", path, path]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(run(&["get", "both"]).status.code(), Some(1));
+    let o = run(&["cp", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
     let o = run(&["cp", dir.join("absent").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);

@@ -19,6 +19,9 @@ pub(crate) struct CpArgs {
     /// The files.
     #[arg(required = true)]
     files: Vec<PathBuf>,
+    /// Store the one file under this key instead of its name.
+    #[arg(long, value_name = "NAME")]
+    key: Option<String>,
     #[command(flatten)]
     expiry: ExpiryArgs,
 }
@@ -40,21 +43,38 @@ pub(crate) struct LoadArgs {
     concurrency: usize,
 }
 
-/// `cp FILE…`: each file's contents stored under its file name (like memcp).
+/// `cp FILE…`: each file's contents stored under its file name (like memcp),
+/// or one file's under `--key`.
 pub(crate) async fn cp(
     args: &CpArgs,
     flags: &ClusterFlags,
     json: bool,
 ) -> Result<ExitCode, Failure> {
+    if args.key.is_some() && args.files.len() > 1 {
+        return Err(Failure::Usage(format!(
+            "--key names one file's key: {} files given",
+            args.files.len()
+        )));
+    }
     let client = Cluster::from_flags(flags)?.client()?;
     let exptime = args.expiry.expiry();
     let mut done = Done::Everywhere;
     let mut records = Vec::new();
     for file in &args.files {
         let stored = async {
-            let key = file.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
-                Failure::Usage(format!("{}: no usable file name", file.display()))
-            })?;
+            let key = match &args.key {
+                Some(key) => key.as_str(),
+                None => file.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+                    Failure::Usage(format!("{}: no usable file name", file.display()))
+                })?,
+            };
+            if file.is_dir() {
+                return Err(Failure::Usage(format!(
+                    "{} is a directory: cp stores files (e.g. {}/*)",
+                    file.display(),
+                    file.display()
+                )));
+            }
             let data = std::fs::read(file)
                 .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?;
             // A file name that is no valid key is named as the file.
