@@ -77,7 +77,7 @@ pub(crate) struct ClusterFlags {
     /// One group found at a configuration endpoint (ElastiCache, Memorystore):
     /// `host:port`, asked `config get cluster` (or the legacy item
     /// `AmazonElastiCache:cluster`). Ranks as --servers.
-    #[arg(long, global = true, value_name = "HOST:PORT")]
+    #[arg(long, global = true, hide_short_help = true, value_name = "HOST:PORT")]
     pub(crate) discover: Option<String>,
     /// A TOML file describing groups, zones, weights, hashing and timeouts.
     /// (Or MEMGROUP_CONFIG.) For the server list it ranks as a flag: with
@@ -89,10 +89,10 @@ pub(crate) struct ClusterFlags {
     pub(crate) hash: Option<HashStrategy>,
     /// Ketama node naming: spymemcached, libmemcached, evcache (default
     /// spymemcached).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) node_naming: Option<NodeNaming>,
     /// URL-encode keys like the Whalin Java client (routing and wire).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) sanitize: bool,
     /// The caller's zone: reads prefer its groups. With --groups a group's
     /// zone is its name; in cluster.toml it is the group's `zone` entry.
@@ -101,79 +101,96 @@ pub(crate) struct ClusterFlags {
     /// The group that decides conditional writes (add, replace, cas,
     /// append, prepend, incr, decr) for every client (default: the first
     /// read-write group by name).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) arbiter: Option<String>,
     /// Connections per server (default 1).
-    #[arg(long, global = true, value_parser = at_least_one)]
+    #[arg(long, global = true, hide_short_help = true, value_parser = at_least_one)]
     pub(crate) pool_size: Option<usize>,
     /// Per-operation timeout in milliseconds (default 500).
     #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) timeout_ms: Option<u64>,
     /// Connect timeout in milliseconds (default 1000).
-    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, global = true, hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) connect_timeout_ms: Option<u64>,
     /// Turn Whalin-style failover within a group off (default: on for one
     /// group, off for several).
-    #[arg(long, global = true, conflicts_with = "failover")]
+    #[arg(
+        long,
+        global = true,
+        hide_short_help = true,
+        conflicts_with = "failover"
+    )]
     pub(crate) no_failover: bool,
     /// Turn failover within a group on.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) failover: bool,
     /// First dead-host backoff in milliseconds (doubles per failure, up to 10 minutes).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) backoff_ms: Option<u64>,
     /// The largest value read or written, in bytes (default 1 MiB).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) max_value_size: Option<usize>,
     /// The most bytes one multi-item reply (a multi-key get, a stats
     /// listing) may hold before its connection is closed (default 256 MiB).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) max_reply_size: Option<usize>,
     /// Requests in flight per connection before callers wait (default 1024).
-    #[arg(long, global = true, value_parser = at_least_one)]
+    #[arg(long, global = true, hide_short_help = true, value_parser = at_least_one)]
     pub(crate) max_in_flight: Option<usize>,
     /// Do not merge concurrent single-key gets into multi-key commands.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) no_merge_gets: bool,
     /// Log in as this user (memcached's ASCII authentication, `-Y`).
     #[arg(long, global = true)]
     pub(crate) username: Option<String>,
     /// The password for `--username`: a file holding it (one trailing newline
     /// is ignored); or the MEMGROUP_PASSWORD environment variable.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) password_file: Option<PathBuf>,
     /// Connect over TLS (memcached -Z), trusting the platform's roots unless
     /// --tls-ca is given. Any --tls-* flag implies it.
     #[arg(long, global = true)]
     pub(crate) tls: bool,
     /// Trust the certificate authorities in this PEM file.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, hide_short_help = true, value_name = "FILE")]
     pub(crate) tls_ca: Option<PathBuf>,
     /// Present this client certificate (PEM) to servers that want one.
-    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    #[arg(
+        long,
+        global = true,
+        hide_short_help = true,
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
     pub(crate) tls_cert: Option<PathBuf>,
     /// The private key (PEM) of --tls-cert.
-    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    #[arg(
+        long,
+        global = true,
+        hide_short_help = true,
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
     pub(crate) tls_key: Option<PathBuf>,
     /// Verify the servers' certificates for this name instead of each host.
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, hide_short_help = true, value_name = "NAME")]
     pub(crate) tls_server_name: Option<String>,
     /// Migration mode: the layout the cache was filled under (a cluster.toml
     /// path, a server list, EVCache groups or a memcache:// URL). Reads that
     /// miss fall through to it and backfill the new layout; deletes go to
     /// both. Also `migrate_from = "old.toml"` in cluster.toml.
-    #[arg(long, global = true, value_name = "OLD")]
+    #[arg(long, global = true, hide_short_help = true, value_name = "OLD")]
     pub(crate) migrate_from: Option<String>,
     /// The hashing strategy of the old layout, when given as a list (for
     /// --migrate-from and `route --compare`).
-    #[arg(long, global = true, value_name = "STRATEGY", value_parser = hash_strategy())]
+    #[arg(long, global = true, hide_short_help = true, value_name = "STRATEGY", value_parser = hash_strategy())]
     pub(crate) old_hash: Option<HashStrategy>,
     /// Read fallback: never, one-more, all-copies (default one-more).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) read_fallback: Option<ReadFallback>,
     /// Write policy: none, one, quorum, all-minus-one, all (default
     /// all-minus-one).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) write_policy: Option<WritePolicy>,
     /// How values are decoded and encoded: raw (bytes as stored),
     /// spymemcached, evcache, whalin, python-memcached (default raw).
@@ -183,7 +200,7 @@ pub(crate) struct ClusterFlags {
     /// keys over 250 bytes go under an MD5 digest key (prefix mglk:), the
     /// value in an envelope naming the key. Also `long_keys = true` (with
     /// long_keys_max_len, long_keys_prefix) in cluster.toml.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub(crate) long_keys: bool,
 }
 

@@ -80,7 +80,13 @@ pub(crate) async fn close_clients(deadline: Duration) {
     let clients = std::mem::take(&mut *OPEN.lock());
     for client in clients {
         if let Err(e) = client.close(deadline).await {
-            crate::output::warn(None, &format!("{e} (lost at exit)"));
+            // Repairs live in this process: say what their loss means.
+            crate::output::warn(
+                None,
+                &format!(
+                    "{e}; dropped at exit: a server that comes back with its data may keep an old copy of what was written now"
+                ),
+            );
         }
     }
 }
