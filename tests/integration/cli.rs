@@ -1680,3 +1680,47 @@ fn status_ping_and_version_look_at_one_group() {
         assert!(stderr(&unknown).contains("sg1"), "{}", stderr(&unknown));
     }
 }
+
+/// A group looked at alone keeps working whatever the file says of the
+/// cluster: a named arbiter that is another group, the group write-only (a
+/// warm target), another group's own login. `status`, `version` and `get`
+/// with `--group` on each group exit 0, and `get --group` reads the
+/// write-only group's copy.
+#[test]
+fn one_group_alone_whatever_the_cluster_file_says() {
+    let dir = crate::support::tempdir::Dir::new("one-group");
+    let authfile = dir.path().join("authfile");
+    std::fs::write(&authfile, "alice:s3cret\n").unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "s3cret\n").unwrap();
+    let sg1 = Memcached::spawn_with(&["-Y", authfile.to_str().unwrap()]);
+    let sg2 = Memcached::spawn();
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "arbiter = \"sg1\"\n\
+             [[groups]]\nname = \"sg1\"\nservers = [\"{}\"]\nusername = \"alice\"\npassword_file = \"{}\"\n\
+             [[groups]]\nname = \"sg2\"\nwrite_only = true\nservers = [\"{}\"]\n",
+            sg1.addr_string(),
+            password.display(),
+            sg2.addr_string()
+        ),
+    )
+    .unwrap();
+    let config = file.to_str().unwrap();
+    let run = |extra: &[&str]| memgroup(&[&["--config", config][..], extra].concat());
+    assert!(run(&["set", "k", "v"]).status.success());
+    for group in ["sg1", "sg2"] {
+        for command in [&["status"][..], &["version"], &["get", "k"]] {
+            let o = run(&[command, &["--group", group]].concat());
+            assert!(
+                o.status.success(),
+                "{command:?} --group {group}: {}{}",
+                stdout(&o),
+                stderr(&o)
+            );
+        }
+    }
+    assert_eq!(run(&["get", "--group", "sg2", "k"]).stdout, b"v");
+}

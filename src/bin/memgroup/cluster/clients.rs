@@ -20,6 +20,10 @@ impl ClientSettings {
     /// A client for `spec`; with `discover`, the cluster's discovered groups
     /// are asked for their servers as it connects.
     pub(super) fn client_of(&self, spec: ClusterSpec, discover: bool) -> Result<Client, Failure> {
+        // A group's own login, TLS and discovery apply only where the spec
+        // has it (one group alone, an old layout).
+        let names: Vec<String> = spec.groups.iter().map(|g| g.name.clone()).collect();
+        let present = |group: &str| names.iter().any(|n| n == group);
         let mut builder = Client::builder()
             .cluster(spec)
             .timeout(self.timeout)
@@ -39,7 +43,7 @@ impl ClientSettings {
         if let Some(old) = self.migrate_from.clone() {
             builder = builder.migrate_from(old);
         }
-        for own in &self.groups {
+        for own in self.groups.iter().filter(|g| present(&g.group)) {
             if let Some(credentials) = own.credentials.clone() {
                 builder = builder.group_credentials(&own.group, credentials);
             }
@@ -48,13 +52,15 @@ impl ClientSettings {
             }
         }
         builder = self.limits.apply(builder).merge_gets(self.merge_gets);
-        let client = if self.discovery.is_empty() || !discover {
+        let discovery: Vec<&(String, String)> =
+            self.discovery.iter().filter(|(g, _)| present(g)).collect();
+        let client = if discovery.is_empty() || !discover {
             builder.build().map_err(|e| usage(format!("{e}")))?
         } else {
             // Discovery asks the endpoints as the client connects: the
             // tool's commands are synchronous up to here, on a
             // multi-threaded runtime.
-            for (group, endpoint) in &self.discovery {
+            for (group, endpoint) in discovery {
                 builder = builder.group_discover(group, endpoint);
             }
             if let Some(every) = self.discover_every {
@@ -92,12 +98,18 @@ pub(crate) async fn close_clients(deadline: Duration) {
 }
 
 /// `spec` reduced to group `name`, read as it is: no fallback, no failover,
-/// no zone preference.
+/// no zone preference; readable even if the cluster only writes to it (a
+/// warm target), and its own arbiter (the cluster's may be another group).
 pub(crate) fn only_group(spec: &ClusterSpec, name: &str) -> ClusterSpec {
     let mut one = spec.clone();
     one.groups.retain(|g| g.name == name);
+    for group in &mut one.groups {
+        group.write_only = false;
+    }
     one.settings.read_fallback = ReadFallback::Never;
     one.settings.local_zone = None;
     one.settings.failover = Some(false);
+    one.settings.arbiter = None;
+    one.settings.arbiter_failover = false;
     one
 }
