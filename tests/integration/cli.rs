@@ -702,6 +702,16 @@ fn value_formats_in_the_tool() {
     let o = evcache(&["cas", "m", "9", "--cas", &unique, "--type", "long"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&evcache(&["get", "m"])), "9");
+    // `--protocol` prints what memcached sent (the format's bytes), for get
+    // and gets alike.
+    let o = evcache(&["get", "--protocol", "m"]);
+    assert_eq!(o.stdout, b"VALUE m 768 1\r\n\x09\r\nEND\r\n", "{o:?}");
+    let o = evcache(&["gets", "--protocol", "m"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.starts_with("VALUE m 768 1 ") && text.ends_with("\r\n\x09\r\nEND\r\n"),
+        "{text:?}"
+    );
     let o = evcache(&["append", "m", "1", "--type", "long"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(

@@ -166,6 +166,11 @@ pub(crate) async fn get(
         if stale {
             output::warn(Some(key), "stale (invalidated, awaiting its refill)");
         }
+        // `--protocol` prints what memcached sent, whatever the format.
+        if matches!(form, Form::Protocol) {
+            write_value(form, key, item.flags, None, "", &item.value);
+            continue;
+        }
         let value = match decoded(&client, key, &item) {
             Ok(value) => value,
             Err(e) => {
@@ -221,16 +226,20 @@ pub(crate) async fn gets(
     };
     let client = Cluster::from_flags(flags)?.client_for(args.read.group.as_deref())?;
     let keys = &args.read.keys[..];
-    let mut missing = 0;
+    let mut failed = 0;
     let mut records = Vec::new();
     for key in keys {
         match client.gets(key).await? {
             Some(item) => {
                 let cas = item.cas.unwrap_or(0);
+                if matches!(form, Form::Protocol) {
+                    write_value(form, key, item.flags, Some(cas), "", &item.value);
+                    continue;
+                }
                 let value = match decoded(&client, key, &item) {
                     Ok(value) => value,
                     Err(e) => {
-                        missing += 1;
+                        failed += 1;
                         if json {
                             records.push(json!({"key": key, "flags": item.flags, "cas": cas, "error": e.chain()}));
                         }
@@ -249,12 +258,12 @@ pub(crate) async fn gets(
                 }
             }
             None => {
-                missing += 1;
+                failed += 1;
                 not_found(key, json, &mut records);
             }
         }
     }
-    Ok(finish(&records, json, form, missing == 0))
+    Ok(finish(&records, json, form, failed == 0))
 }
 
 /// `exist`: exit 0 only if every key exists (like libmemcached's memexist).
