@@ -235,6 +235,9 @@ pub(crate) fn write_outcome(
                     json!({"group": g.group, "server": g.server, "cleared": true})
                 }
                 Ok(applied) => json!({"group": g.group, "server": g.server, "applied": applied}),
+                Err(e) if g.cleared => {
+                    json!({"group": g.group, "server": g.server, "cleared": false, "error": e.chain()})
+                }
                 Err(e) => json!({"group": g.group, "server": g.server, "error": e.chain()}),
             })
             .collect();
@@ -249,6 +252,11 @@ pub(crate) fn write_outcome(
                 ),
                 Ok(true) => format!("{key}: {} {server}: ok", g.group),
                 Ok(false) => format!("{key}: {} {server}: not applied", g.group),
+                Err(e) if g.cleared => format!(
+                    "{key}: {} {server}: its copy not cleared (may be stale): {}",
+                    g.group,
+                    clean(&e.chain())
+                ),
                 Err(e) => format!("{key}: {} {server}: error: {}", g.group, clean(&e.chain())),
             });
         }

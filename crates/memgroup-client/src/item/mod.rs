@@ -90,11 +90,20 @@ pub struct GroupOutcome {
     /// `Err` the write did not happen.
     pub result: Result<bool, Error>,
     /// A conditional write's other group (`add`, `replace`, `cas`,
-    /// `append`, `prepend`, `incr`, `decr`: the arbiter group decides them):
+    /// `append`, `prepend`, `incr`, `decr`, and the meta set and arithmetic
+    /// in those modes: the arbiter group decides them):
     /// it did not take the write but had its copy deleted, so it holds the
     /// arbiter's value or nothing. Its `result` is that delete's, with a copy
     /// already absent counted as `Ok(true)`.
     pub cleared: bool,
+}
+
+impl GroupOutcome {
+    /// Whether the group applied the write itself (not only cleared its
+    /// copy for a conditional write).
+    fn took_it(&self) -> bool {
+        !self.cleared && matches!(self.result, Ok(true))
+    }
 }
 
 /// The result of a write to several server groups: `Ok` from a write means
@@ -145,15 +154,16 @@ impl WriteOutcome {
     /// applied it while others failed or are still pending (what the tool
     /// reports with exit code 3).
     pub fn is_partial(&self) -> bool {
-        let applied = self.groups.iter().any(|g| matches!(g.result, Ok(true)));
+        let applied = self.groups.iter().any(GroupOutcome::took_it);
         let missed = !self.pending.is_empty() || self.groups.iter().any(|g| g.result.is_err());
         applied && missed
     }
 
     /// Whether every group that answered applied the write (e.g. `add` found
-    /// no existing key anywhere).
+    /// no existing key anywhere). A group only cleared for a conditional
+    /// write ([`GroupOutcome::cleared`]) does not count as applying it.
     pub fn applied(&self) -> bool {
-        self.groups.iter().any(|g| matches!(g.result, Ok(true)))
+        self.groups.iter().any(GroupOutcome::took_it)
             && self.groups.iter().all(|g| !matches!(g.result, Ok(false)))
     }
 
@@ -183,4 +193,53 @@ pub struct ServerStats {
     pub server: String,
     /// The `STAT` name/value pairs, or why they could not be read.
     pub stats: Result<HashMap<String, String>, Error>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    fn group(name: &str, result: Result<bool, Error>, cleared: bool) -> GroupOutcome {
+        GroupOutcome {
+            id: GroupId(0),
+            group: name.into(),
+            server: None,
+            result,
+            cleared,
+        }
+    }
+
+    fn failed() -> Result<bool, Error> {
+        Err(Error::new(ErrorKind::Timeout, "timed out"))
+    }
+
+    /// A conditional write's cleared groups bring the others in line but
+    /// never count as applying it: refused at the arbiter, nothing was
+    /// applied however the clearing went.
+    #[test]
+    fn cleared_groups_do_not_count_as_applying_a_conditional_write() {
+        let refused = WriteOutcome::new(vec![
+            group("sg1", Ok(false), false),
+            group("sg2", Ok(true), true),
+            group("sg3", failed(), true),
+        ]);
+        assert!(!refused.applied());
+        assert!(!refused.is_partial());
+        assert!(!refused.is_complete());
+        // Applied at the arbiter, one copy not cleared: partly done.
+        let applied = WriteOutcome::new(vec![
+            group("sg1", Ok(true), false),
+            group("sg2", Ok(true), true),
+            group("sg3", failed(), true),
+        ]);
+        assert!(applied.applied());
+        assert!(applied.is_partial());
+        assert!(!applied.is_complete());
+        let everywhere = WriteOutcome::new(vec![
+            group("sg1", Ok(true), false),
+            group("sg2", Ok(true), true),
+        ]);
+        assert!(everywhere.applied() && everywhere.is_complete() && !everywhere.is_partial());
+    }
 }
