@@ -328,6 +328,7 @@ mod tests {
             write_policy = "all"
             value_format = "evcache"
             max_value_size = 100
+            long_keys = true
             [[groups]]
             name = "sg1"
             zone = "a"
@@ -355,6 +356,11 @@ mod tests {
         // The file's limit: refused before anything is sent (nothing listens).
         let error = client.set("k", vec![b'x'; 101], 0).await.unwrap_err();
         assert!(error.is_value_too_large(), "{error}");
+        // Long keys on: a 300-byte key is a long key (an append on one is
+        // refused as such), not an invalid one.
+        let long = "k".repeat(300);
+        let error = client.append(&long, "x").await.unwrap_err();
+        assert!(error.to_string().contains("long key"), "{error}");
     }
 
     #[test]

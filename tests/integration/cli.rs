@@ -1074,6 +1074,12 @@ fn keys_ping_and_cp() {
     let o = run(&["cp", dir.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
+    // A directory among files: none of them is stored.
+    let other = dir.join("other.txt");
+    std::fs::write(&other, b"other").unwrap();
+    let o = run(&["cp", other.to_str().unwrap(), dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(run(&["get", "other.txt"]).status.code(), Some(1));
     let o = run(&["cp", dir.join("absent").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);

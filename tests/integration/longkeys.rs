@@ -112,6 +112,25 @@ async fn the_tool_shares_long_keys_with_services() {
     let out = memgroup(&["--servers", &addr, "--long-keys", "get", &long_key]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(out.stdout, b"from the service");
+    // `route` shows the digest key the value lives under.
+    let out = memgroup(&[
+        "--servers",
+        &addr,
+        "--long-keys",
+        "--json",
+        "route",
+        &long_key,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let routed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let digest = LongKeys::default().digest_key(long_key.as_bytes()).unwrap();
+    assert_eq!(
+        routed[0]["wire_key"],
+        String::from_utf8(digest.clone()).unwrap()
+    );
+    assert!(raw::get(server.addr(), &digest).is_some());
+    let refused = memgroup(&["--servers", &addr, "route", &long_key]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
     let refused = memgroup(&["--servers", &addr, "get", &long_key]);
     assert_eq!(refused.status.code(), Some(1), "{refused:?}");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("the limit is 250"));

@@ -107,6 +107,13 @@ impl LongKeys {
         self
     }
 
+    /// The digest key a long `key` (as it would go on the wire) is stored
+    /// under; `None` for a key short enough to go as it is. For tools that
+    /// show where a key lives (`memgroup route --long-keys`).
+    pub fn digest_key(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.is_long(key).then(|| self.short_key(key))
+    }
+
     /// Whether `key` (as it would go on the wire) is long.
     pub(crate) fn is_long(&self, key: &[u8]) -> bool {
         key.len() > self.max_len

@@ -379,6 +379,11 @@ impl Cluster {
             .collect()
     }
 
+    /// Long keys, if on (`--long-keys`, or the file's `long_keys`).
+    pub(crate) fn long_keys(&self) -> Option<&LongKeys> {
+        self.settings.long_keys.as_ref()
+    }
+
     /// A client for the cluster (connections open lazily).
     pub(crate) fn client(&self) -> Result<Client, Failure> {
         self.settings.client_of(self.spec.clone(), true)

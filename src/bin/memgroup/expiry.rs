@@ -76,7 +76,7 @@ fn parse_at(text: &str) -> Result<Expiry, String> {
         Ok(seconds) => seconds,
         Err(_) if text.contains('-') => utc_seconds(text).ok_or_else(|| {
             format!(
-                "{text:?}: a date is YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]Z, in UTC (or give Unix seconds)"
+                "{text:?}: a date is YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]Z (or +00:00), in UTC (or give Unix seconds)"
             )
         })?,
         Err(_) => {
@@ -88,12 +88,28 @@ fn parse_at(text: &str) -> Result<Expiry, String> {
     Ok(Expiry::At(UNIX_EPOCH + Duration::from_secs(seconds)))
 }
 
-/// `YYYY-MM-DD` (midnight) or `YYYY-MM-DDTHH:MM[:SS]Z`, in UTC, as Unix
-/// seconds; `None` for anything else (another offset, a day the month does
-/// not have, a year before 1970).
+/// `YYYY-MM-DD` (midnight) or `YYYY-MM-DDTHH:MM[:SS[.fff]]` ending in `Z`
+/// or `+00:00` (as `date -u -Iseconds` prints it), in UTC, as Unix seconds
+/// (a fraction is dropped); `None` for anything else (another offset, a day
+/// the month does not have, a year before 1970).
 fn utc_seconds(text: &str) -> Option<u64> {
-    let (date, time) = match text.split_once(['T', ' ']) {
-        Some((date, time)) => (date, Some(time.strip_suffix('Z')?)),
+    let (date, time) = match text.split_once(['T', 't', ' ']) {
+        Some((date, time)) => {
+            let time = time
+                .strip_suffix(['Z', 'z'])
+                .or_else(|| time.strip_suffix("+00:00"))?;
+            // Whole seconds: memcached's expiry has no finer grain.
+            let whole = match time.split_once('.') {
+                Some((whole, fraction))
+                    if !fraction.is_empty() && fraction.bytes().all(|b| b.is_ascii_digit()) =>
+                {
+                    whole
+                }
+                Some(_) => return None,
+                None => time,
+            };
+            (date, Some(whole))
+        }
         None => (text, None),
     };
     let number = |part: &str, digits: usize| -> Option<u64> {
@@ -181,6 +197,16 @@ mod tests {
         assert_eq!(parse_at("2027-01-01"), at(1_798_761_600));
         assert_eq!(parse_at("2027-01-01T12:00:00Z"), at(1_798_761_600 + 43_200));
         assert_eq!(parse_at("2027-01-01T12:30Z"), at(1_798_761_600 + 45_000));
+        // `date -u -Iseconds`, a fraction, lower case.
+        assert_eq!(
+            parse_at("2027-01-01T12:00:00+00:00"),
+            at(1_798_761_600 + 43_200)
+        );
+        assert_eq!(
+            parse_at("2027-01-01T12:00:00.750Z"),
+            at(1_798_761_600 + 43_200)
+        );
+        assert_eq!(parse_at("2027-01-01t12:00:00z"), at(1_798_761_600 + 43_200));
         assert_eq!(parse_at("1970-01-01"), at(0));
         // A leap day, and the day after it.
         assert_eq!(parse_at("2028-02-29"), at(1_835_395_200));
@@ -190,6 +216,9 @@ mod tests {
             "2027-13-01",
             "2027-1-01",
             "2027-01-01T12:00:00+02:00",
+            "2027-01-01T12:00:00.Z",
+            "2027-01-01T12:00:00.5x",
+            "2027-01-01T12:00:00",
             "2027-01-01T24:00:00Z",
             "1969-12-31",
             "tomorrow",

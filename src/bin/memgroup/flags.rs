@@ -140,7 +140,8 @@ pub(crate) struct ClusterFlags {
     /// Do not merge concurrent single-key gets into multi-key commands.
     #[arg(long, global = true, hide_short_help = true)]
     pub(crate) no_merge_gets: bool,
-    /// Log in as this user (memcached's ASCII authentication, `-Y`).
+    /// Log in as this user (memcached's ASCII authentication, `-Y`); the
+    /// password comes from --password-file or MEMGROUP_PASSWORD.
     #[arg(long, global = true)]
     pub(crate) username: Option<String>,
     /// The password for `--username`: a file holding it (one trailing newline

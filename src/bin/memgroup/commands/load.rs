@@ -20,7 +20,7 @@ pub(crate) struct CpArgs {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Store the one file under this key instead of its name.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "KEY")]
     key: Option<String>,
     #[command(flatten)]
     expiry: ExpiryArgs,
@@ -56,6 +56,15 @@ pub(crate) async fn cp(
             args.files.len()
         )));
     }
+    // Every path checked before the first write: a directory among the
+    // files stores none of them.
+    if let Some(dir) = args.files.iter().find(|f| f.is_dir()) {
+        return Err(Failure::Usage(format!(
+            "{} is a directory: cp stores files (e.g. {}/*)",
+            dir.display(),
+            dir.display()
+        )));
+    }
     let client = Cluster::from_flags(flags)?.client()?;
     let exptime = args.expiry.expiry();
     let mut done = Done::Everywhere;
@@ -68,19 +77,15 @@ pub(crate) async fn cp(
                     Failure::Usage(format!("{}: no usable file name", file.display()))
                 })?,
             };
-            if file.is_dir() {
-                return Err(Failure::Usage(format!(
-                    "{} is a directory: cp stores files (e.g. {}/*)",
-                    file.display(),
-                    file.display()
-                )));
-            }
             let data = std::fs::read(file)
                 .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?;
-            // A file name that is no valid key is named as the file.
+            // A file name that is no valid key is named as the file (a
+            // `--key` names itself).
             let outcome = client.set(key, &data, exptime).await.map_err(|e| {
-                if e.is_invalid_key() {
+                if e.is_invalid_key() && args.key.is_none() {
                     Failure::Usage(format!("{}: {e}", file.display()))
+                } else if e.is_invalid_key() {
+                    Failure::Usage(format!("--key: {e}"))
                 } else {
                     Failure::from(e)
                 }

@@ -94,7 +94,8 @@ pub(crate) enum Command {
     /// Write the man pages (memgroup.1 and one per subcommand) into DIR.
     #[command(hide = true)]
     Man(generate::ManArgs),
-    /// Store files: the file name is the key, the contents the value (like memcp).
+    /// Store files: the file name is the key (or --key's, for one file), the
+    /// contents the value (like memcp).
     Cp(load::CpArgs),
     /// Delete keys from every group.
     #[command(visible_aliases = ["del", "rm"])]

@@ -66,6 +66,7 @@ fn route(
     // The checks a client's build makes (a zone no group has, …): routing
     // is refused for what every other command would refuse.
     let client = cluster.client()?;
+    let long_keys = cluster.long_keys().cloned();
     let spec = cluster.spec;
     let variants: Vec<(String, std::sync::Arc<Topology>)> = if all {
         HashStrategy::ALL
@@ -89,10 +90,19 @@ fn route(
             .unwrap_or_default();
         vec![(name, t)]
     };
+    // The key as it goes on the wire: the group's transform, then (long
+    // keys on, the key long) its digest key, as the client sends it.
+    let wire_key = |topology: &Topology, group: usize, key: &str| -> Vec<u8> {
+        let wire = topology.wire_key(GroupId(group), key.as_bytes());
+        long_keys
+            .as_ref()
+            .and_then(|l| l.digest_key(&wire))
+            .unwrap_or_else(|| wire.into_owned())
+    };
     // A key `set` would refuse has no route: say so, as `set` would.
     for key in keys {
         for (_, topology) in &variants {
-            let wire = topology.wire_key(GroupId(0), key.as_bytes());
+            let wire = wire_key(topology, 0, key);
             memgroup::proto::Key::new(&wire).map_err(|e| {
                 Failure::Usage(format!(
                     "invalid key {:?}: {e}",
@@ -105,7 +115,7 @@ fn route(
     for key in keys {
         for (strategy, topology) in &variants {
             for (gi, group) in topology.groups().iter().enumerate() {
-                let wire = topology.wire_key(GroupId(gi), key.as_bytes());
+                let wire = wire_key(topology, gi, key);
                 let server = &topology.servers()[group.server_for(&wire).0];
                 report.row(vec![
                     key.clone(),

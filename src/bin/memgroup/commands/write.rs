@@ -253,7 +253,7 @@ impl ValueType {
                 .map_or_else(String::new, |v| v.get_name().to_string());
             return Err(Failure::Usage(format!(
                 "--type {name} needs a value format that stores types (--value-format \
-                 whalin, spymemcached or python-memcached); the raw format stores bytes"
+                 spymemcached, evcache, whalin or python-memcached); the raw format stores bytes"
             )));
         }
         Ok(())
