@@ -171,16 +171,11 @@ pub(crate) async fn get(
             write_value(form, key, item.flags, None, "", &item.value);
             continue;
         }
-        let value = match decoded(&client, key, &item) {
-            Ok(value) => value,
-            Err(e) => {
-                failed += 1;
-                if json {
-                    records.push(json!({"key": key, "flags": item.flags, "error": e.chain()}));
-                }
-                output::warn(None, &e.chain());
-                continue;
-            }
+        let record = json!({"key": key, "flags": item.flags});
+        let Some(value) = decoded(&client, key, &item, json.then_some((record, &mut records)))
+        else {
+            failed += 1;
+            continue;
         };
         if json {
             let mut record = json!({"key": key, "flags": item.flags, "type": value.type_name()});
@@ -205,11 +200,29 @@ pub(crate) async fn get(
 }
 
 /// What `get` and `gets` show of an item: `raw` the bytes as stored, a
-/// format what it decodes them to.
-fn decoded(client: &Client, key: &str, item: &Item) -> Result<Value, memgroup::client::Error> {
-    match client.value_format() {
+/// format what it decodes them to. A value the format cannot decode is
+/// `None`, said on stderr and (with `json`: the key's record so far, and
+/// the records) recorded with its error.
+fn decoded(
+    client: &Client,
+    key: &str,
+    item: &Item,
+    json: Option<(serde_json::Value, &mut Vec<serde_json::Value>)>,
+) -> Option<Value> {
+    let value = match client.value_format() {
         ValueFormat::Raw => Ok(Value::Bytes(item.value.clone())),
         _ => client.decode(key, item),
+    };
+    match value {
+        Ok(value) => Some(value),
+        Err(e) => {
+            if let Some((mut record, records)) = json {
+                record["error"] = json!(e.chain());
+                records.push(record);
+            }
+            output::warn(None, &e.chain());
+            None
+        }
     }
 }
 
@@ -236,16 +249,12 @@ pub(crate) async fn gets(
                     write_value(form, key, item.flags, Some(cas), "", &item.value);
                     continue;
                 }
-                let value = match decoded(&client, key, &item) {
-                    Ok(value) => value,
-                    Err(e) => {
-                        failed += 1;
-                        if json {
-                            records.push(json!({"key": key, "flags": item.flags, "cas": cas, "error": e.chain()}));
-                        }
-                        output::warn(None, &e.chain());
-                        continue;
-                    }
+                let record = json!({"key": key, "flags": item.flags, "cas": cas});
+                let Some(value) =
+                    decoded(&client, key, &item, json.then_some((record, &mut records)))
+                else {
+                    failed += 1;
+                    continue;
                 };
                 if json {
                     let mut record = json!({"key": key, "flags": item.flags, "cas": cas, "type": value.type_name()});
