@@ -156,6 +156,81 @@ fn status_watch_follows_the_config_file() {
     assert_eq!(seen, 3, "status --watch never showed the added server");
 }
 
+/// `status --watch --group` follows the file for that group, and a change
+/// that drops the group is said on stderr (the command goes on with the
+/// cluster as it was) instead of being ignored without a word.
+#[test]
+fn status_watch_of_a_group_says_when_the_file_drops_it() {
+    use std::io::BufRead;
+
+    let (a, b) = (Memcached::spawn(), Memcached::spawn());
+    let dir = std::env::temp_dir().join(format!("memgroup-watch-group-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("cluster.toml");
+    let group = |name: &str, server: &Memcached| {
+        format!(
+            "[[groups]]\nname = \"{name}\"\nservers = [{:?}]\n",
+            server.addr_string()
+        )
+    };
+    std::fs::write(&config, group("sg1", &a) + &group("sg2", &b)).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--json",
+            "status",
+            "--watch",
+            "0.2",
+            "--group",
+            "sg2",
+        ])
+        .env_remove("MEMCACHED_SERVERS")
+        .env_remove("MEMGROUP_GROUPS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let (tx, warnings) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let servers = |line: &str| -> Vec<String> {
+        let records: Vec<serde_json::Value> = serde_json::from_str(line).unwrap();
+        records
+            .iter()
+            .filter(|r| r["kind"] == "server")
+            .map(|r| r["server"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(servers(&lines.next().unwrap().unwrap()), [b.addr_string()]);
+    std::fs::write(&config, group("sg1", &a)).unwrap();
+    let mut said = None;
+    for _ in 0..50 {
+        // Still sg2's server, as it was.
+        assert_eq!(servers(&lines.next().unwrap().unwrap()), [b.addr_string()]);
+        if let Some(line) = warnings
+            .try_iter()
+            .find(|l| l.contains("no longer in the file"))
+        {
+            said = Some(line);
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let said = said.expect("the dropped group was never said on stderr");
+    assert!(said.contains("sg2") && said.contains("as it was"), "{said}");
+}
+
 /// `reconnect` (what `watch_dns` does when a name moves): the server's
 /// connections are let go and the next requests open new ones.
 #[tokio::test]

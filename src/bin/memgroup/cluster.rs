@@ -414,12 +414,14 @@ impl Cluster {
 
     /// Makes a long-running command (bench, warm, status --watch) follow
     /// changes to the `--config` file, checked every second; `adjust` is
-    /// applied to each new description as it was to the first. `None`
-    /// without a file (the cluster then comes from flags only).
+    /// applied to each new description as it was to the first (or refuses
+    /// it, saying why). A change that cannot be applied is said on stderr
+    /// and the cluster stays as it was. `None` without a file (the cluster
+    /// then comes from flags only).
     pub(crate) fn watch(
         &self,
         client: &Client,
-        adjust: impl Fn(ClusterSpec) -> ClusterSpec + Send + 'static,
+        adjust: impl Fn(ClusterSpec) -> Result<ClusterSpec, String> + Send + 'static,
     ) -> Option<Watcher> {
         let path = self.config.as_ref()?.path.clone();
         let flags = self.flags.clone();
@@ -427,7 +429,7 @@ impl Cluster {
             path,
             Duration::from_secs(1),
             move |_| match Cluster::resolve(&flags, &sources::process_env, &mut Vec::new()) {
-                Ok(cluster) => Ok(adjust(cluster.spec)),
+                Ok(cluster) => adjust(cluster.spec),
                 Err(Failure::Usage(m) | Failure::Op(m)) => Err(m),
             },
         ))

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use memgroup::client::Client;
+use memgroup::client::{Client, Event};
 use memgroup::topology::{ClusterSpec, ReadFallback};
 
 use super::{ClientSettings, usage};
@@ -25,6 +25,16 @@ impl ClientSettings {
         let names: Vec<String> = spec.groups.iter().map(|g| g.name.clone()).collect();
         let present = |group: &str| names.iter().any(|n| n == group);
         let mut builder = Client::builder()
+            .on_event(|event| {
+                // A watched file's change that cannot be applied: the
+                // command goes on with the cluster as it was.
+                if let Event::TopologyRejected { error } = event {
+                    crate::output::warn(
+                        None,
+                        &format!("{}; going on with the cluster as it was", error.chain()),
+                    );
+                }
+            })
             .cluster(spec)
             .timeout(self.timeout)
             .connect_timeout(self.connect_timeout)

@@ -205,7 +205,7 @@ pub(crate) async fn run(
         ms => Hedge::new(std::time::Duration::from_millis(ms), 0.10),
     };
     let client = &cluster.client()?;
-    let _watch = cluster.watch(client, |spec| spec);
+    let _watch = cluster.watch(client, Ok);
     if args.herd {
         let herd = herd::Herd {
             keys: args.herd_keys,

@@ -150,7 +150,7 @@ pub(crate) async fn run(
     }
     let writer = settings.client(spec.clone())?;
     // A target group's servers may change during a long warm.
-    let _watch = cluster.watch(&writer, as_dumped);
+    let _watch = cluster.watch(&writer, |spec| Ok(as_dumped(spec)));
     let reader = settings.client(only_group(&spec, &args.from))?;
     let topology = reader.topology();
     let sources: Vec<String> = topology.servers().iter().map(ToString::to_string).collect();
