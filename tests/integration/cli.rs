@@ -589,8 +589,11 @@ async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
             .unwrap()
             .ttl()
             .unwrap();
+        // Up to a second each: the two servers' clocks tick at different
+        // fractions of a second, the warmer counts whole seconds since it
+        // read the source's clock, and the two reads may straddle a tick.
         assert!(
-            (t_dst - t_src).abs() <= 2,
+            (t_dst - t_src).abs() <= 3,
             "{}: ttl {t_dst} vs {t_src}",
             keys[i]
         );

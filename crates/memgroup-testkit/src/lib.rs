@@ -123,7 +123,7 @@ impl Memcached {
             if let Some(status) = child.try_wait()? {
                 return Err(io::Error::other(format!("memcached exited: {status}")));
             }
-            if TcpStream::connect(self.addr()).is_ok() {
+            if accepts(self.addr()) {
                 self.child = Some(child);
                 return Ok(());
             }
@@ -214,6 +214,15 @@ impl Drop for Memcached {
         }
         self.kill();
     }
+}
+
+/// Whether something listens at `addr`. Not a connection to itself: a
+/// connect to a loopback port nobody listens on yet can pick that very port
+/// as its own and connect to itself (TCP simultaneous open), which a loop
+/// polling for a server to start makes likely; the server then fails to
+/// bind, and the test finds its port refusing connections.
+fn accepts(addr: SocketAddr) -> bool {
+    TcpStream::connect(addr).is_ok_and(|stream| stream.local_addr().ok() != Some(addr))
 }
 
 /// Whether every thread of `pid` is in state `T` (stopped), per /proc.
