@@ -100,6 +100,27 @@ async fn a_watched_server_list_changes_under_load() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `memgroup --config CONFIG --json status --watch 0.2 EXTRA…`, its stdout
+/// and stderr piped.
+fn status_watch(config: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--json",
+            "status",
+            "--watch",
+            "0.2",
+        ])
+        .args(extra)
+        .env_remove("MEMCACHED_SERVERS")
+        .env_remove("MEMGROUP_GROUPS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// The tool's long-running commands follow their `--config` file:
 /// `status --watch` reports the server the file gains, without a restart.
 #[test]
@@ -122,20 +143,7 @@ fn status_watch_follows_the_config_file() {
         std::fs::write(&config, text).unwrap();
     };
     write(&servers[..2]);
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "--json",
-            "status",
-            "--watch",
-            "0.2",
-        ])
-        .env_remove("MEMCACHED_SERVERS")
-        .env_remove("MEMGROUP_GROUPS")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = status_watch(&config, &[]);
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let count = |line: &str| -> usize {
         let records: Vec<serde_json::Value> = serde_json::from_str(line).unwrap();
@@ -174,23 +182,7 @@ fn status_watch_of_a_group_says_when_the_file_drops_it() {
         )
     };
     std::fs::write(&config, group("sg1", &a) + &group("sg2", &b)).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "--json",
-            "status",
-            "--watch",
-            "0.2",
-            "--group",
-            "sg2",
-        ])
-        .env_remove("MEMCACHED_SERVERS")
-        .env_remove("MEMGROUP_GROUPS")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = status_watch(&config, &["--group", "sg2"]);
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let (tx, warnings) = std::sync::mpsc::channel();
     let stderr = child.stderr.take().unwrap();
