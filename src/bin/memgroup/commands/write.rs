@@ -115,20 +115,29 @@ pub(crate) async fn set(
     let client = Cluster::from_flags(flags)?.client()?;
     let data = read_value(&args.value)?;
     let key = &args.key;
-    let outcome = match args.kind {
-        None => {
-            let options = WriteOptions::new()
-                .flags(args.flags)
-                .expiry(args.expiry.expiry());
-            client.set(key, &data, options).await?
-        }
-        Some(kind) => {
-            kind.storable(client.value_format())?;
-            let value = kind.parse(&data)?;
-            client.set_value(key, &value, args.expiry.expiry()).await?
-        }
-    };
+    let (data, flags) = typed(&client, args.kind, data, args.flags)?;
+    let options = WriteOptions::new()
+        .flags(flags)
+        .expiry(args.expiry.expiry());
+    let outcome = client.set(key, &data, options).await?;
     Ok(write_report(key, &outcome, json))
+}
+
+/// The bytes and client flags a store sends: `data` and `flags` as given,
+/// or (`--type`) the value parsed as that type and encoded, with its flags,
+/// by the client's value format.
+fn typed(
+    client: &Client,
+    kind: Option<ValueType>,
+    data: Vec<u8>,
+    flags: u32,
+) -> Result<(Vec<u8>, u32), Failure> {
+    let Some(kind) = kind else {
+        return Ok((data, flags));
+    };
+    kind.storable(client.value_format())?;
+    let (bytes, flags) = client.value_format().encode(&kind.parse(&data)?)?;
+    Ok((bytes.to_vec(), flags))
 }
 
 /// A value argument: the text itself, or stdin for `-`.
@@ -201,15 +210,7 @@ async fn store_with_flags(
             ));
         }
     }
-    // A typed value: its encoding and flags, as `set --type` stores them.
-    let (data, item_flags) = match args.kind {
-        None => (data, args.flags.unwrap_or(0)),
-        Some(kind) => {
-            kind.storable(client.value_format())?;
-            let (bytes, flags) = client.value_format().encode(&kind.parse(&data)?)?;
-            (bytes.to_vec(), flags)
-        }
-    };
+    let (data, item_flags) = typed(&client, args.kind, data, args.flags.unwrap_or(0))?;
     let key = &args.key;
     let options = WriteOptions::new()
         .flags(item_flags)
