@@ -292,11 +292,10 @@ impl Cluster {
             discovery,
             discover_every: file.discover_every,
             // The flag turns them on; the file's own settings stay.
-            long_keys: match (flags.long_keys, &file.long_keys) {
-                (_, Some(long_keys)) => Some(long_keys.clone()),
-                (true, None) => Some(LongKeys::default()),
-                (false, None) => None,
-            },
+            long_keys: file
+                .long_keys
+                .clone()
+                .or_else(|| flags.long_keys.then(LongKeys::default)),
         };
         let origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
         Ok(Cluster {

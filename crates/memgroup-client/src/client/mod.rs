@@ -317,8 +317,12 @@ impl Client {
         key: &'k [u8],
     ) -> Result<WireKey<'k>, Error> {
         let bytes = snap.topology.wire_key(GroupId(0), key);
-        if let Some(long) = self.inner.long_keys.as_ref().filter(|l| l.is_long(&bytes)) {
-            let short = long.short_key(&bytes);
+        if let Some(short) = self
+            .inner
+            .long_keys
+            .as_ref()
+            .and_then(|l| l.digest_key(&bytes))
+        {
             Key::new(&short).map_err(|e| Error::invalid_key(key, e))?;
             return Ok(WireKey {
                 long: Some(bytes.into_owned()),

@@ -42,10 +42,11 @@ pub(crate) async fn run(
     let group = args.group.clone();
     let _watch = every.and_then(|_| {
         cluster.watch(&client, move |spec| match &group {
-            Some(name) if spec.groups.iter().all(|g| g.name != *name) => {
-                Err(format!("the group {name:?} is no longer in the file"))
+            Some(name) => {
+                Failure::group_in_spec(&spec, name)
+                    .map_err(|_| format!("the group {name:?} is no longer in the file"))?;
+                Ok(only_group(&spec, name))
             }
-            Some(name) => Ok(only_group(&spec, name)),
             None => Ok(spec),
         })
     });
