@@ -3,7 +3,9 @@
 //! alternated round by round on one server, medians printed. For iterating
 //! on one path (the full run takes minutes); the full run stays the record.
 //!
-//! `rows` is a comma list of `seq` (sequential get and set), `multi` (get of
+//! `rows` is a comma list of `seq` (sequential get and set, with the floor
+//! under any tokio client: a bare socket, one write and reads to the reply's
+//! end a request), `multi` (get of
 //! 100 keys), `tls4` (memgroup over TLS against plaintext, 4 in flight) and
 //! in-flight counts (`4`, `32`, …). `COMPARE_ROUNDS` (default 5) rounds of
 //! `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup alone in the
@@ -120,6 +122,25 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                             lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
                                 c.get(&k[i % KEYS]).await.expect("get").len()
                             ))),
+                        );
+                    }
+                    if runs("tokio floor") {
+                        // What any tokio client pays at least: one write and
+                        // reads until the reply's end on a bare socket, no
+                        // parsing beyond the value's length.
+                        let (mut raw, k) = (raw_socket(&rt, one), keys.clone());
+                        push(
+                            "tokio floor get",
+                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                                raw.get(&k[i % KEYS]).await
+                            ))),
+                        );
+                        let (mut raw, k) = (raw_socket(&rt, one), keys.clone());
+                        push(
+                            "tokio floor set",
+                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| raw
+                                .set(&k[i % KEYS])
+                                .await)),
                         );
                     }
                     if runs("memcached-rs") {
@@ -257,5 +278,72 @@ pub(crate) fn run(rows: &str, secs: Duration) {
         for (name, runs) in &results {
             report(name, runs);
         }
+    }
+}
+
+/// The floor under any tokio client's sequential row: a bare
+/// `tokio::net::TcpStream` (`TCP_NODELAY` on), each request one write, its
+/// reply read until its last line, nothing decoded but a value's length.
+struct RawSocket {
+    stream: tokio::net::TcpStream,
+    out: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+fn raw_socket(rt: &tokio::runtime::Runtime, addr: &str) -> RawSocket {
+    rt.block_on(async {
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("raw connect");
+        stream.set_nodelay(true).expect("raw TCP_NODELAY");
+        RawSocket {
+            stream,
+            out: Vec::with_capacity(256),
+            buf: Vec::with_capacity(4096),
+        }
+    })
+}
+
+impl RawSocket {
+    /// Writes `out`, then reads until the reply ends with `end`.
+    async fn round_trip(&mut self, end: &[u8]) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(&self.out).await.expect("raw write");
+        self.buf.clear();
+        while !self.buf.ends_with(end) {
+            let n = self.stream.read_buf(&mut self.buf).await.expect("raw read");
+            assert!(n > 0, "raw: the server closed");
+        }
+    }
+
+    /// A `get`: the length of the value.
+    async fn get(&mut self, key: &str) -> usize {
+        self.out.clear();
+        self.out.extend_from_slice(b"get ");
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+        self.round_trip(b"END\r\n").await;
+        let line = self.buf.split(|&b| b == b'\n').next().expect("a line");
+        let len = line
+            .trim_ascii()
+            .rsplit(|&b| b == b' ')
+            .next()
+            .expect("a length");
+        std::str::from_utf8(len)
+            .expect("digits")
+            .parse()
+            .expect("a number")
+    }
+
+    /// A `set` of the bench's value, its `STORED` awaited.
+    async fn set(&mut self, key: &str) {
+        self.out.clear();
+        self.out.extend_from_slice(b"set ");
+        self.out.extend_from_slice(key.as_bytes());
+        std::io::Write::write_fmt(&mut self.out, format_args!(" 0 0 {}\r\n", VALUE.len()))
+            .expect("a Vec takes it");
+        self.out.extend_from_slice(&VALUE);
+        self.out.extend_from_slice(b"\r\n");
+        self.round_trip(b"STORED\r\n").await;
     }
 }
