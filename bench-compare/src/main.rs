@@ -45,6 +45,9 @@
 //!   single-key `get`s merge into multi-key commands. An extra row turns that
 //!   off (`merge_gets(false)`) to show what batching alone gives.
 //! - The async clients run on a multi-thread tokio runtime with 2 workers.
+//! - A reference beside the one-caller rows, the tokio floor: a bare
+//!   `tokio::net::TcpStream`, one write and reads to the reply's end a
+//!   request, nothing decoded — what no tokio client can go below.
 //!
 //! Environment: `COMPARE_SECS` (measured seconds per throughput run, default
 //! 3), `COMPARE_ROUNDS` (interleaved rounds per throughput config, the
@@ -499,6 +502,73 @@ fn memcached_rs_client(addrs: &[&str]) -> memcached::Client {
         .expect("memcached-rs connect")
 }
 
+/// The floor under any tokio client's sequential row: a bare
+/// `tokio::net::TcpStream` (`TCP_NODELAY` on), each request one write, its
+/// reply read until its last line, nothing decoded but a value's length.
+pub(crate) struct RawSocket {
+    stream: tokio::net::TcpStream,
+    out: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+pub(crate) fn raw_socket(rt: &tokio::runtime::Runtime, addr: &str) -> RawSocket {
+    rt.block_on(async {
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("raw connect");
+        stream.set_nodelay(true).expect("raw TCP_NODELAY");
+        RawSocket {
+            stream,
+            out: Vec::with_capacity(256),
+            buf: Vec::with_capacity(4096),
+        }
+    })
+}
+
+impl RawSocket {
+    /// Writes `out`, then reads until the reply ends with `end`.
+    async fn round_trip(&mut self, end: &[u8]) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(&self.out).await.expect("raw write");
+        self.buf.clear();
+        while !self.buf.ends_with(end) {
+            let n = self.stream.read_buf(&mut self.buf).await.expect("raw read");
+            assert!(n > 0, "raw: the server closed");
+        }
+    }
+
+    /// A `get`: the length of the value.
+    pub(crate) async fn get(&mut self, key: &str) -> usize {
+        self.out.clear();
+        self.out.extend_from_slice(b"get ");
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+        self.round_trip(b"END\r\n").await;
+        let line = self.buf.split(|&b| b == b'\n').next().expect("a line");
+        let len = line
+            .trim_ascii()
+            .rsplit(|&b| b == b' ')
+            .next()
+            .expect("a length");
+        std::str::from_utf8(len)
+            .expect("digits")
+            .parse()
+            .expect("a number")
+    }
+
+    /// A `set` of the bench's value, its `STORED` awaited.
+    pub(crate) async fn set(&mut self, key: &str) {
+        self.out.clear();
+        self.out.extend_from_slice(b"set ");
+        self.out.extend_from_slice(key.as_bytes());
+        std::io::Write::write_fmt(&mut self.out, format_args!(" 0 0 {}\r\n", VALUE.len()))
+            .expect("a Vec takes it");
+        self.out.extend_from_slice(&VALUE);
+        self.out.extend_from_slice(b"\r\n");
+        self.round_trip(b"STORED\r\n").await;
+    }
+}
+
 fn value_ok(len: usize) {
     assert_eq!(len, VALUE_LEN, "wrong value length");
 }
@@ -850,6 +920,19 @@ fn main() {
             vec![("mg_get", get), ("mg_set", set)]
         }),
         Box::new(|| {
+            let get = {
+                let (mut raw, k) = (raw_socket(&rt, one), keys.clone());
+                time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                    raw.get(&k[i % KEYS]).await
+                ))
+            };
+            let set = {
+                let (mut raw, k) = (raw_socket(&rt, one), keys.clone());
+                time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| raw.set(&k[i % KEYS]).await)
+            };
+            vec![("floor_get", get), ("floor_set", set)]
+        }),
+        Box::new(|| {
             let [get, set] = memgroup_seq(&rt, &tls_server.client(&rt), &keys);
             vec![("mg_tls_get", get), ("mg_tls_set", set)]
         }),
@@ -952,6 +1035,7 @@ fn main() {
     ]
     .map(|name| seq.median(name));
     let [mr_get, mr_set] = ["mr_get", "mr_set"].map(|name| seq.median(name));
+    let [floor_get, floor_set] = ["floor_get", "floor_set"].map(|name| seq.median(name));
     // The crate's stock constructor (binary protocol, r2d2 check-out test
     // on): a reference row, once.
     let mc_stock = memcache::Client::connect(format!("memcache://{one}")).expect("memcache stock");
@@ -1290,9 +1374,9 @@ fn main() {
         ("async-memcached", am_set),
         ("memcached-rs", mr_set),
     ];
-    for (what, mine, theirs) in [
-        ("get", mg_get, &seq_gets[..]),
-        ("set", mg_set, &seq_sets[..]),
+    for (what, mine, floor, theirs) in [
+        ("get", mg_get, floor_get, &seq_gets[..]),
+        ("set", mg_set, floor_set, &seq_sets[..]),
     ] {
         let (fast_name, fastest) = theirs
             .iter()
@@ -1310,6 +1394,15 @@ fn main() {
             "- One caller, sequential {what}: memgroup ÷ fastest peer ({fast_name}) = **{r:.2}×** — target ≥ 0.95×: {}; client CPU/op ÷ lowest ({lean_name}) = **{c:.2}** — target ≤ 1.05: {}",
             verdict(r >= 0.95),
             verdict(c <= 1.05)
+        );
+        // What no tokio client goes below: a bare socket, one write and one
+        // read a request, nothing decoded.
+        println!(
+            "  - the tokio floor (a bare socket): ÷ fastest peer {:.2}×, CPU/op ÷ lowest {:.2}; memgroup ÷ floor: {:.2}× at {:.2}× its CPU/op",
+            floor.per_sec() / fastest.per_sec(),
+            floor.cpu_us / leanest.cpu_us,
+            mine.per_sec() / floor.per_sec(),
+            mine.cpu_us / floor.cpu_us,
         );
     }
     for &n in &IN_FLIGHT {

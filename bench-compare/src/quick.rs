@@ -22,8 +22,8 @@ use memcached::proto::Operation;
 
 use crate::{
     Config, KEYS, Lat, MULTI_CALLS, MULTI_KEYS, MULTI_WARMUP, SEQ_OPS, SEQ_WARMUP, TlsServer, Tput,
-    VALUE, key, memcache_async_client, memcached_rs_client, memgroup_client, preload, server_cpu,
-    spawn_server, throughput, time_sync, value_ok,
+    VALUE, key, memcache_async_client, memcached_rs_client, memgroup_client, preload, raw_socket,
+    server_cpu, spawn_server, throughput, time_sync, value_ok,
 };
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -278,72 +278,5 @@ pub(crate) fn run(rows: &str, secs: Duration) {
         for (name, runs) in &results {
             report(name, runs);
         }
-    }
-}
-
-/// The floor under any tokio client's sequential row: a bare
-/// `tokio::net::TcpStream` (`TCP_NODELAY` on), each request one write, its
-/// reply read until its last line, nothing decoded but a value's length.
-struct RawSocket {
-    stream: tokio::net::TcpStream,
-    out: Vec<u8>,
-    buf: Vec<u8>,
-}
-
-fn raw_socket(rt: &tokio::runtime::Runtime, addr: &str) -> RawSocket {
-    rt.block_on(async {
-        let stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .expect("raw connect");
-        stream.set_nodelay(true).expect("raw TCP_NODELAY");
-        RawSocket {
-            stream,
-            out: Vec::with_capacity(256),
-            buf: Vec::with_capacity(4096),
-        }
-    })
-}
-
-impl RawSocket {
-    /// Writes `out`, then reads until the reply ends with `end`.
-    async fn round_trip(&mut self, end: &[u8]) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        self.stream.write_all(&self.out).await.expect("raw write");
-        self.buf.clear();
-        while !self.buf.ends_with(end) {
-            let n = self.stream.read_buf(&mut self.buf).await.expect("raw read");
-            assert!(n > 0, "raw: the server closed");
-        }
-    }
-
-    /// A `get`: the length of the value.
-    async fn get(&mut self, key: &str) -> usize {
-        self.out.clear();
-        self.out.extend_from_slice(b"get ");
-        self.out.extend_from_slice(key.as_bytes());
-        self.out.extend_from_slice(b"\r\n");
-        self.round_trip(b"END\r\n").await;
-        let line = self.buf.split(|&b| b == b'\n').next().expect("a line");
-        let len = line
-            .trim_ascii()
-            .rsplit(|&b| b == b' ')
-            .next()
-            .expect("a length");
-        std::str::from_utf8(len)
-            .expect("digits")
-            .parse()
-            .expect("a number")
-    }
-
-    /// A `set` of the bench's value, its `STORED` awaited.
-    async fn set(&mut self, key: &str) {
-        self.out.clear();
-        self.out.extend_from_slice(b"set ");
-        self.out.extend_from_slice(key.as_bytes());
-        std::io::Write::write_fmt(&mut self.out, format_args!(" 0 0 {}\r\n", VALUE.len()))
-            .expect("a Vec takes it");
-        self.out.extend_from_slice(&VALUE);
-        self.out.extend_from_slice(b"\r\n");
-        self.round_trip(b"STORED\r\n").await;
     }
 }
