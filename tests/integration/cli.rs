@@ -148,6 +148,27 @@ fn get_set_delete_touch_incr_decr() {
     let o = run(&["set", "bad key", "v"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("invalid key"), "{}", stderr(&o));
+    // Among valid keys too, for every command taking several: all are
+    // checked first, so the server sees no read and no delete of the
+    // valid one.
+    assert!(run(&["set", "ok", "v"]).status.success());
+    let (gets, deletes) = (
+        raw::stat(s.addr(), "cmd_get"),
+        raw::stat(s.addr(), "delete_hits"),
+    );
+    for command in ["get", "gets", "exist", "delete", "invalidate"] {
+        let o = run(&[command, "ok", "bad key"]);
+        assert_eq!(o.status.code(), Some(2), "{command}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(r#"invalid key "bad key""#),
+            "{command}: {}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).is_empty(), "{command}: {}", stdout(&o));
+    }
+    assert_eq!(raw::stat(s.addr(), "cmd_get"), gets);
+    assert_eq!(raw::stat(s.addr(), "delete_hits"), deletes);
+    assert_eq!(raw::get(s.addr(), b"ok").as_deref(), Some(&b"v"[..]));
 }
 
 /// A zone no group has is refused (every read would be remote, silently),

@@ -19,6 +19,10 @@ async fn a_thousand_byte_key_stores_and_reads() {
         .unwrap();
     let long_key = "k".repeat(1000);
     assert!(plain.get(&long_key).await.unwrap_err().is_invalid_key());
+    // `check_key` says so without sending anything, as each request would.
+    assert!(plain.check_key(&long_key).unwrap_err().is_invalid_key());
+    assert!(plain.check_key("bad key").unwrap_err().is_invalid_key());
+    assert!(plain.check_key("k".repeat(250)).is_ok());
 
     let client = Client::builder()
         .servers(&server.addr_string())
@@ -26,6 +30,10 @@ async fn a_thousand_byte_key_stores_and_reads() {
         .long_keys(LongKeys::default())
         .build()
         .unwrap();
+    assert!(client.check_key(&long_key).is_ok());
+    assert!(client.check_key("bad key").unwrap_err().is_invalid_key());
+    // Nothing so far reached the server: refused reads and checks alike.
+    assert_eq!(raw::stat(server.addr(), "cmd_get"), 0);
     client.set(&long_key, "long value", 0).await.unwrap();
     assert_eq!(
         client.get(&long_key).await.unwrap().unwrap().value,

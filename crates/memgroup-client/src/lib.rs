@@ -19,7 +19,8 @@
 //! - **Failures** are typed ([`Error`] with `is_timeout()`, `is_connection()`,
 //!   …): a dead server is backed off (1 s, doubling to 10 min) and skipped;
 //!   with failover on, its keys move to the server the Java client would pick.
-//!   Invalid keys and oversized values are refused before a byte is sent.
+//!   Invalid keys and oversized values are refused before a byte is sent;
+//!   [`Client::check_key`] checks a batch of keys before any is used.
 //!   A miss is `Ok(None)`, never an error.
 //!
 //! ```no_run

@@ -300,6 +300,22 @@ impl Client {
         self.inner.pool.connect_all().await
     }
 
+    /// Checks `key` as every request checks it, sending nothing: after the
+    /// key transform (and, with long keys on, as its digest key) it must be
+    /// a valid memcached key. `Err` is [`ErrorKind::InvalidKey`](crate::ErrorKind::InvalidKey),
+    /// naming the key and the offending byte. For validating a batch of
+    /// keys before any of them is read or written.
+    ///
+    /// ```no_run
+    /// # fn demo(client: memgroup_client::Client) {
+    /// assert!(client.check_key("user:42").is_ok());
+    /// assert!(client.check_key("user 42").is_err());
+    /// # }
+    /// ```
+    pub fn check_key(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
+        self.wire_key(&self.snapshot(), key.as_ref()).map(drop)
+    }
+
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.inner.pool.snapshot()
     }

@@ -202,7 +202,7 @@ pub(crate) async fn invalidate(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    each_key(&args.keys, json, |key| {
+    each_key(&client, &args.keys, json, |key| {
         client.invalidate(key, args.stale_for)
     })
     .await

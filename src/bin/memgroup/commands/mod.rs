@@ -175,3 +175,18 @@ impl Command {
         }
     }
 }
+
+/// Every key checked as the client checks it ([`Client::check_key`]),
+/// before any is read or written: an invalid one is a usage error naming
+/// it, and nothing was sent.
+///
+/// [`Client::check_key`]: memgroup::client::Client::check_key
+pub(crate) fn check_keys(
+    client: &memgroup::client::Client,
+    keys: &[String],
+) -> Result<(), Failure> {
+    for key in keys {
+        client.check_key(key)?;
+    }
+    Ok(())
+}

@@ -117,6 +117,7 @@ pub(crate) async fn get(
     let form = Form::of(args, json)?;
     let client = Cluster::from_flags(flags)?.client_for(args.read.group.as_deref())?;
     let keys = &args.read.keys[..];
+    super::check_keys(&client, keys)?;
     // One meta read per key, all at once: a stale value is told apart.
     // At most 256 at once: a long key list is not a task per key.
     let mut found = Vec::with_capacity(keys.len());
@@ -239,6 +240,7 @@ pub(crate) async fn gets(
     };
     let client = Cluster::from_flags(flags)?.client_for(args.read.group.as_deref())?;
     let keys = &args.read.keys[..];
+    super::check_keys(&client, keys)?;
     let mut failed = 0;
     let mut records = Vec::new();
     for key in keys {

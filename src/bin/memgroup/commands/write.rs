@@ -290,12 +290,14 @@ pub(crate) async fn delete(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    each_key(&args.keys, json, |key| client.delete(key)).await
+    each_key(&client, &args.keys, json, |key| client.delete(key)).await
 }
 
 /// `write` of each key in turn, every outcome reported (with `json` as one
-/// array); the first error stops the run after reporting the keys done.
+/// array); the first error stops the run after reporting the keys done. The
+/// keys are all checked first: an invalid one stops the run before any write.
 pub(crate) async fn each_key<'k, F, Fut>(
+    client: &memgroup::client::Client,
     keys: &'k [String],
     json: bool,
     mut write: F,
@@ -306,6 +308,7 @@ where
             Output = Result<memgroup::client::WriteOutcome, memgroup::client::Error>,
         >,
 {
+    super::check_keys(client, keys)?;
     let mut done = Done::Everywhere;
     let mut records = Vec::new();
     for key in keys {
