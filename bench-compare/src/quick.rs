@@ -6,7 +6,8 @@
 //! `rows` is a comma list of `seq` (sequential get and set, with the floor
 //! under any tokio client: a bare socket, one write and reads to the reply's
 //! end a request), `multi` (get of
-//! 100 keys), `tls4` (memgroup over TLS against plaintext, 4 in flight) and
+//! 100 keys), `tlsN` (memgroup over TLS against plaintext, N in flight:
+//! `tls4`, `tls32`, …) and
 //! in-flight counts (`4`, `32`, …). `COMPARE_ROUNDS` (default 5) rounds of
 //! `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup alone in the
 //! `seq` and in-flight rows (to profile it); `COMPARE_PEERS=NAME` runs only
@@ -78,8 +79,10 @@ pub(crate) fn run(rows: &str, secs: Duration) {
         );
         return;
     }
-    let wants = |row: &str| rows.split(',').any(|r| r == row);
-    let tls_server = wants("tls4").then(|| TlsServer::start(&rt));
+    let tls_server = rows
+        .split(',')
+        .any(|r| r.starts_with("tls"))
+        .then(|| TlsServer::start(&rt));
     // `COMPARE_PEERS=0`: memgroup alone (for a profile).
     let alone = std::env::var("COMPARE_PEERS").as_deref() == Ok("0");
     // `COMPARE_PEERS=NAME`: that client alone (in the `seq` row too).
@@ -198,10 +201,10 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                         );
                     }
                 }
-                "tls4" => {
+                tls if tls.starts_with("tls") => {
+                    let n: usize = tls[3..].parse().expect("tlsN: N in flight");
                     let tls_pid = tls_server.as_ref().and_then(|t| t.server.pid());
-                    for (name, tls) in [("memgroup 4, plaintext", false), ("memgroup 4, TLS", true)]
-                    {
+                    for (name, tls) in [("memgroup, plaintext", false), ("memgroup, TLS", true)] {
                         let config = Config::Memgroup {
                             pool: 1,
                             merge: true,
@@ -210,7 +213,7 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                         };
                         let pid = if tls { tls_pid } else { server.pid() };
                         let (cpu0, t0) = (server_cpu(pid), std::time::Instant::now());
-                        let t = throughput(&rt, one, tls_server.as_ref(), &keys, config, 4, secs);
+                        let t = throughput(&rt, one, tls_server.as_ref(), &keys, config, n, secs);
                         // The server's share of a core over the run, and its
                         // CPU per op at the run's rate.
                         let busy = (server_cpu(pid) - cpu0) / t0.elapsed().as_secs_f64();
@@ -227,7 +230,7 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                     }
                 }
                 n => {
-                    let n: usize = n.parse().expect("a row: seq, multi, tls4 or a number");
+                    let n: usize = n.parse().expect("a row: seq, multi, tlsN or a number");
                     let configs = [
                         ("memgroup", Config::memgroup()),
                         (
