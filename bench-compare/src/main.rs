@@ -589,6 +589,8 @@ enum Config {
     AsyncMemcached,
     MemcacheAsync,
     MemcachedRs,
+    /// The tokio floor ([`RawSocket`]): one bare socket per task.
+    Floor,
 }
 
 impl Config {
@@ -667,72 +669,18 @@ fn throughput(
             });
             result
         }
+        // One connection per task: these clients take `&mut self`.
         Config::AsyncMemcached => {
-            // One connection per task: the client takes `&mut self`.
-            let clients: Vec<_> = (0..in_flight)
-                .map(|_| async_memcached_client(rt, addr))
-                .collect();
-            let tasks: Vec<_> = clients
-                .into_iter()
-                .zip(&counters)
-                .enumerate()
-                .map(|(w, (mut client, counter))| {
-                    let (stop, counter, keys) = (stop.clone(), counter.clone(), keys.clone());
-                    rt.spawn(async move {
-                        let mut i = start_key(w);
-                        while !stop.load(Relaxed) {
-                            match client.get(&keys[i]).await {
-                                Ok(Some(v)) if v.data.as_ref().map(Vec::len) == Some(VALUE_LEN) => {
-                                    counter.ok();
-                                }
-                                _ => counter.error(),
-                            }
-                            i = (i + 1) % KEYS;
-                        }
-                    })
-                })
-                .collect();
-            let result = measure_window(&counters, secs);
-            stop.store(true, Relaxed);
-            rt.block_on(async {
-                for task in tasks {
-                    task.await.expect("async-memcached worker panicked");
-                }
-            });
-            result
+            let clients = (0..in_flight).map(|_| async_memcached_client(rt, addr));
+            per_task(rt, clients.collect(), &counters, &stop, keys, secs)
         }
         Config::MemcacheAsync => {
-            // One connection per task: `Protocol` takes `&mut self`.
-            let clients: Vec<_> = (0..in_flight)
-                .map(|_| memcache_async_client(rt, addr))
-                .collect();
-            let tasks: Vec<_> = clients
-                .into_iter()
-                .zip(&counters)
-                .enumerate()
-                .map(|(w, (mut client, counter))| {
-                    let (stop, counter, keys) = (stop.clone(), counter.clone(), keys.clone());
-                    rt.spawn(async move {
-                        let mut i = start_key(w);
-                        while !stop.load(Relaxed) {
-                            // A miss is an `Err` of kind `NotFound`.
-                            match client.get(&keys[i]).await {
-                                Ok(v) if v.len() == VALUE_LEN => counter.ok(),
-                                _ => counter.error(),
-                            }
-                            i = (i + 1) % KEYS;
-                        }
-                    })
-                })
-                .collect();
-            let result = measure_window(&counters, secs);
-            stop.store(true, Relaxed);
-            rt.block_on(async {
-                for task in tasks {
-                    task.await.expect("memcache-async worker panicked");
-                }
-            });
-            result
+            let clients = (0..in_flight).map(|_| memcache_async_client(rt, addr));
+            per_task(rt, clients.collect(), &counters, &stop, keys, secs)
+        }
+        Config::Floor => {
+            let sockets = (0..in_flight).map(|_| raw_socket(rt, addr));
+            per_task(rt, sockets.collect(), &counters, &stop, keys, secs)
         }
         Config::Memcache => {
             // Synchronous: one OS thread per request in flight, one pooled
@@ -788,6 +736,72 @@ fn throughput(
             })
         }
     }
+}
+
+/// A client that is one connection and takes `&mut self`: N in flight
+/// means N tasks, each with its own.
+trait OwnConnection: Send + 'static {
+    /// A `get` of `key`: whether a value of the bench's length came back.
+    fn get_ok<'a>(&'a mut self, key: &'a str) -> impl Future<Output = bool> + Send + 'a;
+}
+
+impl OwnConnection for async_memcached::Client {
+    async fn get_ok(&mut self, key: &str) -> bool {
+        matches!(self.get(key).await,
+            Ok(Some(v)) if v.data.as_ref().map(Vec::len) == Some(VALUE_LEN))
+    }
+}
+
+impl OwnConnection for MemcacheAsync {
+    async fn get_ok(&mut self, key: &str) -> bool {
+        // A miss is an `Err` of kind `NotFound`.
+        matches!(self.get(&key).await, Ok(v) if v.len() == VALUE_LEN)
+    }
+}
+
+impl OwnConnection for RawSocket {
+    async fn get_ok(&mut self, key: &str) -> bool {
+        self.get(key).await == VALUE_LEN
+    }
+}
+
+/// The throughput of `clients`, one task each, getting keys in a loop until
+/// the window closes.
+fn per_task<C: OwnConnection>(
+    rt: &Runtime,
+    clients: Vec<C>,
+    counters: &[Arc<Counter>],
+    stop: &Arc<AtomicBool>,
+    keys: &Arc<Vec<String>>,
+    secs: Duration,
+) -> Tput {
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .zip(counters)
+        .enumerate()
+        .map(|(w, (mut client, counter))| {
+            let (stop, counter, keys) = (stop.clone(), counter.clone(), keys.clone());
+            rt.spawn(async move {
+                let mut i = start_key(w);
+                while !stop.load(Relaxed) {
+                    if client.get_ok(&keys[i]).await {
+                        counter.ok();
+                    } else {
+                        counter.error();
+                    }
+                    i = (i + 1) % KEYS;
+                }
+            })
+        })
+        .collect();
+    let result = measure_window(counters, secs);
+    stop.store(true, Relaxed);
+    rt.block_on(async {
+        for task in tasks {
+            task.await.expect("a client's task panicked");
+        }
+    });
+    result
 }
 
 // ---- get_multi round trips ---------------------------------------------------------------

@@ -262,6 +262,7 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                         ),
                         ("memcache-async", Config::MemcacheAsync),
                         ("memcached-rs", Config::MemcachedRs),
+                        ("tokio floor", Config::Floor),
                     ];
                     let configs: Vec<_> = configs
                         .into_iter()
