@@ -45,9 +45,10 @@
 //!   single-key `get`s merge into multi-key commands. An extra row turns that
 //!   off (`merge_gets(false)`) to show what batching alone gives.
 //! - The async clients run on a multi-thread tokio runtime with 2 workers.
-//! - A reference beside the one-caller rows, the tokio floor: a bare
-//!   `tokio::net::TcpStream`, one write and reads to the reply's end a
-//!   request, nothing decoded — what no tokio client can go below.
+//! - A reference beside the one-caller and in-flight verdicts, the tokio
+//!   floor: a bare `tokio::net::TcpStream` per task, one write and reads to
+//!   the reply's end a request, nothing decoded — what no tokio client with
+//!   a connection per caller goes below.
 //!
 //! Environment: `COMPARE_SECS` (measured seconds per throughput run, default
 //! 3), `COMPARE_ROUNDS` (interleaved rounds per throughput config, the
@@ -1100,6 +1101,7 @@ fn main() {
         },
         Config::MemcacheAsync,
         Config::MemcachedRs,
+        Config::Floor,
     ];
     // Every round's run and memcached's CPU µs per op in it, per config and
     // number in flight.
@@ -1249,8 +1251,8 @@ fn main() {
     drop(tls_server);
 
     // ---- the table ----
-    let (mg1c, mg4c, mcc, amc, mg_nomerge, mg_decode, mg_tls, mac, mrc) =
-        (0, 1, 2, 3, 4, 5, 6, 7, 8);
+    let (mg1c, mg4c, mcc, amc, mg_nomerge, mg_decode, mg_tls, mac, mrc, flc) =
+        (0, 1, 2, 3, 4, 5, 6, 7, 8, 9);
     println!();
     println!(
         "## memgroup vs memcache vs async-memcached vs memcache-async vs memcached-rs ({version}, 127.0.0.1, {VALUE_LEN}-byte values, {KEYS} keys pre-set)"
@@ -1441,6 +1443,16 @@ fn main() {
         };
         println!(
             "- Throughput, {n} in flight: memgroup ÷ best peer ({best_name}) = **{r1:.2}×** (pool 1), {r4:.2}× (pool 4), {r_nm:.2}× (no merging){target}"
+        );
+        // One bare socket per task: what no client with a connection per
+        // caller goes below on this runtime.
+        let floor = tput(flc, n);
+        println!(
+            "  - the tokio floor (a bare socket per task): ÷ best peer {:.2}× at {:.2} of its CPU/op; memgroup ÷ floor: {:.2}× at {:.2}× its CPU/op",
+            floor.ops_per_sec / best_peer.ops_per_sec,
+            floor.cpu_us_per_op / best_peer.cpu_us_per_op,
+            tput(mg1c, n).ops_per_sec / floor.ops_per_sec,
+            tput(mg1c, n).cpu_us_per_op / floor.cpu_us_per_op,
         );
     }
     for &n in &IN_FLIGHT {
