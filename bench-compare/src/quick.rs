@@ -3,12 +3,11 @@
 //! alternated round by round on one server, medians printed. For iterating
 //! on one path (the full run takes minutes); the full run stays the record.
 //!
-//! `rows` is a comma list of `seq` (sequential get and set, with the floor
-//! under any tokio client: a bare socket, one write and reads to the reply's
-//! end a request), `multi` (get of
+//! `rows` is a comma list of `seq` (sequential get and set), `multi` (get of
 //! 100 keys), `tlsN` (memgroup over TLS against plaintext, N in flight:
-//! `tls4`, `tls32`, …) and
-//! in-flight counts (`4`, `32`, …). `COMPARE_ROUNDS` (default 5) rounds of
+//! `tls4`, `tls32`, …) and in-flight counts (`4`, `32`, …). The `seq` and
+//! in-flight rows include the tokio floor: a bare socket per caller, one
+//! write and reads to the reply's end a request. `COMPARE_ROUNDS` (default 5) rounds of
 //! `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup alone in the
 //! `seq` and in-flight rows (to profile it); `COMPARE_PEERS=NAME` runs only
 //! that client in the in-flight rows. `COMPARE_SIZES=1` prints the sizes of
