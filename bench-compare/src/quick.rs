@@ -7,10 +7,10 @@
 //! 100 keys), `tlsN` (memgroup over TLS against plaintext, N in flight:
 //! `tls4`, `tls32`, …) and in-flight counts (`4`, `32`, …). The `seq` and
 //! in-flight rows include the tokio floor: a bare socket per caller, one
-//! write and reads to the reply's end a request. `COMPARE_ROUNDS` (default 5) rounds of
-//! `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup alone in the
-//! `seq` and in-flight rows (to profile it); `COMPARE_PEERS=NAME` runs only
-//! that client in the in-flight rows. `COMPARE_SIZES=1` prints the sizes of
+//! write and reads to the reply's end a request. `COMPARE_ROUNDS` (default
+//! 5) rounds of `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup
+//! alone in the `seq` and in-flight rows (to profile it);
+//! `COMPARE_PEERS=NAME` runs only that client (`seq` and in-flight rows). `COMPARE_SIZES=1` prints the sizes of
 //! memgroup's `get`, `set` and `get_multi` futures instead (each move of a
 //! future copies it).
 
