@@ -72,9 +72,10 @@ fn shard(digest: u64) -> usize {
 }
 
 impl Inflight {
-    /// Registers a part of a write of `key` whose own server is `server`.
-    pub(crate) fn begin(self: &Arc<Self>, server: ServerId, key: &[u8]) -> Tracking {
-        let at = (server.0, digest(key));
+    /// Registers a part of a write of the key of `digest` ([`digest`]) whose
+    /// own server is `server`.
+    pub(crate) fn begin(self: &Arc<Self>, server: ServerId, digest: u64) -> Tracking {
+        let at = (server.0, digest);
         self.shards[shard(at.1)].lock().entry(at).or_default().parts += 1;
         Tracking {
             inflight: self.clone(),
@@ -134,10 +135,10 @@ mod tests {
     fn a_part_that_ends_late_sees_a_later_write_applied_meanwhile() {
         let inflight = Arc::new(Inflight::default());
         let server = ServerId(3);
-        let mut first = inflight.begin(server, b"k");
-        let mut later = inflight.begin(server, b"k");
-        let mut other = inflight.begin(server, b"other");
-        let mut elsewhere = inflight.begin(ServerId(4), b"k");
+        let mut first = inflight.begin(server, digest(b"k"));
+        let mut later = inflight.begin(server, digest(b"k"));
+        let mut other = inflight.begin(server, digest(b"other"));
+        let mut elsewhere = inflight.begin(ServerId(4), digest(b"k"));
         assert_eq!(later.finish(Some(7)), 7);
         // The first part, ending (failed) after the later one was applied.
         assert_eq!(first.finish(None), 7);
@@ -150,10 +151,10 @@ mod tests {
     #[test]
     fn a_dropped_part_ends_its_registration() {
         let inflight = Arc::new(Inflight::default());
-        let dropped = inflight.begin(ServerId(0), b"k");
+        let dropped = inflight.begin(ServerId(0), digest(b"k"));
         drop(dropped);
         assert!(inflight.shards.iter().all(|s| s.lock().is_empty()));
-        let mut alone = inflight.begin(ServerId(0), b"k");
+        let mut alone = inflight.begin(ServerId(0), digest(b"k"));
         assert_eq!(
             alone.finish(None),
             0,

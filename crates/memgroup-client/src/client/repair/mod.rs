@@ -93,6 +93,15 @@ pub(crate) struct Repairs {
 pub(crate) struct Writing {
     repairs: Arc<Repairs>,
     bucket: usize,
+    /// The key's digest ([`inflight::digest`]), for its parts' registration.
+    digest: u64,
+}
+
+impl Writing {
+    /// The written key's digest, computed once per write.
+    pub(crate) fn digest(&self) -> u64 {
+        self.digest
+    }
 }
 
 impl Drop for Writing {
@@ -189,22 +198,29 @@ impl Repairs {
     /// The next write's number (ascending as writes start), for a write of
     /// the wire key `key`, whose bucket it marks.
     pub(crate) fn number_write(&self, key: &[u8]) -> u64 {
+        self.number_digest(inflight::digest(key))
+    }
+
+    /// [`Repairs::number_write`] for the key of `digest`.
+    fn number_digest(&self, digest: u64) -> u64 {
         let number = self.writes.fetch_add(1, Ordering::AcqRel);
-        self.marks[inflight::digest(key) as usize % MARKS].fetch_max(number, Ordering::AcqRel);
+        self.marks[digest as usize % MARKS].fetch_max(number, Ordering::AcqRel);
         number
     }
 
     /// [`Repairs::number_write`], the write counted in flight until the
     /// guard returned is dropped.
     pub(crate) fn start_write(self: &Arc<Self>, key: &[u8]) -> (u64, Writing) {
-        let number = self.number_write(key);
-        let bucket = inflight::digest(key) as usize % MARKS;
+        let digest = inflight::digest(key);
+        let number = self.number_digest(digest);
+        let bucket = digest as usize % MARKS;
         self.writing[bucket].fetch_add(1, Ordering::AcqRel);
         (
             number,
             Writing {
                 repairs: self.clone(),
                 bucket,
+                digest,
             },
         )
     }

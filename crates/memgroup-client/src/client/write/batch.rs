@@ -196,7 +196,7 @@ impl Client {
         let span = trace::batch_span(self, kind.command(), given.len());
         // Numbered as they start, and counted in flight until their
         // outcomes are in.
-        let (numbers, _writing): (Vec<u64>, Vec<_>) = wires
+        let (numbers, writing): (Vec<u64>, Vec<_>) = wires
             .iter()
             .map(|w| {
                 if let Some(near) = &self.inner.near {
@@ -266,7 +266,7 @@ impl Client {
                         repairs.enabled().then(|| {
                             repairs
                                 .inflight
-                                .begin(group.server_for(&wires[i].bytes), &wires[i].bytes)
+                                .begin(group.server_for(&wires[i].bytes), writing[i].digest())
                         })
                     })
                     .collect()

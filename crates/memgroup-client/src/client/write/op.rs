@@ -174,6 +174,8 @@ impl<'a> WriteOp<'a> {
 pub(super) struct Job {
     /// Its number among writes, as they start.
     pub(super) number: u64,
+    /// Its key's digest, as its parts register ([`crate::client::repair`]).
+    pub(super) digest: u64,
     /// Counted in flight until every part is done (the job dropped).
     pub(super) writing: Option<crate::client::repair::Writing>,
     /// The op, its value and meta flags borrowed from `bytes` and `flags`.
@@ -202,6 +204,7 @@ impl Job {
         let op = op.with_value(&[], &[]);
         Job {
             number: 0,
+            digest: 0,
             writing: None,
             op,
             bytes,

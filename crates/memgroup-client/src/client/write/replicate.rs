@@ -162,7 +162,8 @@ impl Client {
         // Numbered as it starts: nothing awaits between here and its parts'
         // registration.
         let (number, writing) = self.inner.repairs.start_write(&wire.bytes);
-        (job.number, job.writing) = (number, Some(writing));
+        (job.number, job.digest) = (number, writing.digest());
+        job.writing = Some(writing);
         if let Some(near) = &self.inner.near {
             near.forget(&wire.bytes);
         }
@@ -288,7 +289,7 @@ impl Client {
         // is applied there while this part runs is seen when it ends.
         let repairs = &self.inner.repairs;
         let tracking = (repairs.enabled() && job.op().repairs_on_miss())
-            .then(|| repairs.inflight.begin(own, job.key()));
+            .then(|| repairs.inflight.begin(own, job.digest));
         let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
         Box::pin(async move {
             let (server, reply) = match target {
