@@ -148,9 +148,8 @@ async fn the_tool_shares_long_keys_with_services() {
     // The file's own prefix and limit, as the service configured them.
     let tuned = LongKeys::default().max_len(100).prefix("lk:");
     let medium_key = "m".repeat(150);
-    let dir = std::env::temp_dir().join(format!("memgroup-longkeys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("cluster.toml");
+    let dir = crate::support::tempdir::Dir::new("longkeys");
+    let file = dir.path().join("cluster.toml");
     std::fs::write(
         &file,
         format!(
@@ -169,5 +168,4 @@ async fn the_tool_shares_long_keys_with_services() {
     let shown = String::from_utf8_lossy(&config.stdout).into_owned();
     let line = shown.lines().find(|l| l.starts_with("long_keys")).unwrap();
     assert!(line.contains("keys over 100 bytes as lk:<md5>"), "{line}");
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -172,9 +172,8 @@ fn status_watch_of_a_group_says_when_the_file_drops_it() {
     use std::io::BufRead;
 
     let (a, b) = (Memcached::spawn(), Memcached::spawn());
-    let dir = std::env::temp_dir().join(format!("memgroup-watch-group-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("cluster.toml");
+    let dir = crate::support::tempdir::Dir::new("watch-group");
+    let config = dir.path().join("cluster.toml");
     let group = |name: &str, server: &Memcached| {
         format!(
             "[[groups]]\nname = \"{name}\"\nservers = [{:?}]\n",
@@ -218,7 +217,6 @@ fn status_watch_of_a_group_says_when_the_file_drops_it() {
     }
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
     let said = said.expect("the dropped group was never said on stderr");
     assert!(said.contains("sg2") && said.contains("as it was"), "{said}");
 }
