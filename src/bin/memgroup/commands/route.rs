@@ -99,18 +99,9 @@ fn route(
             .and_then(|l| l.digest_key(&wire))
             .unwrap_or_else(|| wire.into_owned())
     };
-    // A key `set` would refuse has no route: say so, as `set` would.
-    for key in keys {
-        for (_, topology) in &variants {
-            let wire = wire_key(topology, 0, key);
-            memgroup::proto::Key::new(&wire).map_err(|e| {
-                Failure::Usage(format!(
-                    "invalid key {:?}: {e}",
-                    output::show(key.as_bytes())
-                ))
-            })?;
-        }
-    }
+    // A key `set` would refuse has no route: say so, as `set` would (the
+    // strategies compared differ in hashing only, not in the wire key).
+    super::check_keys(&client, keys)?;
     let mut report = Report::new(&["KEY", "STRATEGY", "GROUP", "SERVER"]);
     for key in keys {
         for (strategy, topology) in &variants {
