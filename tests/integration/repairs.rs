@@ -5,6 +5,7 @@
 //! and the repair's grace pass when it says), every copy read on the
 //! servers themselves.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use memgroup::client::{Client, ServerState};
@@ -38,7 +39,7 @@ async fn a_set_returns_at_its_policy_and_the_stalled_groups_copy_is_repaired() {
     let started = tokio::time::Instant::now();
     let outcome = client.set("k", "v2", 0).await.unwrap();
     assert_eq!(started.elapsed(), Duration::ZERO);
-    assert_eq!(outcome.pending, ["sg2"], "{outcome:?}");
+    assert_eq!(outcome.pending, [Arc::from("sg2")], "{outcome:?}");
     assert!(outcome.is_partial() && !outcome.is_complete());
     assert_eq!(client.status().background_writes, 1);
     // The stalled group's part times out in the background: a repair.
@@ -100,7 +101,7 @@ async fn a_delete_that_skipped_a_down_server_reaches_it_once_it_is_back() {
     while !dead() {
         assert!(writes < 3, "still up after {writes} timed-out writes");
         let outcome = client.set(format!("other:{writes}"), "x", 0).await.unwrap();
-        assert_eq!(outcome.pending, ["sg2"], "{outcome:?}");
+        assert_eq!(outcome.pending, [Arc::from("sg2")], "{outcome:?}");
         tokio::time::advance(TIMEOUT).await;
         advance_until(3 * TICK, || client.status().background_writes == 0).await;
         writes += 1;
@@ -112,7 +113,7 @@ async fn a_delete_that_skipped_a_down_server_reaches_it_once_it_is_back() {
         outcome
             .groups
             .iter()
-            .any(|g| g.group == "sg2" && g.result.is_err())
+            .any(|g| &*g.group == "sg2" && g.result.is_err())
     );
     assert_eq!(client.status().repairs.pending, writes + 1);
     assert_eq!(raw::get(sg1.addr(), b"gone"), None);
@@ -181,7 +182,7 @@ async fn a_write_from_another_zone_waits_for_the_arbiter() {
     let outcome = outcome.unwrap();
     assert_eq!(took, TIMEOUT);
     assert!(outcome.pending.is_empty(), "{outcome:?}");
-    let arbiter = outcome.groups.iter().find(|g| g.group == "sg1").unwrap();
+    let arbiter = outcome.groups.iter().find(|g| &*g.group == "sg1").unwrap();
     assert!(
         arbiter
             .result
@@ -189,4 +190,39 @@ async fn a_write_from_another_zone_waits_for_the_arbiter() {
             .is_err_and(memgroup::client::Error::is_timeout),
         "{outcome:?}"
     );
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_outcome_lists_its_groups_in_the_topologys_order_however_they_answer() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, client) = two_zones(|b| {
+        b.timeout(TIMEOUT)
+            .write_wait(memgroup::client::WriteWait::AllGroups)
+    });
+    client.set("k", "v1", 0).await.unwrap();
+    // sg1 answers last: stalled until sg2 has applied the set.
+    sg1.stop();
+    let ((outcome, sets), ()) = tokio::join!(
+        async {
+            let outcome = client.set("k", "v2", 0).await;
+            (outcome, raw::stat(sg2.addr(), "cmd_set"))
+        },
+        async {
+            while raw::stat(sg2.addr(), "cmd_set") < 2 {
+                crate::support::let_io_happen().await;
+            }
+            // The client takes sg2's reply before sg1 can answer.
+            crate::support::let_io_happen().await;
+            sg1.resume();
+        }
+    );
+    let outcome = outcome.unwrap();
+    assert_eq!(sets, 2);
+    let groups: Vec<(&str, bool)> = outcome
+        .groups
+        .iter()
+        .map(|g| (&*g.group, matches!(g.result, Ok(true))))
+        .collect();
+    assert_eq!(groups, [("sg1", true), ("sg2", true)], "{outcome:?}");
+    assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"v2"[..]));
 }

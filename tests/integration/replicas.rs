@@ -37,7 +37,7 @@ async fn a_cas_from_any_zone_leaves_no_group_holding_another_value() {
     let cleared: Vec<(&str, bool)> = outcome
         .groups
         .iter()
-        .map(|g| (g.group.as_str(), g.cleared))
+        .map(|g| (&*g.group, g.cleared))
         .collect();
     assert_eq!(cleared, [("sg1", false), ("sg2", true)]);
     assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"v2"[..]));

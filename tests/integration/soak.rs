@@ -67,7 +67,7 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
                     if outcome
                         .groups
                         .iter()
-                        .any(|g| g.group == "steady" && matches!(g.result, Ok(true)))
+                        .any(|g| &*g.group == "steady" && matches!(g.result, Ok(true)))
                     {
                         acked.push(key);
                     }

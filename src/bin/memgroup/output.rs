@@ -232,13 +232,13 @@ pub(crate) fn write_outcome(
             .iter()
             .map(|g| match &g.result {
                 Ok(_) if g.cleared => {
-                    json!({"group": g.group, "server": g.server, "cleared": true})
+                    json!({"group": &*g.group, "server": g.server.as_deref(), "cleared": true})
                 }
-                Ok(applied) => json!({"group": g.group, "server": g.server, "applied": applied}),
+                Ok(applied) => json!({"group": &*g.group, "server": g.server.as_deref(), "applied": applied}),
                 Err(e) if g.cleared => {
-                    json!({"group": g.group, "server": g.server, "cleared": false, "error": e.chain()})
+                    json!({"group": &*g.group, "server": g.server.as_deref(), "cleared": false, "error": e.chain()})
                 }
-                Err(e) => json!({"group": g.group, "server": g.server, "error": e.chain()}),
+                Err(e) => json!({"group": &*g.group, "server": g.server.as_deref(), "error": e.chain()}),
             })
             .collect();
         records.push(json!({"key": key, "groups": groups}));

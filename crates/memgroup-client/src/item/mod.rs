@@ -2,6 +2,7 @@
 //! statistics. Plain data, no behaviour beyond summaries.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use memgroup_topology::GroupId;
@@ -81,10 +82,11 @@ pub struct GroupOutcome {
     /// The group, as numbered by the client's [`Topology`](memgroup_topology::Topology)
     /// at the time of the write.
     pub id: GroupId,
-    /// The group's name.
-    pub group: String,
+    /// The group's name (shared with the client's topology: no copy per
+    /// write).
+    pub group: Arc<str>,
     /// The server written to (`host:port`), when one was selected.
-    pub server: Option<String>,
+    pub server: Option<Arc<str>>,
     /// `Ok(true)` stored (or deleted/touched), `Ok(false)` the server refused
     /// by the command's condition (`NOT_STORED`, `NOT_FOUND`, `EXISTS`),
     /// `Err` the write did not happen.
@@ -113,11 +115,13 @@ impl GroupOutcome {
 #[non_exhaustive]
 pub struct WriteOutcome {
     /// One entry per group that answered or failed (read-write and
-    /// write-only).
+    /// write-only), in the topology's order whatever order they answered
+    /// in (a targeted write: the order its groups were named in; a
+    /// conditional write: the arbiter first).
     pub groups: Vec<GroupOutcome>,
     /// Groups whose write was still in flight when the call returned (its
     /// policy already met): their outcome is not known here.
-    pub pending: Vec<String>,
+    pub pending: Vec<Arc<str>>,
 }
 
 impl WriteOutcome {
@@ -172,14 +176,14 @@ impl WriteOutcome {
         self.groups
             .iter()
             .filter(|g| g.result.is_ok())
-            .map(|g| g.group.as_str())
+            .map(|g| &*g.group)
     }
 
     /// The groups where the write failed, with the reason.
     pub fn failed(&self) -> impl Iterator<Item = (&str, &Error)> {
         self.groups
             .iter()
-            .filter_map(|g| g.result.as_ref().err().map(|e| (g.group.as_str(), e)))
+            .filter_map(|g| g.result.as_ref().err().map(|e| (&*g.group, e)))
     }
 }
 

@@ -69,6 +69,8 @@ pub(crate) struct Snapshot {
     slots: Vec<Vec<Arc<Slot>>>,
     /// `host:port` of each server, for connecting and for error messages.
     names: Vec<Arc<str>>,
+    /// Each group's name, shared by the outcomes of writes.
+    group_names: Vec<Arc<str>>,
     /// Each name's server (the first, were two alike): lookups by name, and
     /// the servers a topology change keeps, without a scan per server.
     by_name: HashMap<Arc<str>, ServerId>,
@@ -163,10 +165,16 @@ impl Snapshot {
                 Arc::new(settings)
             })
             .collect();
+        let group_names = topology
+            .groups()
+            .iter()
+            .map(|g| Arc::from(g.name()))
+            .collect();
         Snapshot {
             topology,
             slots,
             names,
+            group_names,
             by_name,
             settings,
             counters,
@@ -216,6 +224,11 @@ impl Snapshot {
     /// `host:port` of `server`.
     pub(crate) fn name(&self, server: ServerId) -> &Arc<str> {
         &self.names[server.0]
+    }
+
+    /// `group`'s name.
+    pub(crate) fn group_name(&self, group: GroupId) -> &Arc<str> {
+        &self.group_names[group.0]
     }
 
     /// The id of the group named `name`, or an `InvalidArgument` error.

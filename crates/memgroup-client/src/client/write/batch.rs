@@ -242,7 +242,7 @@ impl Client {
                             );
                             results[i][g.min(groups.len() - 1)] = Some(GroupOutcome {
                                 id: skip.group,
-                                group: group.to_string(),
+                                group: snap.group_name(skip.group).clone(),
                                 server: None,
                                 result: Err(error),
                                 cleared: false,
@@ -312,8 +312,8 @@ impl Client {
                 }
                 results[i][g] = Some(GroupOutcome {
                     id: group.id(),
-                    group: group.name().to_string(),
-                    server: Some(snap.name(share.target.server).to_string()),
+                    group: snap.group_name(group.id()).clone(),
+                    server: Some(snap.name(share.target.server).clone()),
                     result,
                     cleared: false,
                 });

@@ -56,8 +56,6 @@ impl Drop for Rest {
 /// One group's answer to a write.
 struct Part {
     group: GroupId,
-    /// Its place among the write's groups, in the topology's order.
-    at: usize,
     /// The server written to (or, when the group was passed over, the key's own).
     server: ServerId,
     /// The key's own server in the group.
@@ -70,17 +68,17 @@ struct Part {
     tracking: Option<Tracking>,
 }
 
-/// Whether a write's policy is decided by `parts`, with `outstanding`
+/// Whether a write's policy is decided by the groups `answered`, with `outstanding`
 /// groups still to answer: met (and the local zone's read-write groups and
 /// the arbiter have answered, so a local `get`, and a `gets`, `cas` or other
 /// conditional write decided by the arbiter, see it), or out of reach even
 /// if every outstanding group succeeds.
 fn decided(
     topology: &Topology,
-    parts: &[Part],
+    answered: &[GroupOutcome],
     mut outstanding: impl Iterator<Item = GroupId> + Clone,
 ) -> bool {
-    let succeeded = || parts.iter().filter(|p| p.result.is_ok()).map(|p| p.group);
+    let succeeded = || answered.iter().filter(|g| g.result.is_ok()).map(|g| g.id);
     if topology.write_succeeded(succeeded()) {
         let (local, arbiter) = (topology.local_groups(), topology.arbiter());
         return !outstanding.any(|g| local.contains(&g) || g == arbiter);
@@ -106,7 +104,9 @@ fn applied(reply: &Response) -> Result<bool, Error> {
 impl Client {
     /// Writes one request to exactly one slot of every group (of the groups
     /// in `only`, for targeted writes), concurrently, and applies the write
-    /// policy. Returns the outcome and, aligned with its groups, each reply.
+    /// policy. Returns the outcome and, for a conditional write (whose reply
+    /// is its result), each reply aligned with its groups; for any other,
+    /// no replies.
     pub(super) async fn replicate(
         &self,
         key: &[u8],
@@ -218,8 +218,8 @@ impl Client {
             Err(skip) => skip.group,
         };
         let mut running = Unordered::with_capacity(plan.len());
-        for (at, target) in plan.iter().enumerate() {
-            running.push(self.part(snap, &job, *target, at));
+        for target in &plan {
+            running.push(self.part(snap, &job, *target));
         }
         let mut rest = Rest {
             running,
@@ -233,12 +233,33 @@ impl Client {
             || only.is_some()
             || self.inner.write_wait == WriteWait::AllGroups
             || self.inner.background_count() >= MAX_BACKGROUND;
-        let mut parts: Vec<Part> = Vec::with_capacity(plan.len());
+        // Each group's outcome and reply as it answers; put in the
+        // topology's order once the policy is decided.
+        let mut outcome = WriteOutcome::new(Vec::with_capacity(plan.len()));
+        // Replies matter to a conditional write only (its arbiter's answer
+        // is its result: a number, a CAS unique); others return none.
+        let keep_replies = job.op().is_conditional();
+        let mut replies = Vec::with_capacity(if keep_replies { plan.len() } else { 0 });
         while let Some(mut part) = rest.running.next().await {
             self.repair_if_missed(snap, &job, &mut part);
-            parts.push(part);
+            outcome.groups.push(GroupOutcome {
+                id: part.group,
+                group: snap.group_name(part.group).clone(),
+                server: Some(snap.name(part.server).clone()),
+                result: part.result,
+                cleared: false,
+            });
+            if keep_replies {
+                replies.push(part.reply.ok().flatten());
+            }
             // The groups still to answer: those whose part runs.
-            if !wait_all && decided(&snap.topology, &parts, rest.running.pending().map(group_of)) {
+            if !wait_all
+                && decided(
+                    &snap.topology,
+                    &outcome.groups,
+                    rest.running.pending().map(group_of),
+                )
+            {
                 break;
             }
         }
@@ -247,21 +268,21 @@ impl Client {
         let pending = rest
             .running
             .pending()
-            .map(|at| snap.topology.group(group_of(at)).name().to_string())
+            .map(|at| snap.group_name(group_of(at)).clone())
             .collect();
         drop(rest);
-        parts.sort_unstable_by_key(|p| p.at);
-        let mut outcome = WriteOutcome::new(Vec::with_capacity(parts.len()));
-        let mut replies = Vec::with_capacity(parts.len());
-        for part in parts {
-            outcome.groups.push(GroupOutcome {
-                id: part.group,
-                group: snap.topology.group(part.group).name().to_owned(),
-                server: Some(String::from(&**snap.name(part.server))),
-                result: part.result,
-                cleared: false,
-            });
-            replies.push(part.reply.ok().flatten());
+        // In the plan's order (a group is in it once), the replies with them:
+        // an insertion sort, as a write has a handful of groups.
+        let at = |g: &GroupOutcome| (0..plan.len()).position(|at| group_of(at) == g.id);
+        for i in 1..outcome.groups.len() {
+            let mut j = i;
+            while j > 0 && at(&outcome.groups[j - 1]) > at(&outcome.groups[j]) {
+                outcome.groups.swap(j - 1, j);
+                if keep_replies {
+                    replies.swap(j - 1, j);
+                }
+                j -= 1;
+            }
         }
         outcome.pending = pending;
         if !judge {
@@ -278,7 +299,6 @@ impl Client {
         snap: &Arc<Snapshot>,
         job: &Arc<Job>,
         target: Result<Target, Skipped>,
-        at: usize,
     ) -> BoxFuture<'static, Part> {
         let (group, server) = match target {
             Ok(t) => (t.group, t.server),
@@ -303,7 +323,6 @@ impl Client {
             };
             Part {
                 group,
-                at,
                 server,
                 own,
                 reply,
