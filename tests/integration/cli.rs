@@ -1470,6 +1470,38 @@ fn json_errors_are_objects_on_stderr() {
         assert!(keys.iter().any(|k| e["key"] == k.as_str()), "{e}");
         assert!(e["error"].as_str().unwrap().contains(&dead_addr), "{e}");
     }
+
+    // `exist` does not call a key no server answered for missing: it is
+    // named with its server, and the answered keys make it partly done.
+    let mut args = vec!["--servers", &servers, "--no-failover", "exist"];
+    args.extend(keys.iter().map(String::as_str));
+    let o = memgroup(&args);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    for key in &keys {
+        let answered = out.lines().any(|l| l == format!("{key}: missing"));
+        let named = err
+            .lines()
+            .any(|l| l.contains(&format!("{key}: ")) && l.contains(&dead_addr));
+        assert!(answered != named, "{key}: stdout {out:?}, stderr {err:?}");
+    }
+    let dead_only = keys
+        .iter()
+        .find(|k| err.contains(&format!("{k}: ")))
+        .unwrap();
+    let o = memgroup(&[
+        "--json",
+        "--servers",
+        &servers,
+        "--no-failover",
+        "exist",
+        dead_only,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let records = json_array(&o);
+    assert_eq!(records[0]["key"], dead_only.as_str());
+    assert!(records[0].get("exists").is_none(), "{records:?}");
+    assert!(records[0]["error"].as_str().unwrap().contains(&dead_addr));
 }
 
 /// `get --protocol` prints what memcached itself sends, `VALUE key flags

@@ -278,6 +278,8 @@ pub(crate) async fn gets(
 }
 
 /// `exist`: exit 0 only if every key exists (like libmemcached's memexist).
+/// A key no group answered for is neither: it is named on stderr with why,
+/// and exits 3 (partly done) beside keys that were answered, as `get` does.
 pub(crate) async fn exist(
     args: &Args,
     flags: &ClusterFlags,
@@ -286,17 +288,38 @@ pub(crate) async fn exist(
     let client = Cluster::from_flags(flags)?.client_for(args.group.as_deref())?;
     let keys = &args.keys[..];
     let found = client.get_multi(keys).await?;
+    let (mut missing, mut unanswered) = (0, 0);
     let mut records = Vec::new();
-    for key in keys {
-        let present = found.get(key.as_bytes()).is_some();
-        if json {
-            records.push(json!({"key": key, "exists": present}));
-        } else {
-            outln!("{key}: {}", if present { "exists" } else { "missing" });
+    for (key, (_, outcome)) in keys.iter().zip(found.iter()) {
+        match outcome {
+            Ok(item) => {
+                let present = item.is_some();
+                missing += usize::from(!present);
+                if json {
+                    records.push(json!({"key": key, "exists": present}));
+                } else {
+                    outln!("{key}: {}", if present { "exists" } else { "missing" });
+                }
+            }
+            Err(e) => {
+                unanswered += 1;
+                if json {
+                    records.push(json!({"key": key, "error": e.chain()}));
+                }
+                output::warn(Some(key), &e.chain());
+            }
         }
     }
-    let all = keys.iter().all(|k| found.get(k.as_bytes()).is_some());
-    Ok(finish(&records, json, Form::Lines, all))
+    if unanswered > 0 && unanswered < keys.len() {
+        finish(&records, json, Form::Lines, true);
+        return Ok(ExitCode::from(exit::PARTIAL));
+    }
+    Ok(finish(
+        &records,
+        json,
+        Form::Lines,
+        missing + unanswered == 0,
+    ))
 }
 
 /// A key that is not there: a line on stderr ([`output::warn`]), and with
