@@ -308,8 +308,7 @@ fn bad_configuration_is_one_clear_line_and_exit_2() {
     }
     // A bad cluster.toml (every rule is unit-tested in memgroup::config):
     // the tool names the file and the place, on one line.
-    let dir = std::env::temp_dir().join(format!("memgroup-badcfg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::support::tempdir::Dir::new("badcfg");
     let files: &[(&str, &str)] = &[
         ("hash = \n", "line 1, column 8: invalid string"),
         ("write_policy = \"most\"\n", "write_policy: "),
@@ -320,7 +319,7 @@ fn bad_configuration_is_one_clear_line_and_exit_2() {
         ("hash = \"native\"\n", "no servers"),
     ];
     for (i, (text, token)) in files.iter().enumerate() {
-        let path = dir.join(format!("{i}.toml"));
+        let path = dir.path().join(format!("{i}.toml"));
         std::fs::write(&path, text).unwrap();
         let o = memgroup(&["--config", path.to_str().unwrap(), "get", "k"]);
         let err = stderr(&o);
@@ -328,7 +327,6 @@ fn bad_configuration_is_one_clear_line_and_exit_2() {
         assert!(err.contains(token), "{text:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{text:?}: {err}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -1081,9 +1079,8 @@ fn keys_ping_and_cp() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("down"), "{}", stdout(&o));
 
-    let dir = std::env::temp_dir().join(format!("memgroup-cp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("notes.txt");
+    let dir = crate::support::tempdir::Dir::new("cp");
+    let file = dir.path().join("notes.txt");
     std::fs::write(&file, b"file contents\n").unwrap();
     assert!(run(&["cp", file.to_str().unwrap()]).status.success());
     assert_eq!(run(&["get", "notes.txt"]).stdout, b"file contents\n");
@@ -1095,18 +1092,17 @@ fn keys_ping_and_cp() {
     let o = run(&["cp", "--key", "both", path, path]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(run(&["get", "both"]).status.code(), Some(1));
-    let o = run(&["cp", dir.to_str().unwrap()]);
+    let o = run(&["cp", dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
     // A directory among files: none of them is stored.
-    let other = dir.join("other.txt");
+    let other = dir.path().join("other.txt");
     std::fs::write(&other, b"other").unwrap();
-    let o = run(&["cp", other.to_str().unwrap(), dir.to_str().unwrap()]);
+    let o = run(&["cp", other.to_str().unwrap(), dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(run(&["get", "other.txt"]).status.code(), Some(1));
-    let o = run(&["cp", dir.join("absent").to_str().unwrap()]);
+    let o = run(&["cp", dir.path().join("absent").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--help` lists exit codes and examples; completions come from the same
@@ -1335,12 +1331,12 @@ fn json_is_one_array_of_records_for_every_command() {
         run(&["decr", "n"]),
         [serde_json::json!({"key": "n", "value": 4})]
     );
-    let dir = std::env::temp_dir().join(format!("memgroup-json-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("motd");
+    let dir = crate::support::tempdir::Dir::new("json");
+    let file = dir.path().join("motd");
     std::fs::write(&file, "hi").unwrap();
     write(&["cp", file.to_str().unwrap()], "motd");
-    std::fs::remove_dir_all(&dir).unwrap();
+    // Removed before the reads below: the value comes from the server.
+    std::fs::remove_dir_all(dir.path()).unwrap();
     assert_eq!(run(&["get", "motd"])[0]["value"], "hi");
     assert_eq!(run(&["exist", "motd"])[0]["exists"], true);
     let loaded = run(&["load", "--count", "20"]);

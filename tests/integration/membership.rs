@@ -16,9 +16,8 @@ use crate::support::{HeldClock, Load, Memcached, eventually, raw, server_list};
 async fn a_watched_server_list_changes_under_load() {
     let servers: Vec<Memcached> = (0..4).map(|_| Memcached::spawn()).collect();
     let (a, b, c, d) = (&servers[0], &servers[1], &servers[2], &servers[3]);
-    let dir = std::env::temp_dir().join(format!("memgroup-membership-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("servers");
+    let dir = crate::support::tempdir::Dir::new("membership");
+    let file = dir.path().join("servers");
     std::fs::write(&file, server_list(&servers[..3])).unwrap();
     // memcached counts its own connections; this one is the stat call's.
     let baseline = raw::stat(c.addr(), "curr_connections");
@@ -97,7 +96,6 @@ async fn a_watched_server_list_changes_under_load() {
     assert!(events.lock().unwrap().iter().any(|e| matches!(e,
         Event::TopologyChanged { added, removed }
             if added == &[d.addr_string()] && removed == &[c.addr_string()])));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `memgroup --config CONFIG --json status --watch 0.2 EXTRA…`, its stdout
@@ -128,9 +126,8 @@ fn status_watch_follows_the_config_file() {
     use std::io::BufRead;
 
     let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
-    let dir = std::env::temp_dir().join(format!("memgroup-watch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("cluster.toml");
+    let dir = crate::support::tempdir::Dir::new("watch");
+    let config = dir.path().join("cluster.toml");
     let write = |servers: &[Memcached]| {
         let list: Vec<String> = servers
             .iter()
@@ -160,7 +157,6 @@ fn status_watch_follows_the_config_file() {
     }
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(seen, 3, "status --watch never showed the added server");
 }
 

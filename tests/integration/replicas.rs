@@ -144,9 +144,8 @@ fn the_arbiter_can_be_named_in_the_file_or_by_flag() {
     let out = run(&["--groups", &groups, "--arbiter", "sg2", "incr", "n", "1"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "6");
     assert_eq!(raw::get(sg1.addr(), b"n"), None);
-    let dir = std::env::temp_dir().join(format!("memgroup-arbiter-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("cluster.toml");
+    let dir = crate::support::tempdir::Dir::new("arbiter");
+    let file = dir.path().join("cluster.toml");
     std::fs::write(
         &file,
         format!(
@@ -168,7 +167,6 @@ fn the_arbiter_can_be_named_in_the_file_or_by_flag() {
     assert!(line.contains("sg2") && line.contains("file"), "{line}");
     let bad = run(&["--groups", &groups, "--arbiter", "sg9", "incr", "n", "1"]);
     assert_eq!(bad.status.code(), Some(2));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// The tool's lines for a conditional write say which group decided and

@@ -204,7 +204,8 @@ fn the_layering_check_sees_an_upward_import() {
     // A copy of the client's sources with one upward `use` added: the
     // check must name it, or it proves nothing about the real tree.
     let src = root().join("crates/memgroup-client/src");
-    let copy = tempdir("tidy-layering");
+    let dir = tempdir("tidy-layering");
+    let copy = dir.path();
     for file in rust_files(&src) {
         let to = copy.join(file.strip_prefix(&src).unwrap());
         fs::create_dir_all(to.parent().unwrap()).unwrap();
@@ -216,8 +217,7 @@ fn the_layering_check_sees_an_upward_import() {
     let counters = copy.join("counters.rs");
     let text = fs::read_to_string(&counters).unwrap();
     fs::write(&counters, format!("use super::events::Event;\n{text}")).unwrap();
-    let violations = client_layering_violations(&copy);
-    fs::remove_dir_all(&copy).ok();
+    let violations = client_layering_violations(copy);
     assert_eq!(
         violations,
         [
@@ -228,10 +228,13 @@ fn the_layering_check_sees_an_upward_import() {
     );
 }
 
-fn tempdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("memgroup-{name}-{}", std::process::id()));
-    fs::remove_dir_all(&dir).ok();
-    fs::create_dir_all(&dir).unwrap();
+/// An empty temp directory, removed when the returned `Dir` is dropped.
+fn tempdir(name: &str) -> crate::support::tempdir::Dir {
+    let dir = crate::support::tempdir::Dir::new(name);
+    // A leftover of a killed earlier run under the same name would add
+    // files the copy does not have: start from an empty directory.
+    fs::remove_dir_all(dir.path()).ok();
+    fs::create_dir_all(dir.path()).unwrap();
     dir
 }
 

@@ -324,10 +324,9 @@ async fn a_warm_from_a_group_serving_reads_copies_every_key() {
 fn nonsense_is_refused_with_one_line_naming_it() {
     let server = Memcached::spawn();
     let addr = server.addr_string();
-    let dir = std::env::temp_dir().join(format!("memgroup-nonsense-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::support::tempdir::Dir::new("nonsense");
     let file = |name: &str, text: &str| {
-        let path = dir.join(name);
+        let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
         path.to_string_lossy().into_owned()
     };
@@ -420,7 +419,6 @@ fn nonsense_is_refused_with_one_line_naming_it() {
         .build()
         .unwrap_err();
     assert!(error.to_string().contains("pool_size 0"), "{error}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -440,9 +438,8 @@ async fn a_type_error_names_its_key() {
 fn configuration_sources_rank_by_one_rule() {
     let in_file = Memcached::spawn();
     let in_env = Memcached::spawn();
-    let dir = std::env::temp_dir().join(format!("memgroup-rank-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("cluster.toml");
+    let dir = crate::support::tempdir::Dir::new("rank");
+    let file = dir.path().join("cluster.toml");
     std::fs::write(
         &file,
         format!(
@@ -488,7 +485,7 @@ fn configuration_sources_rank_by_one_rule() {
     let out = run(
         &[
             "--config",
-            &dir.join("none.toml").to_string_lossy(),
+            &dir.path().join("none.toml").to_string_lossy(),
             "config",
         ],
         &[],
@@ -498,7 +495,7 @@ fn configuration_sources_rank_by_one_rule() {
         Some(2),
         "a missing file is a usage error"
     );
-    let settings_only = dir.join("settings.toml");
+    let settings_only = dir.path().join("settings.toml");
     std::fs::write(&settings_only, "hash = \"native\"\ntimeout_ms = 300\n").unwrap();
     let settings_only = settings_only.to_string_lossy().into_owned();
     let out = run(
@@ -543,5 +540,4 @@ fn configuration_sources_rank_by_one_rule() {
         &[],
     );
     assert_eq!(out.status.code(), Some(2));
-    std::fs::remove_dir_all(&dir).ok();
 }
