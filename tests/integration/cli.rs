@@ -1481,6 +1481,27 @@ fn json_errors_are_objects_on_stderr() {
             .any(|l| l.contains(&format!("{key}: ")) && l.contains(&dead_addr));
         assert!(answered != named, "{key}: stdout {out:?}, stderr {err:?}");
     }
+    // Nor does `gets` stop at the first such key: the others are read.
+    let mut args = vec!["--servers", &servers, "--no-failover", "gets"];
+    args.extend(keys.iter().map(String::as_str));
+    let o = memgroup(&args);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let (gets_out, gets_err) = (stdout(&o), stderr(&o));
+    for key in &keys {
+        let read = gets_out
+            .lines()
+            .any(|l| l.starts_with(&format!("{key} cas=")));
+        let named = gets_err
+            .lines()
+            .any(|l| l.contains(&format!("{key}: ")) && l.contains(&dead_addr));
+        let missed = gets_err
+            .lines()
+            .any(|l| l.ends_with(&format!("{key}: not found")));
+        assert!(
+            [read, named, missed].iter().filter(|&&b| b).count() == 1,
+            "{key}: stdout {gets_out:?}, stderr {gets_err:?}"
+        );
+    }
     let dead_only = keys
         .iter()
         .find(|k| err.contains(&format!("{k}: ")))

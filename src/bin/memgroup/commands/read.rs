@@ -241,10 +241,23 @@ pub(crate) async fn gets(
     let client = Cluster::from_flags(flags)?.client_for(args.read.group.as_deref())?;
     let keys = &args.read.keys[..];
     super::check_keys(&client, keys)?;
-    let mut failed = 0;
+    let (mut failed, mut unanswered) = (0, 0);
     let mut records = Vec::new();
     for key in keys {
-        match client.gets(key).await? {
+        let item = match client.gets(key).await {
+            Ok(item) => item,
+            // No group answered for this key: name it and its server, and
+            // go on with the others (as `get` does).
+            Err(e) => {
+                unanswered += 1;
+                if json {
+                    records.push(json!({"key": key, "error": e.chain()}));
+                }
+                output::warn(Some(key), &e.chain());
+                continue;
+            }
+        };
+        match item {
             Some(item) => {
                 let cas = item.cas.unwrap_or(0);
                 if matches!(form, Form::Protocol) {
@@ -274,7 +287,12 @@ pub(crate) async fn gets(
             }
         }
     }
-    Ok(finish(&records, json, form, failed == 0))
+    if unanswered > 0 && unanswered < keys.len() {
+        // Partly done: some keys got no answer while others did.
+        finish(&records, json, form, true);
+        return Ok(ExitCode::from(exit::PARTIAL));
+    }
+    Ok(finish(&records, json, form, failed + unanswered == 0))
 }
 
 /// `exist`: exit 0 only if every key exists (like libmemcached's memexist).
