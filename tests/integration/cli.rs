@@ -1502,6 +1502,31 @@ fn json_errors_are_objects_on_stderr() {
             "{key}: stdout {gets_out:?}, stderr {gets_err:?}"
         );
     }
+    // A delete of keys some of which live on the dead server deletes the
+    // others and names the ones it could not reach (exit 1: not all done).
+    for key in &keys {
+        raw::set(s.addr(), key.as_bytes(), b"v");
+    }
+    let mut args = vec!["--servers", &servers, "--no-failover", "delete"];
+    args.extend(keys.iter().map(String::as_str));
+    let o = memgroup(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let (del_out, del_err) = (stdout(&o), stderr(&o));
+    let mut deleted = 0;
+    for key in &keys {
+        let ok = del_out
+            .lines()
+            .any(|l| l == format!("{key}: default {addr}: ok"));
+        let named = del_err
+            .lines()
+            .any(|l| l.contains(&format!("{key}: ")) && l.contains(&dead_addr));
+        assert!(ok != named, "{key}: stdout {del_out:?}, stderr {del_err:?}");
+        if ok {
+            deleted += 1;
+            assert_eq!(raw::get(s.addr(), key.as_bytes()), None, "{key}");
+        }
+    }
+    assert!(deleted > 0 && deleted < keys.len(), "{deleted}");
     let dead_only = keys
         .iter()
         .find(|k| err.contains(&format!("{k}: ")))

@@ -294,8 +294,11 @@ pub(crate) async fn delete(
 }
 
 /// `write` of each key in turn, every outcome reported (with `json` as one
-/// array); the first error stops the run after reporting the keys done. The
-/// keys are all checked first: an invalid one stops the run before any write.
+/// array). A key whose write failed (its server down, say) is named on
+/// stderr with why (with `json`, a record with `error`) and counts as
+/// failed; the other keys are still written, as `rm` goes on past a file it
+/// cannot remove. The keys are all checked first: an invalid one stops the
+/// run before any write.
 pub(crate) async fn each_key<'k, F, Fut>(
     client: &memgroup::client::Client,
     keys: &'k [String],
@@ -314,7 +317,14 @@ where
     for key in keys {
         let outcome = match write(key).await {
             Ok(outcome) => outcome,
-            Err(e) => return Err(output::records_before(json, &records, e.into())),
+            Err(e) => {
+                if json {
+                    records.push(serde_json::json!({"key": key, "error": e.chain()}));
+                }
+                output::warn(Some(key), &e.chain());
+                done = done.max(Done::Failed);
+                continue;
+            }
         };
         done = done.max(output::write_outcome(key, &outcome, json, &mut records));
     }
