@@ -34,47 +34,70 @@ pub(crate) async fn join_all<T>(mut futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
         .collect()
 }
 
-/// Futures polled together whose results are taken as they finish; what is
-/// left can move to another task (the futures own what they use).
-pub(crate) struct Unordered<T> {
-    futures: Vec<Option<BoxFuture<'static, T>>>,
+/// Futures polled together whose results are taken as they finish, each
+/// under a tag (what it runs for); what is left can move to another task
+/// (the futures own what they use). The tags are added first and their
+/// futures started after, in one allocation for both.
+pub(crate) struct Unordered<K, T> {
+    entries: Vec<(K, Run<T>)>,
 }
 
-impl<T> Unordered<T> {
+/// Where one of [`Unordered`]'s futures is.
+enum Run<T> {
+    /// Tagged, not started yet.
+    Waiting,
+    Running(BoxFuture<'static, T>),
+    Finished,
+}
+
+impl<K: Copy, T> Unordered<K, T> {
     /// None yet, with room for `n`.
-    pub(crate) fn with_capacity(n: usize) -> Unordered<T> {
+    pub(crate) fn with_capacity(n: usize) -> Unordered<K, T> {
         Unordered {
-            futures: Vec::with_capacity(n),
+            entries: Vec::with_capacity(n),
         }
     }
 
-    /// Adds a future; its place (counted from 0, in the order added) is
-    /// what [`Unordered::pending`] names it by.
-    pub(crate) fn push(&mut self, future: BoxFuture<'static, T>) {
-        self.futures.push(Some(future));
+    /// Starts a future for every tag not started yet, in the order added.
+    pub(crate) fn start(&mut self, mut future: impl FnMut(K) -> BoxFuture<'static, T>) {
+        for (tag, run) in &mut self.entries {
+            if matches!(run, Run::Waiting) {
+                *run = Run::Running(future(*tag));
+            }
+        }
+    }
+
+    /// The tag at `at` (counted from 0, in the order added).
+    pub(crate) fn tag(&self, at: usize) -> K {
+        self.entries[at].0
+    }
+
+    /// How many tags there are, finished or not.
+    pub(crate) fn tags(&self) -> usize {
+        self.entries.len()
     }
 
     /// How many have not finished.
     pub(crate) fn len(&self) -> usize {
-        self.futures.iter().filter(|f| f.is_some()).count()
+        self.pending().count()
     }
 
     /// The places of those that have not finished, in the order added.
     pub(crate) fn pending(&self) -> impl Iterator<Item = usize> + Clone + '_ {
-        self.futures
+        self.entries
             .iter()
             .enumerate()
-            .filter_map(|(at, f)| f.is_some().then_some(at))
+            .filter_map(|(at, (_, run))| matches!(run, Run::Running(_)).then_some(at))
     }
 
     /// The next result to finish, `None` once all have.
     pub(crate) async fn next(&mut self) -> Option<T> {
         std::future::poll_fn(|cx| {
             let mut pending = false;
-            for slot in &mut self.futures {
-                if let Some(future) = slot {
+            for (_, run) in &mut self.entries {
+                if let Run::Running(future) = run {
                     if let Poll::Ready(value) = future.as_mut().poll(cx) {
-                        *slot = None;
+                        *run = Run::Finished;
                         return Poll::Ready(Some(value));
                     }
                     pending = true;
@@ -87,5 +110,13 @@ impl<T> Unordered<T> {
             }
         })
         .await
+    }
+}
+
+impl<K, T> Extend<K> for Unordered<K, T> {
+    /// Adds tags, their futures not started.
+    fn extend<I: IntoIterator<Item = K>>(&mut self, tags: I) {
+        self.entries
+            .extend(tags.into_iter().map(|tag| (tag, Run::Waiting)));
     }
 }

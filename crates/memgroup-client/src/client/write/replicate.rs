@@ -27,7 +27,7 @@ const MAX_BACKGROUND: usize = 4096;
 /// or with the caller's future — it hands them to a task of their own, so a
 /// group that misses still queues its repair.
 struct Rest {
-    running: Unordered<Part>,
+    running: Unordered<Result<Target, Skipped>, Part>,
     client: Client,
     snap: Arc<Snapshot>,
     job: Arc<Job>,
@@ -84,6 +84,14 @@ fn decided(
         return !outstanding.any(|g| local.contains(&g) || g == arbiter);
     }
     !topology.write_succeeded(succeeded().chain(outstanding))
+}
+
+/// The group a write's target is in (passed over or not).
+fn group_of(target: &Result<Target, Skipped>) -> GroupId {
+    match target {
+        Ok(t) => t.group,
+        Err(skip) => skip.group,
+    }
 }
 
 /// Whether a write reply means "applied" (`true`) or "refused by its
@@ -191,19 +199,19 @@ impl Client {
         only: Option<&[GroupId]>,
         judge: bool,
     ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
-        // The targets, chosen under the dead-host lock (held only for that);
-        // then each group's part starts, and `outstanding` lists the groups
-        // in the topology's order until they answer.
+        // The targets, chosen under the dead-host lock (held only for that)
+        // into `running`; then each group's part starts there, kept in the
+        // topology's order until it answers.
         let groups = only.map_or(snap.topology.groups().len(), <[GroupId]>::len);
-        let mut plan: Vec<Result<Target, Skipped>> = Vec::with_capacity(groups);
+        let mut running = Unordered::with_capacity(groups);
         {
             let rotation = self.rotation();
             let dead = self.inner.pool.dead_view();
             let now = dead.now();
             let topology = &snap.topology;
             match only {
-                None => plan.extend(topology.write_targets(job.key(), &dead, now, rotation)),
-                Some(groups) => plan.extend(topology.targeted_write_targets(
+                None => running.extend(topology.write_targets(job.key(), &dead, now, rotation)),
+                Some(groups) => running.extend(topology.targeted_write_targets(
                     job.key(),
                     groups,
                     &dead,
@@ -213,14 +221,7 @@ impl Client {
                 )),
             }
         }
-        let group_of = |at: usize| match &plan[at] {
-            Ok(t) => t.group,
-            Err(skip) => skip.group,
-        };
-        let mut running = Unordered::with_capacity(plan.len());
-        for target in &plan {
-            running.push(self.part(snap, &job, *target));
-        }
+        running.start(|target| self.part(snap, &job, target));
         let mut rest = Rest {
             running,
             client: self.clone(),
@@ -235,11 +236,13 @@ impl Client {
             || self.inner.background_count() >= MAX_BACKGROUND;
         // Each group's outcome and reply as it answers; put in the
         // topology's order once the policy is decided.
-        let mut outcome = WriteOutcome::new(Vec::with_capacity(plan.len()));
+        let mut outcome = WriteOutcome::new(Vec::with_capacity(groups));
         // Replies matter to a conditional write only (its arbiter's answer
         // is its result: a number, a CAS unique); others return none.
         let keep_replies = job.op().is_conditional();
-        let mut replies = Vec::with_capacity(if keep_replies { plan.len() } else { 0 });
+        let mut replies = Vec::with_capacity(if keep_replies { groups } else { 0 });
+        // The group of the part at `at`, in the order the parts started.
+        let group_of = |running: &Unordered<_, _>, at| group_of(&running.tag(at));
         while let Some(mut part) = rest.running.next().await {
             self.repair_if_missed(snap, &job, &mut part);
             outcome.groups.push(GroupOutcome {
@@ -257,7 +260,7 @@ impl Client {
                 && decided(
                     &snap.topology,
                     &outcome.groups,
-                    rest.running.pending().map(group_of),
+                    rest.running.pending().map(|at| group_of(&rest.running, at)),
                 )
             {
                 break;
@@ -268,12 +271,13 @@ impl Client {
         let pending = rest
             .running
             .pending()
-            .map(|at| snap.group_name(group_of(at)).clone())
+            .map(|at| snap.group_name(group_of(&rest.running, at)).clone())
             .collect();
-        drop(rest);
-        // In the plan's order (a group is in it once), the replies with them:
-        // an insertion sort, as a write has a handful of groups.
-        let at = |g: &GroupOutcome| (0..plan.len()).position(|at| group_of(at) == g.id);
+        // In the order the parts started (a group has one), the replies with
+        // them: an insertion sort, as a write has a handful of groups.
+        let running = &rest.running;
+        let at =
+            |g: &GroupOutcome| (0..running.tags()).position(|at| group_of(running, at) == g.id);
         for i in 1..outcome.groups.len() {
             let mut j = i;
             while j > 0 && at(&outcome.groups[j - 1]) > at(&outcome.groups[j]) {
@@ -284,6 +288,7 @@ impl Client {
                 j -= 1;
             }
         }
+        drop(rest);
         outcome.pending = pending;
         if !judge {
             return Ok((outcome, replies));
