@@ -150,12 +150,8 @@ pub(crate) async fn get(
             }
             Ok(Some(filled)) => (filled.item, filled.freshness == Freshness::Stale),
             Err(e) => {
-                // No group answered for this key: name it and its server.
                 unanswered += 1;
-                if json {
-                    records.push(json!({"key": key, "error": e.chain()}));
-                }
-                output::warn(Some(key), &e.chain());
+                no_answer(key, &e, json, &mut records);
                 continue;
             }
             Ok(None) => {
@@ -192,12 +188,14 @@ pub(crate) async fn get(
             write_value(form, key, item.flags, None, &format!("{key}: "), &data);
         }
     }
-    if unanswered > 0 && unanswered < keys.len() {
-        // Partly done: some keys got no answer while others did.
-        finish(&records, json, form, true);
-        return Ok(ExitCode::from(exit::PARTIAL));
-    }
-    Ok(finish(&records, json, form, failed + unanswered == 0))
+    Ok(finish_keys(
+        &records,
+        json,
+        form,
+        keys.len(),
+        failed,
+        unanswered,
+    ))
 }
 
 /// What `get` and `gets` show of an item: `raw` the bytes as stored, a
@@ -250,10 +248,7 @@ pub(crate) async fn gets(
             // go on with the others (as `get` does).
             Err(e) => {
                 unanswered += 1;
-                if json {
-                    records.push(json!({"key": key, "error": e.chain()}));
-                }
-                output::warn(Some(key), &e.chain());
+                no_answer(key, &e, json, &mut records);
                 continue;
             }
         };
@@ -287,12 +282,14 @@ pub(crate) async fn gets(
             }
         }
     }
-    if unanswered > 0 && unanswered < keys.len() {
-        // Partly done: some keys got no answer while others did.
-        finish(&records, json, form, true);
-        return Ok(ExitCode::from(exit::PARTIAL));
-    }
-    Ok(finish(&records, json, form, failed + unanswered == 0))
+    Ok(finish_keys(
+        &records,
+        json,
+        form,
+        keys.len(),
+        failed,
+        unanswered,
+    ))
 }
 
 /// `exist`: exit 0 only if every key exists (like libmemcached's memexist).
@@ -321,22 +318,17 @@ pub(crate) async fn exist(
             }
             Err(e) => {
                 unanswered += 1;
-                if json {
-                    records.push(json!({"key": key, "error": e.chain()}));
-                }
-                output::warn(Some(key), &e.chain());
+                no_answer(key, e, json, &mut records);
             }
         }
     }
-    if unanswered > 0 && unanswered < keys.len() {
-        finish(&records, json, Form::Lines, true);
-        return Ok(ExitCode::from(exit::PARTIAL));
-    }
-    Ok(finish(
+    Ok(finish_keys(
         &records,
         json,
         Form::Lines,
-        missing + unanswered == 0,
+        keys.len(),
+        missing,
+        unanswered,
     ))
 }
 
@@ -347,6 +339,38 @@ fn not_found(key: &str, json: bool, records: &mut Vec<serde_json::Value>) {
         records.push(json!({"key": key, "value": null}));
     }
     output::warn(Some(key), "not found");
+}
+
+/// A key no group answered for: named on stderr with why (its server),
+/// and with `json` a record with the error.
+fn no_answer(
+    key: &str,
+    error: &memgroup::client::Error,
+    json: bool,
+    records: &mut Vec<serde_json::Value>,
+) {
+    if json {
+        records.push(json!({"key": key, "error": error.chain()}));
+    }
+    output::warn(Some(key), &error.chain());
+}
+
+/// The end of a read of `keys` keys, `failed` of them not found (or not
+/// shown) and `unanswered` with no answer: exit 3 (partly done) when some
+/// keys got no answer while others did, else [`finish`]'s.
+fn finish_keys(
+    records: &[serde_json::Value],
+    json: bool,
+    form: Form,
+    keys: usize,
+    failed: usize,
+    unanswered: usize,
+) -> ExitCode {
+    if unanswered > 0 && unanswered < keys {
+        finish(records, json, form, true);
+        return ExitCode::from(exit::PARTIAL);
+    }
+    finish(records, json, form, failed + unanswered == 0)
 }
 
 /// The end of a read: with `json` the records as one JSON array (without,
