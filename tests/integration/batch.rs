@@ -23,7 +23,9 @@ async fn a_batch_writes_every_key_in_every_group_and_reports_each() {
         for server in [&sg1, &sg2] {
             let (copy, _, ttl) = raw::copy(server.addr(), key.as_bytes()).expect("stored");
             assert_eq!(copy, value.as_bytes());
-            assert!((299..=300).contains(&ttl), "{ttl}");
+            // memcached's clock moves in whole seconds and, on a loaded
+            // machine, can lag and then jump: a few seconds of slack.
+            assert!((295..=300).contains(&ttl), "{ttl}");
         }
         let outcome = written.outcome(key).unwrap().as_ref().unwrap();
         assert!(outcome.is_complete(), "{outcome:?}");
@@ -35,7 +37,8 @@ async fn a_batch_writes_every_key_in_every_group_and_reports_each() {
     let touched = client.touch_multi(&names[..10], 60).await.unwrap();
     assert!(touched.is_complete());
     let (_, _, ttl) = raw::copy(sg2.addr(), names[0].as_bytes()).unwrap();
-    assert!((59..=60).contains(&ttl), "{ttl}");
+    // 60 s now, not the set's 300 (slack as above).
+    assert!((55..=60).contains(&ttl), "{ttl}");
 
     // Deleted everywhere; an absent key is not applied, and no error.
     let mut gone = names[..20].to_vec();
