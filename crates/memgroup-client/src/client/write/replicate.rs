@@ -242,7 +242,7 @@ impl Client {
         let keep_replies = job.op().is_conditional();
         let mut replies = Vec::with_capacity(if keep_replies { groups } else { 0 });
         // The group of the part at `at`, in the order the parts started.
-        let group_of = |running: &Unordered<_, _>, at| group_of(&running.tag(at));
+        let group_at = |running: &Unordered<_, _>, at| group_of(&running.tag(at));
         while let Some(mut part) = rest.running.next().await {
             self.repair_if_missed(snap, &job, &mut part);
             outcome.groups.push(GroupOutcome {
@@ -260,7 +260,7 @@ impl Client {
                 && decided(
                     &snap.topology,
                     &outcome.groups,
-                    rest.running.pending().map(|at| group_of(&rest.running, at)),
+                    rest.running.pending().map(|at| group_at(&rest.running, at)),
                 )
             {
                 break;
@@ -271,13 +271,13 @@ impl Client {
         let pending = rest
             .running
             .pending()
-            .map(|at| snap.group_name(group_of(&rest.running, at)).clone())
+            .map(|at| snap.group_name(group_at(&rest.running, at)).clone())
             .collect();
         // In the order the parts started (a group has one), the replies with
         // them: an insertion sort, as a write has a handful of groups.
         let running = &rest.running;
         let at =
-            |g: &GroupOutcome| (0..running.tags()).position(|at| group_of(running, at) == g.id);
+            |g: &GroupOutcome| (0..running.tags()).position(|at| group_at(running, at) == g.id);
         for i in 1..outcome.groups.len() {
             let mut j = i;
             while j > 0 && at(&outcome.groups[j - 1]) > at(&outcome.groups[j]) {
