@@ -29,6 +29,21 @@ fn json_mode() -> bool {
     JSON.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// A key a command over several keys could not read or write (no server
+/// answered, say): named on stderr with why ([`warn`]), and with `json` a
+/// record `{"key", "error"}` among the run's records.
+pub(crate) fn key_failed(
+    key: &str,
+    error: &memgroup::client::Error,
+    json: bool,
+    records: &mut Vec<serde_json::Value>,
+) {
+    if json {
+        records.push(json!({"key": key, "error": error.chain()}));
+    }
+    warn(Some(key), &error.chain());
+}
+
 /// A problem that does not stop the command (a key not found, a key no
 /// server answered for, a short listing), on one stderr line: `memgroup:
 /// KEY: MESSAGE`, or with `--json` `{"key": KEY, "error": MESSAGE}` (no

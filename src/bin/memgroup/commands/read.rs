@@ -151,7 +151,7 @@ pub(crate) async fn get(
             Ok(Some(filled)) => (filled.item, filled.freshness == Freshness::Stale),
             Err(e) => {
                 unanswered += 1;
-                no_answer(key, &e, json, &mut records);
+                output::key_failed(key, &e, json, &mut records);
                 continue;
             }
             Ok(None) => {
@@ -248,7 +248,7 @@ pub(crate) async fn gets(
             // go on with the others (as `get` does).
             Err(e) => {
                 unanswered += 1;
-                no_answer(key, &e, json, &mut records);
+                output::key_failed(key, &e, json, &mut records);
                 continue;
             }
         };
@@ -318,7 +318,7 @@ pub(crate) async fn exist(
             }
             Err(e) => {
                 unanswered += 1;
-                no_answer(key, e, json, &mut records);
+                output::key_failed(key, e, json, &mut records);
             }
         }
     }
@@ -339,20 +339,6 @@ fn not_found(key: &str, json: bool, records: &mut Vec<serde_json::Value>) {
         records.push(json!({"key": key, "value": null}));
     }
     output::warn(Some(key), "not found");
-}
-
-/// A key no group answered for: named on stderr with why (its server),
-/// and with `json` a record with the error.
-fn no_answer(
-    key: &str,
-    error: &memgroup::client::Error,
-    json: bool,
-    records: &mut Vec<serde_json::Value>,
-) {
-    if json {
-        records.push(json!({"key": key, "error": error.chain()}));
-    }
-    output::warn(Some(key), &error.chain());
 }
 
 /// The end of a read of `keys` keys, `failed` of them not found (or not

@@ -318,10 +318,7 @@ where
         let outcome = match write(key).await {
             Ok(outcome) => outcome,
             Err(e) => {
-                if json {
-                    records.push(serde_json::json!({"key": key, "error": e.chain()}));
-                }
-                output::warn(Some(key), &e.chain());
+                output::key_failed(key, &e, json, &mut records);
                 done = done.max(Done::Failed);
                 continue;
             }
