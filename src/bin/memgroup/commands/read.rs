@@ -188,14 +188,7 @@ pub(crate) async fn get(
             write_value(form, key, item.flags, None, &format!("{key}: "), &data);
         }
     }
-    Ok(finish_keys(
-        &records,
-        json,
-        form,
-        keys.len(),
-        failed,
-        unanswered,
-    ))
+    Ok(finish(&records, json, form, keys.len(), failed, unanswered))
 }
 
 /// What `get` and `gets` show of an item: `raw` the bytes as stored, a
@@ -282,14 +275,7 @@ pub(crate) async fn gets(
             }
         }
     }
-    Ok(finish_keys(
-        &records,
-        json,
-        form,
-        keys.len(),
-        failed,
-        unanswered,
-    ))
+    Ok(finish(&records, json, form, keys.len(), failed, unanswered))
 }
 
 /// `exist`: exit 0 only if every key exists (like libmemcached's memexist).
@@ -322,7 +308,7 @@ pub(crate) async fn exist(
             }
         }
     }
-    Ok(finish_keys(
+    Ok(finish(
         &records,
         json,
         Form::Lines,
@@ -342,9 +328,11 @@ fn not_found(key: &str, json: bool, records: &mut Vec<serde_json::Value>) {
 }
 
 /// The end of a read of `keys` keys, `failed` of them not found (or not
-/// shown) and `unanswered` with no answer: exit 3 (partly done) when some
-/// keys got no answer while others did, else [`finish`]'s.
-fn finish_keys(
+/// shown) and `unanswered` with no answer: with `json` the records as one
+/// JSON array (without, each key's line was printed as it came;
+/// `--protocol` ends with `END`). Exit 3 (partly done) when some keys got
+/// no answer while others did, else 1 unless every key was shown.
+fn finish(
     records: &[serde_json::Value],
     json: bool,
     form: Form,
@@ -352,22 +340,14 @@ fn finish_keys(
     failed: usize,
     unanswered: usize,
 ) -> ExitCode {
-    if unanswered > 0 && unanswered < keys {
-        finish(records, json, form, true);
-        return ExitCode::from(exit::PARTIAL);
-    }
-    finish(records, json, form, failed + unanswered == 0)
-}
-
-/// The end of a read: with `json` the records as one JSON array (without,
-/// each key's line was printed as it came; `--protocol` ends with `END`);
-/// exit 1 unless `ok`.
-fn finish(records: &[serde_json::Value], json: bool, form: Form, ok: bool) -> ExitCode {
     if json {
         output::records(records);
     } else if form == Form::Protocol {
         use std::io::Write;
         let _ = std::io::stdout().lock().write_all(b"END\r\n");
     }
-    exit::code(ok)
+    if unanswered > 0 && unanswered < keys {
+        return ExitCode::from(exit::PARTIAL);
+    }
+    exit::code(failed + unanswered == 0)
 }
