@@ -1467,33 +1467,37 @@ fn json_errors_are_objects_on_stderr() {
         assert!(e["error"].as_str().unwrap().contains(&dead_addr), "{e}");
     }
 
+    // Every key in one command with the dead server, and whether a stderr
+    // line names `key` with that server.
+    let over_all = |command: &str| {
+        let mut args = vec!["--servers", &servers, "--no-failover", command];
+        args.extend(keys.iter().map(String::as_str));
+        memgroup(&args)
+    };
+    let names_dead = |err: &str, key: &str| {
+        err.lines()
+            .any(|l| l.contains(&format!("{key}: ")) && l.contains(&dead_addr))
+    };
+
     // `exist` does not call a key no server answered for missing: it is
     // named with its server, and the answered keys make it partly done.
-    let mut args = vec!["--servers", &servers, "--no-failover", "exist"];
-    args.extend(keys.iter().map(String::as_str));
-    let o = memgroup(&args);
+    let o = over_all("exist");
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let (out, err) = (stdout(&o), stderr(&o));
     for key in &keys {
         let answered = out.lines().any(|l| l == format!("{key}: missing"));
-        let named = err
-            .lines()
-            .any(|l| l.contains(&format!("{key}: ")) && l.contains(&dead_addr));
+        let named = names_dead(&err, key);
         assert!(answered != named, "{key}: stdout {out:?}, stderr {err:?}");
     }
     // Nor does `gets` stop at the first such key: the others are read.
-    let mut args = vec!["--servers", &servers, "--no-failover", "gets"];
-    args.extend(keys.iter().map(String::as_str));
-    let o = memgroup(&args);
+    let o = over_all("gets");
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let (gets_out, gets_err) = (stdout(&o), stderr(&o));
     for key in &keys {
         let read = gets_out
             .lines()
             .any(|l| l.starts_with(&format!("{key} cas=")));
-        let named = gets_err
-            .lines()
-            .any(|l| l.contains(&format!("{key}: ")) && l.contains(&dead_addr));
+        let named = names_dead(&gets_err, key);
         let missed = gets_err
             .lines()
             .any(|l| l.ends_with(&format!("{key}: not found")));
@@ -1507,9 +1511,7 @@ fn json_errors_are_objects_on_stderr() {
     for key in &keys {
         raw::set(s.addr(), key.as_bytes(), b"v");
     }
-    let mut args = vec!["--servers", &servers, "--no-failover", "delete"];
-    args.extend(keys.iter().map(String::as_str));
-    let o = memgroup(&args);
+    let o = over_all("delete");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let (del_out, del_err) = (stdout(&o), stderr(&o));
     let mut deleted = 0;
@@ -1517,9 +1519,7 @@ fn json_errors_are_objects_on_stderr() {
         let ok = del_out
             .lines()
             .any(|l| l == format!("{key}: default {addr}: ok"));
-        let named = del_err
-            .lines()
-            .any(|l| l.contains(&format!("{key}: ")) && l.contains(&dead_addr));
+        let named = names_dead(&del_err, key);
         assert!(ok != named, "{key}: stdout {del_out:?}, stderr {del_err:?}");
         if ok {
             deleted += 1;
