@@ -1546,6 +1546,83 @@ fn json_errors_are_objects_on_stderr() {
     assert!(records[0]["error"].as_str().unwrap().contains(&dead_addr));
 }
 
+/// A stalled server (SIGSTOP: it accepts and never answers) rather than a
+/// dead one: `exist`, `gets` and `delete` over keys on both servers name
+/// each timed-out key with that server and still serve the others, and the
+/// live server's own counters show every one of its keys was asked.
+#[test]
+fn a_stalled_server_costs_multi_key_commands_only_its_keys() {
+    let live = Memcached::spawn();
+    let stalled = Memcached::spawn();
+    let (live_addr, stalled_addr) = (live.addr_string(), stalled.addr_string());
+    let servers = format!("{live_addr},{stalled_addr}");
+    let keys: Vec<String> = (0..12).map(|i| format!("st{i}")).collect();
+    for key in &keys {
+        let o = memgroup(&["--servers", &servers, "set", key, "v"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let on_live: Vec<&String> = keys
+        .iter()
+        .filter(|k| raw::get(live.addr(), k.as_bytes()).is_some())
+        .collect();
+    assert!(
+        !on_live.is_empty() && on_live.len() < keys.len(),
+        "{on_live:?}"
+    );
+    stalled.stop();
+    let over_all = |command: &str| {
+        let mut args = vec![
+            "--servers",
+            &servers,
+            "--no-failover",
+            "--timeout-ms",
+            "200",
+            command,
+        ];
+        args.extend(keys.iter().map(String::as_str));
+        memgroup(&args)
+    };
+    let named = |err: &str, key: &str| {
+        err.lines()
+            .any(|l| l.contains(&format!("{key}: ")) && l.contains(&stalled_addr))
+    };
+    let gets_before = raw::stat(live.addr(), "cmd_get");
+    let o = over_all("exist");
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    for key in &keys {
+        let exists = out.lines().any(|l| l == format!("{key}: exists"));
+        assert_eq!(exists, on_live.contains(&key), "{key}: {out:?} {err:?}");
+        assert_eq!(named(&err, key), !exists, "{key}: {err:?}");
+    }
+    let o = over_all("gets");
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    for key in &keys {
+        let read = out.lines().any(|l| l.starts_with(&format!("{key} cas=")));
+        assert_eq!(read, on_live.contains(&key), "{key}: {out:?} {err:?}");
+        assert_eq!(named(&err, key), !read, "{key}: {err:?}");
+    }
+    // The live server was asked for each of its keys by both commands.
+    assert!(
+        raw::stat(live.addr(), "cmd_get") - gets_before >= 2 * on_live.len() as u64,
+        "{}",
+        raw::stat(live.addr(), "cmd_get") - gets_before
+    );
+    let o = over_all("delete");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    for key in &keys {
+        if on_live.contains(&key) {
+            assert_eq!(raw::get(live.addr(), key.as_bytes()), None, "{key}");
+            assert!(!named(&err, key), "{key}: {err:?}");
+        } else {
+            assert!(named(&err, key), "{key}: {err:?}");
+        }
+    }
+    stalled.resume();
+}
+
 /// `get --protocol` prints what memcached itself sends, `VALUE key flags
 /// bytes`, the bytes, then `END`: values with newlines and any byte survive.
 #[test]
