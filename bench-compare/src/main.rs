@@ -557,6 +557,42 @@ impl RawSocket {
             .expect("a number")
     }
 
+    /// The `get`s of `keys` in one `write`, each its own command or (`merged`)
+    /// one multi-key `get`; their replies read until the last one's end.
+    /// Returns how many came back with a value of the bench's length (the
+    /// value holds no `END`).
+    pub(crate) async fn get_batch(&mut self, keys: &[&str], merged: bool) -> usize {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.out.clear();
+        if merged {
+            self.out.extend_from_slice(b"get");
+            for key in keys {
+                self.out.push(b' ');
+                self.out.extend_from_slice(key.as_bytes());
+            }
+            self.out.extend_from_slice(b"\r\n");
+        } else {
+            for key in keys {
+                self.out.extend_from_slice(b"get ");
+                self.out.extend_from_slice(key.as_bytes());
+                self.out.extend_from_slice(b"\r\n");
+            }
+        }
+        self.stream.write_all(&self.out).await.expect("raw write");
+        self.buf.clear();
+        let replies = if merged { 1 } else { keys.len() };
+        let ends = |buf: &[u8]| buf.windows(5).filter(|w| w == b"END\r\n").count();
+        while ends(&self.buf) < replies {
+            let n = self.stream.read_buf(&mut self.buf).await.expect("raw read");
+            assert!(n > 0, "raw: the server closed");
+        }
+        let lengths = format!(" {VALUE_LEN}\r\n");
+        self.buf
+            .windows(lengths.len())
+            .filter(|w| *w == lengths.as_bytes())
+            .count()
+    }
+
     /// A `set` of the bench's value, its `STORED` awaited.
     pub(crate) async fn set(&mut self, key: &str) {
         self.out.clear();
@@ -592,6 +628,13 @@ enum Config {
     MemcachedRs,
     /// The tokio floor ([`RawSocket`]): one bare socket per task.
     Floor,
+    /// The one-connection floor ([`RawSocket::get_batch`]): one bare socket
+    /// and one task, writing all the requests in flight in one `write` and
+    /// reading their replies back, round after round; `merged`: as one
+    /// multi-key `get` (what memgroup's merging makes of them).
+    PipelinedFloor {
+        merged: bool,
+    },
 }
 
 impl Config {
@@ -682,6 +725,31 @@ fn throughput(
         Config::Floor => {
             let sockets = (0..in_flight).map(|_| raw_socket(rt, addr));
             per_task(rt, sockets.collect(), &counters, &stop, keys, secs)
+        }
+        Config::PipelinedFloor { merged } => {
+            let (mut raw, stop2, counter, keys) = (
+                raw_socket(rt, addr),
+                stop.clone(),
+                counters[0].clone(),
+                keys.clone(),
+            );
+            let task = rt.spawn(async move {
+                let mut i = 0;
+                while !stop2.load(Relaxed) {
+                    let batch: Vec<&str> = (0..in_flight)
+                        .map(|k| keys[(i + k) % KEYS].as_str())
+                        .collect();
+                    for _ in 0..raw.get_batch(&batch, merged).await {
+                        counter.ok();
+                    }
+                    i = (i + in_flight) % KEYS;
+                }
+            });
+            let result = measure_window(&counters, secs);
+            stop.store(true, Relaxed);
+            rt.block_on(task)
+                .expect("the pipelined floor's task panicked");
+            result
         }
         Config::Memcache => {
             // Synchronous: one OS thread per request in flight, one pooled
@@ -1102,6 +1170,8 @@ fn main() {
         Config::MemcacheAsync,
         Config::MemcachedRs,
         Config::Floor,
+        Config::PipelinedFloor { merged: false },
+        Config::PipelinedFloor { merged: true },
     ];
     // Every round's run and memcached's CPU µs per op in it, per config and
     // number in flight.
@@ -1251,8 +1321,8 @@ fn main() {
     drop(tls_server);
 
     // ---- the table ----
-    let (mg1c, mg4c, mcc, amc, mg_nomerge, mg_decode, mg_tls, mac, mrc, flc) =
-        (0, 1, 2, 3, 4, 5, 6, 7, 8, 9);
+    let (mg1c, mg4c, mcc, amc, mg_nomerge, mg_decode, mg_tls, mac, mrc, flc, pfc, pmc) =
+        (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
     println!();
     println!(
         "## memgroup vs memcache vs async-memcached vs memcache-async vs memcached-rs ({version}, 127.0.0.1, {VALUE_LEN}-byte values, {KEYS} keys pre-set)"
@@ -1454,6 +1524,19 @@ fn main() {
             tput(mg1c, n).ops_per_sec / floor.ops_per_sec,
             tput(mg1c, n).cpu_us_per_op / floor.cpu_us_per_op,
         );
+        // One bare socket and one task, all N requests in one write, their
+        // replies read back, in lockstep: what one connection does at N in
+        // flight with nothing but the socket's own cost.
+        let (one, merged) = (tput(pfc, n), tput(pmc, n));
+        println!(
+            "  - the one-connection floor (one bare socket, one task, the {n} requests in one write, lockstep): ÷ best peer {:.2}× at {:.2} of its CPU/op; as one multi-key `get`: {:.2}× at {:.2}; memgroup ÷ the merged floor: {:.2}× at {:.2}× its CPU/op",
+            one.ops_per_sec / best_peer.ops_per_sec,
+            one.cpu_us_per_op / best_peer.cpu_us_per_op,
+            merged.ops_per_sec / best_peer.ops_per_sec,
+            merged.cpu_us_per_op / best_peer.cpu_us_per_op,
+            tput(mg1c, n).ops_per_sec / merged.ops_per_sec,
+            tput(mg1c, n).cpu_us_per_op / merged.cpu_us_per_op,
+        );
     }
     for &n in &IN_FLIGHT {
         let (best_name, best_peer) = peers(n)
@@ -1490,6 +1573,17 @@ fn main() {
             tput(mg1c, n).cpu_us_per_op,
             tput(mg_tls, n).cpu_us_per_op,
             tls_server / plain_server
+        );
+        // Client and server share these cores: with the client's TLS work
+        // taken away (its CPU/op as in plaintext), the pair's CPU per op is
+        // still the plaintext client's plus the TLS server's.
+        let plain_client = tput(mg1c, n).cpu_us_per_op;
+        println!(
+            "  - the server's share: client + server CPU/op {:.2} µs in plaintext, {:.2} over TLS; with the client's TLS cost at zero, {:.2}, so where the two cores bound the run, TLS ÷ plaintext ≤ **{:.2}**",
+            plain_client + plain_server,
+            tput(mg_tls, n).cpu_us_per_op + tls_server,
+            plain_client + tls_server,
+            (plain_client + plain_server) / (plain_client + tls_server),
         );
     }
     println!(

@@ -7,7 +7,10 @@
 //! 100 keys), `tlsN` (memgroup over TLS against plaintext, N in flight:
 //! `tls4`, `tls32`, …) and in-flight counts (`4`, `32`, …). The `seq` and
 //! in-flight rows include the tokio floor: a bare socket per caller, one
-//! write and reads to the reply's end a request. `COMPARE_ROUNDS` (default
+//! write and reads to the reply's end a request; the in-flight rows also
+//! the one-connection floor: one bare socket and one task writing all N
+//! requests at once, as N commands or as one multi-key `get`, in lockstep
+//! (what one connection does with no client around it). `COMPARE_ROUNDS` (default
 //! 5) rounds of `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup
 //! alone in the `seq` and in-flight rows (to profile it);
 //! `COMPARE_PEERS=NAME` runs only that client (`seq` and in-flight rows). `COMPARE_SIZES=1` prints the sizes of
@@ -262,6 +265,11 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                         ("memcache-async", Config::MemcacheAsync),
                         ("memcached-rs", Config::MemcachedRs),
                         ("tokio floor", Config::Floor),
+                        ("one-socket floor", Config::PipelinedFloor { merged: false }),
+                        (
+                            "one-socket floor, merged",
+                            Config::PipelinedFloor { merged: true },
+                        ),
                     ];
                     let configs: Vec<_> = configs
                         .into_iter()
