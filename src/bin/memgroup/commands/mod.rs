@@ -190,3 +190,52 @@ pub(crate) fn check_keys(
     }
     Ok(())
 }
+
+/// Requests at once at most for the commands that send one request per key
+/// (`gets`, `delete`, `invalidate`; [`concurrently`]): enough that a stalled server's keys wait out their timeouts
+/// together, few enough to stay within a connection's cap on requests in
+/// flight.
+const KEYS_AT_ONCE: usize = 64;
+
+/// Runs `each` for every key, up to [`KEYS_AT_ONCE`] at a time, and returns
+/// the results in the keys' order: the keys of a stalled server cost one
+/// timeout together, not one after another.
+pub(crate) async fn concurrently<'k, T, F, Fut>(keys: &'k [String], mut each: F) -> Vec<T>
+where
+    F: FnMut(&'k str) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    use std::task::Poll;
+    let mut results: Vec<Option<T>> = keys.iter().map(|_| None).collect();
+    let mut running: Vec<(usize, std::pin::Pin<Box<Fut>>)> = Vec::new();
+    let mut started = 0;
+    std::future::poll_fn(|cx| {
+        loop {
+            while running.len() < KEYS_AT_ONCE && started < keys.len() {
+                running.push((started, Box::pin(each(&keys[started]))));
+                started += 1;
+            }
+            let before = running.len();
+            running.retain_mut(|(at, request)| match request.as_mut().poll(cx) {
+                Poll::Ready(result) => {
+                    results[*at] = Some(result);
+                    false
+                }
+                Poll::Pending => true,
+            });
+            if running.is_empty() && started == keys.len() {
+                return Poll::Ready(());
+            }
+            // Nothing finished: every request left is registered to wake
+            // this task.
+            if running.len() == before {
+                return Poll::Pending;
+            }
+        }
+    })
+    .await;
+    results
+        .into_iter()
+        .map(|result| result.expect("every key's request ran to its end"))
+        .collect()
+}

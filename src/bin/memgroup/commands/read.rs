@@ -234,8 +234,9 @@ pub(crate) async fn gets(
     super::check_keys(&client, keys)?;
     let (mut failed, mut unanswered) = (0, 0);
     let mut records = Vec::new();
-    for key in keys {
-        let item = match client.gets(key).await {
+    let items = super::concurrently(keys, |key| client.gets(key)).await;
+    for (key, item) in keys.iter().zip(items) {
+        let item = match item {
             Ok(item) => item,
             // No group answered for this key: name it and its server, and
             // go on with the others (as `get` does).

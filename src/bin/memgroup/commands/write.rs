@@ -293,8 +293,8 @@ pub(crate) async fn delete(
     each_key(&client, &args.keys, json, |key| client.delete(key)).await
 }
 
-/// `write` of each key in turn, every outcome reported (with `json` as one
-/// array). A key whose write failed (its server down, say) is named on
+/// `write` of every key (several at once, [`super::concurrently`]), every
+/// outcome reported in the keys' order (with `json` as one array). A key whose write failed (its server down, say) is named on
 /// stderr with why (with `json`, a record with `error`) and counts as
 /// failed; the other keys are still written, as `rm` goes on past a file it
 /// cannot remove. The keys are all checked first: an invalid one stops the
@@ -314,8 +314,9 @@ where
     super::check_keys(client, keys)?;
     let mut done = Done::Everywhere;
     let mut records = Vec::new();
-    for key in keys {
-        let outcome = match write(key).await {
+    let outcomes = super::concurrently(keys, &mut write).await;
+    for (key, outcome) in keys.iter().zip(outcomes) {
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(e) => {
                 output::key_failed(key, &e, json, &mut records);
