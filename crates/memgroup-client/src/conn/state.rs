@@ -14,6 +14,7 @@
 //! | event | from | to | driver does |
 //! |---|---|---|---|
 //! | [`queue`](State::queue), little in flight | Idle | Caller | `try_write` the chunk, then [`caller_wrote`](State::caller_wrote) |
+//! | `queue`, little in flight, others answered since the last write | Idle | Caller | yield once, then [`gathered`](State::gathered): `try_write` what is queued by then |
 //! | `queue`, under load | Idle | Writer | wake the writer task |
 //! | `queue`, role taken or batches full | any | same | nothing: the holder or a reply sends it |
 //! | `caller_wrote`, all taken, more queued meanwhile, few callers in flight | Caller | Caller | `try_write` that too |
@@ -98,6 +99,14 @@ pub(crate) const DIRECT_WRITE_CALLERS: usize = 4;
 /// without returning to its own.
 pub(crate) const CALLER_EXTRA_WRITES: usize = 16;
 
+/// A caller about to write its request at once (few callers in flight)
+/// gathers first ([`Next::Gather`]) when at least this many callers,
+/// itself included, were answered since the last write: they are likely to
+/// queue again at once, and one `write` of their requests (a merged `get`)
+/// costs the client and the server about what one request costs. A lone
+/// caller is never held back.
+pub(crate) const GATHER_ANSWERED: usize = 2;
+
 /// A single-key retrieval joins the open `get` only if its deadline is at
 /// most this much later than the line's first caller's (the line then times
 /// out at the latest of its callers' deadlines): a caller of the same timeout
@@ -162,6 +171,12 @@ pub(crate) enum Next {
     Write(BytesMut),
     /// The writer task now holds the role: wake it.
     WakeWriter,
+    /// This caller now holds the role, but others were answered with it and
+    /// are likely about to queue too: let them run first (yield once), so
+    /// their requests join this one (a merged `get`, one `write`), then
+    /// write with [`State::gathered`], whether the caller goes on waiting or
+    /// gives up.
+    Gather,
 }
 
 /// Where a reply goes.
@@ -280,6 +295,9 @@ pub(crate) struct State {
     /// Chunks the caller holding the writer role wrote after its own, for
     /// others who queued meanwhile: at most [`CALLER_EXTRA_WRITES`].
     caller_writes: usize,
+    /// Callers answered since a batch was last taken for writing (see
+    /// [`Next::Gather`]).
+    answered: usize,
     /// Callers holding a place (see [`State::callers`]): at most
     /// `max_callers`, beyond which callers wait for one.
     callers: usize,
@@ -313,6 +331,7 @@ impl State {
             armed: None,
             reader_waker: None,
             caller_writes: 0,
+            answered: 0,
             callers: 0,
             max_callers: usize::MAX,
             room_waiting: 0,
@@ -637,6 +656,11 @@ impl State {
         if self.batches == 0 || in_flight <= DIRECT_WRITE_CALLERS {
             self.role = Role::Caller;
             self.caller_writes = 0;
+            // Callers answered together queue again together: the first
+            // waits for the others rather than sending alone.
+            if self.answered >= GATHER_ANSWERED {
+                return Next::Gather;
+            }
             Next::Write(self.take_out(cut))
         } else {
             self.role = Role::Writer;
@@ -685,6 +709,7 @@ impl State {
         // The open `get` line's position moves (or it went out): merging
         // starts afresh.
         self.open = None;
+        self.answered = 0;
         let first = self.waiters.len() - self.unwritten;
         let mut last_written = None;
         for (i, waiter) in self.waiters.range_mut(first..).enumerate() {
@@ -743,6 +768,21 @@ impl State {
         }
     }
 
+    /// The caller that was told to gather ([`Next::Gather`]) has let the
+    /// others queue: it writes everything it may send now.
+    pub(crate) fn gathered(&mut self) -> Next {
+        debug_assert_eq!(self.role, Role::Caller);
+        if self.closed.is_some() {
+            self.role = Role::Idle;
+            return Next::Nothing;
+        }
+        if let Some(cut) = self.cut() {
+            return Next::Write(self.take_out(cut));
+        }
+        self.role = Role::Idle;
+        Next::Nothing
+    }
+
     /// The writer task's turn: moves everything it may send into `into` and
     /// returns `true`, or gives the role up and returns `false`.
     pub(crate) fn writer_take(&mut self, into: &mut BytesMut) -> bool {
@@ -794,6 +834,7 @@ impl State {
         let mut next = Next::Nothing;
         let freed = waiter.reply.as_ref().map_or(0, Reply::callers);
         self.callers -= freed;
+        self.answered += freed;
         // Callers waiting for a place: one woken per place freed.
         self.room_wakes += freed.min(self.room_waiting.saturating_sub(self.room_wakes));
         if self.waiters.len() < self.unwritten {
