@@ -785,6 +785,44 @@ async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
     }
 }
 
+/// Two callers answered since the connection's last write: the next caller
+/// to queue gathers (yields once, so that the others can join its `get`
+/// line) before writing. Dropped during that yield, it still sends what it
+/// gathered: the server reads its request, and the next caller gets its own
+/// reply (without that, the writer role would stay with the dropped caller
+/// and nothing would be written again).
+#[tokio::test(flavor = "current_thread")]
+async fn a_caller_dropped_while_gathering_still_sends_its_request() {
+    let server = Memcached::spawn();
+    let client = one_server(&server)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    for k in ["a", "b", "c", "d"] {
+        client.set(k, k, 0).await.unwrap();
+    }
+    // Both in flight together, each written at once, both answered.
+    let (a, b) = tokio::join!(client.get("a"), client.get("b"));
+    assert_eq!(a.unwrap().unwrap().value, "a".as_bytes());
+    assert_eq!(b.unwrap().unwrap().value, "b".as_bytes());
+    let read_before = raw::stat(server.addr(), "cmd_get");
+    {
+        let get = client.get("c");
+        let mut get = std::pin::pin!(get);
+        let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(get.as_mut().poll(cx))).await;
+        assert!(polled.is_pending(), "the gathering caller yields");
+    }
+    assert_eq!(
+        client.get("d").await.unwrap().unwrap().value,
+        "d".as_bytes()
+    );
+    assert_eq!(
+        raw::stat(server.addr(), "cmd_get") - read_before,
+        2,
+        "the server read the dropped caller's key and the next one"
+    );
+}
+
 /// Requests in flight together on a stalled server: their replies are the
 /// reader task's to read, so each caller's deadline is watched by the
 /// connection's timer (no timer per request). Each fails at its own
