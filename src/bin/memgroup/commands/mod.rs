@@ -192,9 +192,9 @@ pub(crate) fn check_keys(
 }
 
 /// Requests at once at most for the commands that send one request per key
-/// (`gets`, `delete`, `invalidate`; [`concurrently`]): enough that a stalled server's keys wait out their timeouts
-/// together, few enough to stay within a connection's cap on requests in
-/// flight.
+/// (`gets`, `delete`, `invalidate`; [`concurrently`]): enough that a stalled
+/// server's keys wait out their timeouts together, few enough to stay
+/// within a connection's cap on requests in flight.
 const KEYS_AT_ONCE: usize = 64;
 
 /// Runs `each` for every key, up to [`KEYS_AT_ONCE`] at a time, and returns
