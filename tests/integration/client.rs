@@ -786,13 +786,11 @@ async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
 }
 
 /// Two callers answered since the connection's last write: the next caller
-/// to queue gathers (yields once, so that the others can join its `get`
-/// line) before writing. Dropped during that yield, it still sends what it
-/// gathered: the server reads its request, and the next caller gets its own
-/// reply (without that, the writer role would stay with the dropped caller
-/// and nothing would be written again).
+/// hands its write to the writer task (which waits a moment for the others
+/// to join its `get` line). Dropped after one poll, its request still goes
+/// out: the server reads it, and the next caller gets its own reply.
 #[tokio::test(flavor = "current_thread")]
-async fn a_caller_dropped_while_gathering_still_sends_its_request() {
+async fn a_caller_dropped_after_handing_over_its_write_still_sends_its_request() {
     let server = Memcached::spawn();
     let client = one_server(&server)
         .timeout(Duration::from_secs(2))
@@ -810,7 +808,7 @@ async fn a_caller_dropped_while_gathering_still_sends_its_request() {
         let get = client.get("c");
         let mut get = std::pin::pin!(get);
         let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(get.as_mut().poll(cx))).await;
-        assert!(polled.is_pending(), "the gathering caller yields");
+        assert!(polled.is_pending(), "the caller waits for its reply");
     }
     assert_eq!(
         client.get("d").await.unwrap().unwrap().value,
@@ -821,6 +819,34 @@ async fn a_caller_dropped_while_gathering_still_sends_its_request() {
         2,
         "the server read the dropped caller's key and the next one"
     );
+}
+
+/// Two callers answered together, then a third polled once and left
+/// unpolled (neither awaited nor dropped, as a future parked in a
+/// structure can be): the next caller's request still goes out and is
+/// answered, and the parked one's reply waits for it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_caller_polled_once_and_left_unpolled_holds_up_no_one() {
+    let server = Memcached::spawn();
+    let client = one_server(&server)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    for k in ["a", "b", "c", "d"] {
+        client.set(k, k, 0).await.unwrap();
+    }
+    let (a, b) = tokio::join!(client.get("a"), client.get("b"));
+    assert_eq!(a.unwrap().unwrap().value, "a".as_bytes());
+    assert_eq!(b.unwrap().unwrap().value, "b".as_bytes());
+    let parked = client.get("c");
+    let mut parked = std::pin::pin!(parked);
+    let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(parked.as_mut().poll(cx))).await;
+    assert!(polled.is_pending());
+    assert_eq!(
+        client.get("d").await.unwrap().unwrap().value,
+        "d".as_bytes()
+    );
+    assert_eq!(parked.await.unwrap().unwrap().value, "c".as_bytes());
 }
 
 /// Requests in flight together on a stalled server: their replies are the

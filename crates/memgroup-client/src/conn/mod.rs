@@ -6,10 +6,7 @@
 //! [`state`](crate::conn::state), which documents the writer role and the
 //! invariants. This module only moves bytes and wakes tasks: a caller queues
 //! its request and, when the state hands it the writer role, writes at once
-//! without blocking (`try_write`, no task switch) — unless callers answered
-//! with it are about to queue too: then it yields once first, and their
-//! requests go out with its own in one `write` (a merged `get`,
-//! [`Next::Gather`](state::Next::Gather)); the writer task writes the
+//! without blocking (`try_write`, no task switch); the writer task writes the
 //! batches the state hands it, after yielding once so the callers that are
 //! ready to run (typically those the reader just answered) queue first.
 //! Replies are read by whoever holds the reader role: a lone caller reads its
@@ -150,16 +147,7 @@ impl Shared {
             Next::Nothing => {}
             Next::WakeWriter => self.wake_writer.notify_one(),
             Next::Write(chunk) => self.write_now(chunk),
-            // Without a moment to wait in: what is queued goes now.
-            Next::Gather => self.write_gathered(),
         }
-    }
-
-    /// Writes what was gathered, as the caller told to gather
-    /// ([`Next::Gather`]).
-    fn write_gathered(&self) {
-        let next = self.state.lock().gathered();
-        self.follow(next);
     }
 
     /// Writes `chunk` without blocking, as the caller holding the writer role;
@@ -331,32 +319,18 @@ impl Connection {
             }
         };
         shared.counters.bytes_out(encoded);
-        let wakes = || {
-            if wake_reader {
-                shared.wake_reader.notify_one();
-            }
-            if wake_timer {
-                shared.wake_timer.notify_one();
-            }
-            if let Some(caller) = wake_caller {
-                caller.wake();
-            }
-        };
-        if let Next::Gather = next {
-            // Replies are due to others: their reader goes on meanwhile.
-            wakes();
-            // The callers answered with this one queue first; what they
-            // queued goes out with this request, however this caller's
-            // future ends.
-            let gathering = Gathering(shared);
-            tokio::task::yield_now().await;
-            drop(gathering);
-        } else {
-            // The write first (at most a few non-blocking writes, see
-            // `CALLER_EXTRA_WRITES`): a reader woken before the request is
-            // out would find nothing to read.
-            shared.follow(next);
-            wakes();
+        // The write first (at most a few non-blocking writes, see
+        // `CALLER_EXTRA_WRITES`): a reader woken before the request is out
+        // would find nothing to read.
+        shared.follow(next);
+        if wake_reader {
+            shared.wake_reader.notify_one();
+        }
+        if wake_timer {
+            shared.wake_timer.notify_one();
+        }
+        if let Some(caller) = wake_caller {
+            caller.wake();
         }
         let Some(receiver) = receiver else {
             return Ok(None);
@@ -392,16 +366,6 @@ impl Shared {
             Ok(()) => Ok(()),
             Err(_) => Err(timer::timed_out().at(&self.server)),
         }
-    }
-}
-
-/// A caller gathering others' requests ([`Next::Gather`]): writes them with
-/// its own when dropped, after its yield or with its future.
-struct Gathering<'a>(&'a Shared);
-
-impl Drop for Gathering<'_> {
-    fn drop(&mut self) {
-        self.0.write_gathered();
     }
 }
 

@@ -14,7 +14,7 @@
 //! | event | from | to | driver does |
 //! |---|---|---|---|
 //! | [`queue`](State::queue), little in flight | Idle | Caller | `try_write` the chunk, then [`caller_wrote`](State::caller_wrote) |
-//! | `queue`, little in flight, others answered since the last write | Idle | Caller | yield once, then [`gathered`](State::gathered): `try_write` what is queued by then |
+//! | `queue`, little in flight, others answered since the last write | Idle | Writer | wake the writer task (it yields once: they queue first) |
 //! | `queue`, under load | Idle | Writer | wake the writer task |
 //! | `queue`, role taken or batches full | any | same | nothing: the holder or a reply sends it |
 //! | `caller_wrote`, all taken, more queued meanwhile, few callers in flight | Caller | Caller | `try_write` that too |
@@ -100,11 +100,13 @@ pub(crate) const DIRECT_WRITE_CALLERS: usize = 4;
 pub(crate) const CALLER_EXTRA_WRITES: usize = 16;
 
 /// A caller about to write its request at once (few callers in flight)
-/// gathers first ([`Next::Gather`]) when at least this many callers,
-/// itself included, were answered since the last write: they are likely to
-/// queue again at once, and one `write` of their requests (a merged `get`)
+/// hands the write to the writer task instead when at least this many
+/// callers, itself included, were answered since the last write: they are
+/// likely to queue again at once, the writer task yields once before it
+/// takes the batch, and one `write` of their requests (a merged `get`)
 /// costs the client and the server about what one request costs. A lone
-/// caller is never held back.
+/// caller is never held back, and no caller's future holds the role across
+/// an `await` (one left unpolled would hold up everyone's writes).
 pub(crate) const GATHER_ANSWERED: usize = 2;
 
 /// A single-key retrieval joins the open `get` only if its deadline is at
@@ -171,12 +173,6 @@ pub(crate) enum Next {
     Write(BytesMut),
     /// The writer task now holds the role: wake it.
     WakeWriter,
-    /// This caller now holds the role, but others were answered with it and
-    /// are likely about to queue too: let them run first (yield once), so
-    /// their requests join this one (a merged `get`, one `write`), then
-    /// write with [`State::gathered`], whether the caller goes on waiting or
-    /// gives up.
-    Gather,
 }
 
 /// Where a reply goes.
@@ -296,7 +292,7 @@ pub(crate) struct State {
     /// others who queued meanwhile: at most [`CALLER_EXTRA_WRITES`].
     caller_writes: usize,
     /// Callers answered since a batch was last taken for writing (see
-    /// [`Next::Gather`]).
+    /// [`GATHER_ANSWERED`]).
     answered: usize,
     /// Callers holding a place (see [`State::callers`]): at most
     /// `max_callers`, beyond which callers wait for one.
@@ -653,14 +649,12 @@ impl State {
         let Some(cut) = self.cut() else {
             return Next::Nothing;
         };
-        if self.batches == 0 || in_flight <= DIRECT_WRITE_CALLERS {
+        // Callers answered together queue again together: the writer task
+        // sends what they queue in one batch, rather than the first alone.
+        let gather = self.answered >= GATHER_ANSWERED;
+        if !gather && (self.batches == 0 || in_flight <= DIRECT_WRITE_CALLERS) {
             self.role = Role::Caller;
             self.caller_writes = 0;
-            // Callers answered together queue again together: the first
-            // waits for the others rather than sending alone.
-            if self.answered >= GATHER_ANSWERED {
-                return Next::Gather;
-            }
             Next::Write(self.take_out(cut))
         } else {
             self.role = Role::Writer;
@@ -766,21 +760,6 @@ impl State {
             self.role = Role::Idle;
             Next::Nothing
         }
-    }
-
-    /// The caller that was told to gather ([`Next::Gather`]) has let the
-    /// others queue: it writes everything it may send now.
-    pub(crate) fn gathered(&mut self) -> Next {
-        debug_assert_eq!(self.role, Role::Caller);
-        if self.closed.is_some() {
-            self.role = Role::Idle;
-            return Next::Nothing;
-        }
-        if let Some(cut) = self.cut() {
-            return Next::Write(self.take_out(cut));
-        }
-        self.role = Role::Idle;
-        Next::Nothing
     }
 
     /// The writer task's turn: moves everything it may send into `into` and

@@ -122,8 +122,9 @@ fn queued_gets_merge_while_the_role_is_held() {
 }
 
 /// Two callers answered since the last write: the first to queue again
-/// gathers (yields) instead of sending alone, the second joins its `get`
-/// line, and one write carries both.
+/// hands the write to the writer task instead of sending alone, the second
+/// joins its `get` line meanwhile, and the writer task's one write carries
+/// both.
 #[test]
 fn callers_answered_together_queue_again_into_one_write() {
     let mut state = State::new(4, true);
@@ -137,22 +138,17 @@ fn callers_answered_together_queue_again_into_one_write() {
         reply.unwrap().deliver(Ok(values(&[key])));
     }
     let (rx_c, next) = queue_get(&mut state, b"c", 1);
-    assert!(matches!(next, Next::Gather), "{next:?}");
-    assert_eq!(
-        state.role,
-        Role::Caller,
-        "the gathering caller holds the role"
-    );
+    assert!(matches!(next, Next::WakeWriter), "{next:?}");
     state.check();
     let (rx_d, next) = queue_get(&mut state, b"d", 2);
     assert!(matches!(next, Next::Nothing), "{next:?}");
-    let Next::Write(chunk) = state.gathered() else {
-        panic!("the gathering caller writes")
-    };
+    let mut chunk = BytesMut::new();
+    assert!(state.writer_take(&mut chunk));
     assert_eq!(&chunk[..], b"get c d\r\n");
     assert_eq!(state.batches, 1);
     state.check();
-    assert!(matches!(wrote_all(&mut state), Next::Nothing));
+    assert!(!state.writer_take(&mut chunk), "nothing more to send");
+    assert_eq!(state.role, Role::Idle);
     let (reply, _) = state.reply();
     reply.unwrap().deliver(Ok(values(&[b"c", b"d"])));
     for (mut rx, key) in [(rx_c, "c"), (rx_d, "d")] {
@@ -161,15 +157,14 @@ fn callers_answered_together_queue_again_into_one_write() {
         };
         assert_eq!(&v[0].key[..], key.as_bytes());
     }
-    // Answered together again: the next caller gathers again.
+    // Answered together again: the next caller hands over again.
     let (_rx, next) = queue_get(&mut state, b"e", 1);
-    assert!(matches!(next, Next::Gather), "{next:?}");
+    assert!(matches!(next, Next::WakeWriter), "{next:?}");
 }
 
-/// A lone caller (one answered since the last write) is never held back;
-/// a gathering caller on a connection that failed meanwhile writes nothing.
+/// A lone caller (one answered since the last write) is never held back.
 #[test]
-fn a_lone_caller_writes_at_once_and_a_failed_gather_writes_nothing() {
+fn a_lone_caller_writes_at_once() {
     let mut state = State::new(4, true);
     for key in [b"a", b"b"] {
         let (_rx, next) = queue_get(&mut state, key, 1);
@@ -178,27 +173,10 @@ fn a_lone_caller_writes_at_once_and_a_failed_gather_writes_nothing() {
         let (reply, _) = state.reply();
         reply.unwrap().deliver(Ok(values(&[key])));
     }
-    // Two answered, but each before the other's write: no gathering.
+    // Two answered, but each before the other's write: no handing over.
     let (_rx, next) = queue_get(&mut state, b"c", 1);
     assert!(matches!(next, Next::Write(_)), "{next:?}");
     assert!(matches!(wrote_all(&mut state), Next::Nothing));
-
-    let mut state = State::new(4, true);
-    for (key, in_flight) in [(b"a", 1), (b"b", 2)] {
-        let (_rx, _) = queue_get(&mut state, key, in_flight);
-        wrote_all(&mut state);
-    }
-    for key in [b"a", b"b"] {
-        let (reply, _) = state.reply();
-        reply.unwrap().deliver(Ok(values(&[key])));
-    }
-    let (_rx, next) = queue_get(&mut state, b"c", 1);
-    assert!(matches!(next, Next::Gather), "{next:?}");
-    for reply in state.fail(&Error::new(ErrorKind::Connection, "broken")) {
-        reply.deliver(Err(Error::new(ErrorKind::Connection, "broken")));
-    }
-    assert!(matches!(state.gathered(), Next::Nothing));
-    assert_eq!(state.role, Role::Idle);
 }
 
 /// A caller writes at most `CALLER_EXTRA_WRITES` chunks for others after
@@ -485,9 +463,6 @@ enum Step {
     /// bytes, or (when true, as over TLS) the transport takes the whole chunk
     /// and the socket none of it yet.
     CallerWrites(usize, bool),
-    /// The caller told to gather has let the others queue: it takes what it
-    /// may write.
-    Gathered,
     /// The writer task runs one step; the socket takes up to this many bytes.
     WriterRuns(usize),
     /// The server answers what it has read.
@@ -518,7 +493,6 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (1usize..40, proptest::bool::weighted(0.2))
             .prop_map(|(n, owed)| Step::CallerWrites(n, owed)),
         3 => (1usize..40).prop_map(Step::WriterRuns),
-        2 => Just(Step::Gathered),
         2 => Just(Step::Serve),
         3 => Just(Step::Read),
         2 => Just(Step::ReadAll),
@@ -540,8 +514,6 @@ struct Caller {
 struct Sim {
     /// The chunk the caller holding the role is writing.
     caller_chunk: Option<BytesMut>,
-    /// Whether a caller holds the role, gathering (yet to take its chunk).
-    gathering: bool,
     /// Whether the writer task holds the role, and the chunk it is writing.
     writer: bool,
     writer_chunk: BytesMut,
@@ -574,18 +546,8 @@ impl Sim {
         match next {
             Next::Nothing => {}
             Next::Write(chunk) => {
-                assert!(
-                    self.caller_chunk.is_none() && !self.writer && !self.gathering,
-                    "two writers"
-                );
+                assert!(self.caller_chunk.is_none() && !self.writer, "two writers");
                 self.caller_chunk = Some(chunk);
-            }
-            Next::Gather => {
-                assert!(
-                    self.caller_chunk.is_none() && !self.writer && !self.gathering,
-                    "two writers"
-                );
-                self.gathering = true;
             }
             Next::WakeWriter => {
                 assert!(!self.writer, "the writer task woken twice");
@@ -597,7 +559,7 @@ impl Sim {
 
     /// The state's role is the party the simulation sees writing.
     fn check_role(&self, state: &State) {
-        let role = if self.caller_chunk.is_some() || self.gathering {
+        let role = if self.caller_chunk.is_some() {
             Role::Caller
         } else if self.writer {
             Role::Writer
@@ -714,11 +676,6 @@ impl Sim {
                     self.follow(state, next);
                 }
             }
-            Step::Gathered if self.gathering => {
-                self.gathering = false;
-                let next = state.gathered();
-                self.follow(state, next);
-            }
             Step::WriterRuns(n) => {
                 if !self.writer {
                     return;
@@ -795,7 +752,6 @@ impl Sim {
                     reply.deliver(Err(error.clone()));
                 }
                 self.caller_chunk = None;
-                self.gathering = false;
                 self.writer = false;
                 while !self.caller_readers.is_empty() {
                     self.release_reader(state, 0);
@@ -836,14 +792,12 @@ proptest! {
         // Quiesce: every party runs until nobody can move. If something were
         // queued with nobody to write it, a caller would stay unanswered.
         for _ in 0..10_000 {
-            sim.apply(&mut state, Step::Gathered);
             sim.apply(&mut state, Step::CallerWrites(usize::MAX, false));
             sim.apply(&mut state, Step::WriterRuns(usize::MAX));
             sim.apply(&mut state, Step::Serve);
             sim.apply(&mut state, Step::Read);
             sim.apply(&mut state, Step::ReaderDone);
             if sim.caller_chunk.is_none()
-                && !sim.gathering
                 && !sim.writer
                 && sim.replies.is_empty()
                 && !sim.someone_reads()
