@@ -785,30 +785,42 @@ async fn cancelled_and_timed_out_requests_keep_the_connection_in_sync() {
     }
 }
 
-/// Two callers answered since the connection's last write: the next caller
-/// hands its write to the writer task (which waits a moment for the others
-/// to join its `get` line). Dropped after one poll, its request still goes
-/// out: the server reads it, and the next caller gets its own reply.
-#[tokio::test(flavor = "current_thread")]
-async fn a_caller_dropped_after_handing_over_its_write_still_sends_its_request() {
-    let server = Memcached::spawn();
-    let client = one_server(&server)
+/// A client of `server` (2 s timeout) holding keys `a` to `d`, whose
+/// connection has just answered two callers together (`get a` and `get b`,
+/// each written at once): the next caller to queue hands its write to the
+/// writer task, which waits a moment for the others to join its `get` line.
+async fn two_answered_together(server: &Memcached) -> Client {
+    let client = one_server(server)
         .timeout(Duration::from_secs(2))
         .build()
         .unwrap();
     for k in ["a", "b", "c", "d"] {
         client.set(k, k, 0).await.unwrap();
     }
-    // Both in flight together, each written at once, both answered.
     let (a, b) = tokio::join!(client.get("a"), client.get("b"));
     assert_eq!(a.unwrap().unwrap().value, "a".as_bytes());
     assert_eq!(b.unwrap().unwrap().value, "b".as_bytes());
+    client
+}
+
+/// Polls `future` once: whether it finished.
+async fn poll_once<F: std::future::Future>(future: std::pin::Pin<&mut F>) -> bool {
+    let mut future = future;
+    std::future::poll_fn(|cx| std::task::Poll::Ready(future.as_mut().poll(cx).is_ready())).await
+}
+
+/// After two callers answered together, a caller dropped after one poll
+/// (its write handed over) still has its request sent: the server reads
+/// it, and the next caller gets its own reply.
+#[tokio::test(flavor = "current_thread")]
+async fn a_caller_dropped_after_handing_over_its_write_still_sends_its_request() {
+    let server = Memcached::spawn();
+    let client = two_answered_together(&server).await;
     let read_before = raw::stat(server.addr(), "cmd_get");
     {
         let get = client.get("c");
-        let mut get = std::pin::pin!(get);
-        let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(get.as_mut().poll(cx))).await;
-        assert!(polled.is_pending(), "the caller waits for its reply");
+        let get = std::pin::pin!(get);
+        assert!(!poll_once(get).await, "the caller waits for its reply");
     }
     assert_eq!(
         client.get("d").await.unwrap().unwrap().value,
@@ -821,27 +833,17 @@ async fn a_caller_dropped_after_handing_over_its_write_still_sends_its_request()
     );
 }
 
-/// Two callers answered together, then a third polled once and left
+/// After two callers answered together, a third polled once and left
 /// unpolled (neither awaited nor dropped, as a future parked in a
-/// structure can be): the next caller's request still goes out and is
-/// answered, and the parked one's reply waits for it.
+/// structure can be) holds up no one: the next caller's request still goes
+/// out and is answered, and the parked one's reply waits for it.
 #[tokio::test(flavor = "current_thread")]
 async fn a_caller_polled_once_and_left_unpolled_holds_up_no_one() {
     let server = Memcached::spawn();
-    let client = one_server(&server)
-        .timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    for k in ["a", "b", "c", "d"] {
-        client.set(k, k, 0).await.unwrap();
-    }
-    let (a, b) = tokio::join!(client.get("a"), client.get("b"));
-    assert_eq!(a.unwrap().unwrap().value, "a".as_bytes());
-    assert_eq!(b.unwrap().unwrap().value, "b".as_bytes());
+    let client = two_answered_together(&server).await;
     let parked = client.get("c");
     let mut parked = std::pin::pin!(parked);
-    let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(parked.as_mut().poll(cx))).await;
-    assert!(polled.is_pending());
+    assert!(!poll_once(parked.as_mut()).await);
     assert_eq!(
         client.get("d").await.unwrap().unwrap().value,
         "d".as_bytes()
