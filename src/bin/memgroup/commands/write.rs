@@ -297,8 +297,9 @@ pub(crate) async fn delete(
 /// outcome reported in the keys' order (with `json` as one array). A key
 /// whose write failed (its server down, say) is named on stderr with why
 /// (with `json`, a record with `error`) and counts as failed; the other keys
-/// are still written, as `rm` goes on past a file it cannot remove. The keys are all checked first: an invalid one stops the
-/// run before any write.
+/// are still written, as `rm` goes on past a file it cannot remove. The
+/// keys are all checked first: an invalid one stops the run before any
+/// write.
 pub(crate) async fn each_key<'k, F, Fut>(
     client: &memgroup::client::Client,
     keys: &'k [String],
