@@ -581,10 +581,18 @@ impl RawSocket {
         self.stream.write_all(&self.out).await.expect("raw write");
         self.buf.clear();
         let replies = if merged { 1 } else { keys.len() };
-        let ends = |buf: &[u8]| buf.windows(5).filter(|w| w == b"END\r\n").count();
-        while ends(&self.buf) < replies {
+        // Each read's bytes are scanned once (from 4 bytes back, for an
+        // `END\r\n` split across two reads).
+        let (mut ends, mut scanned) = (0, 0usize);
+        while ends < replies {
             let n = self.stream.read_buf(&mut self.buf).await.expect("raw read");
             assert!(n > 0, "raw: the server closed");
+            let from = scanned.saturating_sub(4);
+            ends += self.buf[from..]
+                .windows(5)
+                .filter(|w| w == b"END\r\n")
+                .count();
+            scanned = self.buf.len();
         }
         let lengths = format!(" {VALUE_LEN}\r\n");
         self.buf
