@@ -46,6 +46,23 @@ struct Entry {
     reply: Option<ReplyTx>,
 }
 
+/// A key looked up in a [`Merged`] command ([`Merged::lookup`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lookup {
+    /// The key's range in the command's `keys`, when some caller asked for it.
+    found: Option<(u32, u32)>,
+    /// Its bit in the duplicate filter.
+    word: usize,
+    bit: u64,
+}
+
+impl Lookup {
+    /// Whether some caller already asked for the key (it is on the line).
+    pub(crate) fn found(&self) -> bool {
+        self.found.is_some()
+    }
+}
+
 /// The indices `0..n` starting at `from` and wrapping around: where a reply's
 /// values are looked up among the keys asked for. Values come back in request
 /// order, so starting after the last match usually finds the next at once.
@@ -82,35 +99,40 @@ impl Merged {
         self.entries.len()
     }
 
-    /// The range in `keys` of `key`, if some caller already asked for it.
-    fn find(&self, key: &[u8]) -> Option<(u32, u32)> {
+    /// Where `key` stands in the command: its range in `keys` if some caller
+    /// already asked for it (so it is on the line), and its filter bit. Look
+    /// it up once and hand the result to [`Merged::add_looked_up`]: the hash
+    /// and the comparison are not done twice.
+    pub(crate) fn lookup(&self, key: &[u8]) -> Lookup {
         let (word, bit) = filter_bit(key);
-        if self.filter[word] & bit == 0 {
-            return None;
-        }
-        self.entries
-            .iter()
-            .find(|e| &self.keys[e.start as usize..e.end as usize] == key)
-            .map(|e| (e.start, e.end))
-    }
-
-    /// Whether some caller already asked for `key` (so it is on the line).
-    pub(crate) fn has(&self, key: &[u8]) -> bool {
-        self.find(key).is_some()
+        let found = if self.filter[word] & bit == 0 {
+            None
+        } else {
+            self.entries
+                .iter()
+                .find(|e| &self.keys[e.start as usize..e.end as usize] == key)
+                .map(|e| (e.start, e.end))
+        };
+        Lookup { found, word, bit }
     }
 
     /// Adds a caller asking for `key`. Returns whether the key is new to the
     /// command (and so must be appended to the command line).
     pub(crate) fn add(&mut self, key: &[u8], reply: ReplyTx) -> bool {
-        let (word, bit) = filter_bit(key);
-        let existing = self.find(key);
-        let (start, end, new) = match existing {
+        let lookup = self.lookup(key);
+        self.add_looked_up(key, lookup, reply)
+    }
+
+    /// [`Merged::add`] with `key` already looked up (in this command, with
+    /// no caller added since).
+    pub(crate) fn add_looked_up(&mut self, key: &[u8], lookup: Lookup, reply: ReplyTx) -> bool {
+        let (start, end, new) = match lookup.found {
             Some((start, end)) => {
                 self.dups = true;
                 (start, end, false)
             }
             None => {
-                self.filter[word] |= bit;
+                self.filter[lookup.word] |= lookup.bit;
                 let start = self.keys.len() as u32;
                 self.keys.extend_from_slice(key);
                 (start, self.keys.len() as u32, true)

@@ -616,9 +616,13 @@ impl State {
             return Some(tx);
         }
         let bytes = key.as_bytes();
-        let on_line = match &waiter.reply {
-            Some(Reply::One(..)) => open.first_key(&self.out) == bytes,
-            Some(Reply::Merged(merged)) => merged.has(bytes),
+        // Looked up once: the same lookup adds the caller below.
+        let (on_line, lookup) = match &waiter.reply {
+            Some(Reply::One(..)) => (open.first_key(&self.out) == bytes, None),
+            Some(Reply::Merged(merged)) => {
+                let lookup = merged.lookup(bytes);
+                (lookup.found(), Some(lookup))
+            }
             None => return Some(tx),
         };
         if !on_line && !open.push(&mut self.out, key) {
@@ -632,7 +636,10 @@ impl State {
             Some(Reply::Merged(merged)) => merged,
             None => unreachable!("checked above"),
         };
-        merged.add(bytes, tx);
+        match lookup {
+            Some(lookup) => merged.add_looked_up(bytes, lookup, tx),
+            None => merged.add(bytes, tx),
+        };
         waiter.reply = Some(Reply::Merged(merged));
         waiter.deadline = waiter.deadline.max(deadline);
         waiter.end = self.out.len();
