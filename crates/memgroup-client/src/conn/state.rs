@@ -609,9 +609,8 @@ impl State {
         let (Some(open), Some(waiter)) = (self.open.as_mut(), self.waiters.back_mut()) else {
             return Some(tx);
         };
-        let in_time = deadline
-            .checked_duration_since(waiter.first_deadline)
-            .is_some_and(|later| later <= JOIN_DEADLINE_SLACK);
+        let first = waiter.first_deadline;
+        let in_time = first <= deadline && deadline <= first + JOIN_DEADLINE_SLACK;
         if open.is_cas() != cas || waiter.timed_out || !in_time {
             return Some(tx);
         }
