@@ -2,7 +2,9 @@
 //!
 //! Exit codes: 0 success; 1 the operation failed (a miss, a refused write,
 //! servers unreachable, verification found missing keys); 2 usage or
-//! configuration error.
+//! configuration error; 3 partly done (a write applied by its policy while
+//! some group missed it, a multi-key read some of whose keys went
+//! unanswered).
 //!
 //! [`flags`] is the command line as clap parses it; [`cluster`] resolves
 //! its cluster flags; [`commands`] has one module per command family, each

@@ -238,13 +238,16 @@ impl Client {
         self.write(key.as_ref(), WriteOp::Touch { exptime }).await
     }
 
-    /// Increments a counter in every group; returns the new value from the
-    /// first group that had the key (`None` if none had it).
+    /// Increments a counter: the arbiter group applies it and its value is
+    /// returned (`None` when the arbiter has no such key); the other groups'
+    /// copies are deleted, so no zone keeps a count that differs (see
+    /// [`Client::add`] for how conditional writes replicate).
     pub async fn incr(&self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>, Error> {
         self.arith(key.as_ref(), true, delta).await
     }
 
-    /// Decrements a counter (stopping at 0) in every group.
+    /// Decrements a counter (stopping at 0), as [`Client::incr`] increments
+    /// one: the arbiter's new value; the other groups' copies deleted.
     pub async fn decr(&self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>, Error> {
         self.arith(key.as_ref(), false, delta).await
     }
