@@ -113,8 +113,24 @@ impl ClientUrl {
             .transpose()?;
         #[cfg_attr(not(feature = "tls"), allow(unused_variables))]
         let tls = url_tls(&params)?;
+        let spec = ClusterSpec::parse_url(&format!("memcache://{rest}")).map_err(|e| {
+            // The topology names the cluster's parameters; the client's own
+            // are named here, so the message lists every one a URL takes.
+            if matches!(e, memgroup_topology::TopologyError::UnknownParam { .. }) {
+                Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "invalid cluster configuration (the client's own URL parameters: {})",
+                        CLIENT_PARAMS.join(", ")
+                    ),
+                )
+                .with_source(e)
+            } else {
+                Error::from(e)
+            }
+        })?;
         Ok(ClientUrl {
-            spec: ClusterSpec::parse_url(&format!("memcache://{rest}"))?,
+            spec,
             credentials,
             value_format,
             #[cfg(feature = "tls")]
@@ -235,6 +251,17 @@ fn percent_decode(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_url_parameter_names_the_clients_own_parameters_too() {
+        let error = ClientUrl::parse("memcache://h:11211?bogus=1").unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("\"bogus=1\""), "{text}");
+        // The cluster's parameters (from the topology) and the client's.
+        for name in ["hash", "value_format", "tls", "tls_ca", "tls_server_name"] {
+            assert!(text.contains(name), "{name} missing from {text}");
+        }
+    }
 
     #[test]
     fn url_credentials_are_split_and_percent_decoded() {
