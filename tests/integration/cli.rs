@@ -210,6 +210,19 @@ fn flush_needs_yes_and_stats_reports_every_server() {
     let o = run(&["stats", "--group", "sg2"]);
     assert!(stdout(&o).contains(&b[0].addr_string()));
     assert!(!stdout(&o).contains(&a[0].addr_string()));
+    // `general` (memcached itself answers `stats general` with ERROR): every
+    // general statistic of each server, its item count the server's own.
+    let o = run(&["stats", "general", "--json", "--group", "sg2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["server"], b[0].addr_string());
+    let curr_items: u64 = rows[0]["stats"]["curr_items"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no curr_items in {rows:?}"));
+    assert_eq!(curr_items, raw::stat(b[0].addr(), "curr_items"));
+    assert_eq!(curr_items, 1);
 
     let o = run(&["flush", "--group", "sg2"]);
     assert_eq!(o.status.code(), Some(2));

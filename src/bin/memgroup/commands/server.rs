@@ -17,7 +17,9 @@ use crate::output::{self, Report, outln};
 /// `stats`: a section, and which group or server.
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatsArgs {
-    /// A stats section.
+    /// A stats section (`slabs`, `items`, `settings`, …), every server's
+    /// statistics of it; `general` (or `all`) for every general statistic of
+    /// each server. Without one, the cluster's summary.
     arg: Option<String>,
     /// Only this group.
     #[arg(long, conflicts_with = "server")]
@@ -96,13 +98,23 @@ pub(crate) async fn stats(
 ) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
     if let Some(server) = &args.server {
-        return one_server(&cluster, server, args.arg.as_deref(), json).await;
+        let section = args.arg.as_deref().and_then(general_as_none);
+        return one_server(&cluster, server, section, json).await;
     }
     let client = cluster.client()?;
     let group = args.group.as_deref();
-    match &args.arg {
+    match args.arg.as_deref() {
         None => summary(&client, group, json).await,
-        Some(arg) => section(&client, arg, group, json).await,
+        Some(arg) => section(&client, general_as_none(arg), group, json).await,
+    }
+}
+
+/// memcached has no `stats general` (it answers `ERROR`): the general
+/// statistics are plain `stats`. `general` and `all` ask for them.
+fn general_as_none(section: &str) -> Option<&str> {
+    match section {
+        "general" | "all" => None,
+        other => Some(other),
     }
 }
 
@@ -298,16 +310,16 @@ fn num(stats: &HashMap<String, String>, name: &str) -> u64 {
 }
 
 /// `stats ARG`: one raw statistics section (`slabs`, `items`, `settings`,
-/// `sizes`, `conns`, …) of every server.
+/// `sizes`, `conns`, …; `None`: the general one) of every server.
 async fn section(
     client: &Client,
-    arg: &str,
+    arg: Option<&str>,
     group: Option<&str>,
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let mut failed = 0;
     let mut report = Report::new(&["GROUP", "SERVER", "NAME", "VALUE"]);
-    for s in client.stats(Some(arg)).await? {
+    for s in client.stats(arg).await? {
         if group.is_some_and(|g| g != s.group) {
             continue;
         }
