@@ -1364,6 +1364,11 @@ fn json_is_one_array_of_records_for_every_command() {
     assert_eq!(warmed[0]["keys"], 22, "{warmed:?}");
     let benched = run(&["bench", "--ops", "200", "--keys", "10"]);
     assert_eq!(benched[0]["ops"], 200, "{benched:?}");
+    // Each takes the other's name for its key count.
+    let loaded = run(&["load", "--keys", "5", "--prefix", "again:"]);
+    assert_eq!(loaded[0]["keys"], 5, "{loaded:?}");
+    let benched = run(&["bench", "--ops", "100", "--count", "10"]);
+    assert_eq!(benched[0]["ops"], 100, "{benched:?}");
     let compared = run(&["route", "--compare", &a.addr_string(), "k1", "k2"]);
     assert_eq!(compared.len(), 2, "one record per group: {compared:?}");
     assert_eq!(compared[0]["keys"], 2, "{compared:?}");

@@ -138,9 +138,10 @@ fn server_list(list: &str, default_port: Option<u16>) -> Result<Vec<ServerSpec>,
 
 /// The parameters a `memcache://` URL takes, as its unknown-parameter error
 /// lists them.
-pub(crate) const URL_PARAMS: [&str; 11] = [
+pub(crate) const URL_PARAMS: [&str; 12] = [
     "hash",
     "naming",
+    "node_naming",
     "sanitize",
     "pool_size",
     "zone",
@@ -329,6 +330,13 @@ impl ClusterSpec {
                 token: param.to_owned(),
             };
             let (name, value) = param.split_once('=').ok_or_else(bad)?;
+            // The cluster file's and the tool's name for it (`node_naming`,
+            // `--node-naming`) is taken too: the same parameter.
+            let name = if name == "node_naming" {
+                "naming"
+            } else {
+                name
+            };
             if seen.contains(&name) {
                 return Err(TopologyError::DuplicateParam {
                     token: param.to_owned(),
@@ -809,7 +817,7 @@ mod tests {
     fn the_listed_url_parameters_are_the_known_ones() {
         let value = |name: &str| match name {
             "hash" => "ketama",
-            "naming" => "spymemcached",
+            "naming" | "node_naming" => "spymemcached",
             "sanitize" | "failover" => "true",
             "zone" | "write_only" => "default",
             "read_fallback" => "never",
@@ -916,6 +924,13 @@ mod tests {
                 "memcache://h:1?pool_size=2&pool_size=3",
                 E::DuplicateParam {
                     token: s("pool_size=3"),
+                },
+            ),
+            // `node_naming` is `naming` by the cluster file's name.
+            (
+                "memcache://h:1?naming=spymemcached&node_naming=spymemcached",
+                E::DuplicateParam {
+                    token: s("node_naming=spymemcached"),
                 },
             ),
             ("memcache://a=h:1;a=h:2", E::DuplicateGroup { name: s("a") }),

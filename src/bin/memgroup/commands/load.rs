@@ -29,8 +29,8 @@ pub(crate) struct CpArgs {
 /// How many keys to write, and how.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LoadArgs {
-    /// How many keys.
-    #[arg(long, default_value_t = 10_000)]
+    /// How many keys (`--keys` too, as `bench` calls it).
+    #[arg(long, alias = "keys", default_value_t = 10_000)]
     count: usize,
     /// Key prefix; keys are `<prefix><n>`.
     #[arg(long, default_value = "key:")]

@@ -29,8 +29,9 @@ pub(crate) struct Args {
     /// Gets to sets, e.g. `9:1`.
     #[arg(long, default_value = "9:1")]
     ratio: String,
-    /// Distinct keys (written once before the run so gets can hit).
-    #[arg(long, default_value_t = 10_000)]
+    /// Distinct keys (written once before the run so gets can hit;
+    /// `--count` too, as `load` calls it).
+    #[arg(long, alias = "count", default_value_t = 10_000)]
     keys: u64,
     /// Value size in bytes.
     #[arg(long, default_value_t = 100)]
