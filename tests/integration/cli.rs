@@ -110,6 +110,19 @@ fn get_set_delete_touch_incr_decr() {
         raw::get(s.addr(), b"piped").as_deref(),
         Some(&b"from\nstdin"[..])
     );
+    // A lone `-` as the value itself: stdin (closed, empty) is not read, or
+    // the value stored would be empty.
+    let o = Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        .args(["--servers", &addr, "set", "dash", "-", "--literal"])
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(raw::get(s.addr(), b"dash").as_deref(), Some(&b"-"[..]));
+    assert!(run(&["append", "dash", "-", "--literal"]).status.success());
+    assert!(run(&["ms", "dash2", "-", "--literal"]).status.success());
+    assert_eq!(raw::get(s.addr(), b"dash").as_deref(), Some(&b"--"[..]));
+    assert_eq!(raw::get(s.addr(), b"dash2").as_deref(), Some(&b"-"[..]));
 
     assert!(run(&["set", "n", "10"]).status.success());
     assert_eq!(stdout(&run(&["incr", "n", "5"])), "15\n");

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use memgroup::client::{MetaFlag, MetaResponse};
 use serde_json::json;
 
-use super::write::{each_key, read_value, write_report};
+use super::write::{ValueArg, each_key, write_report};
 use crate::cluster::Cluster;
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
@@ -31,8 +31,8 @@ pub(crate) struct Args {
 pub(crate) struct SetArgs {
     /// The key.
     key: String,
-    /// The value, or `-` for stdin.
-    value: String,
+    #[command(flatten)]
+    value: ValueArg,
     /// Flags as `protocol.txt` writes them: `T60`, `F5`, `C<cas>`, `I`,
     /// `ME` (add), `MR` (replace), `MA` (append), `MP` (prepend).
     flags: Vec<String>,
@@ -160,7 +160,7 @@ pub(crate) async fn set(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let meta = parse("ms", &args.flags)?;
-    let value = read_value(&args.value)?;
+    let value = args.value.read()?;
     let client = Cluster::from_flags(flags)?.client()?;
     let outcome = client.meta_set(&args.key, value, &meta).await?;
     Ok(write_report(&args.key, &outcome, json))

@@ -34,7 +34,8 @@ pub(crate) enum Command {
         after_help = "One key writes exactly the value's bytes (on a terminal, control bytes show escaped, like \\x1b,\nand a newline ends the value); several print `key: value` lines, which a value\nholding a newline breaks: for any values use --protocol (memcached's own `VALUE key flags\nbytes` blocks, then `END`) or --json (text, or base64 with \"encoding\": \"base64\").\nExit 1 if any key is missing.\n\nExamples:\n  memgroup --servers h1:11211 get user:42 > value.bin\n  memgroup --servers h1:11211 get --protocol user:42 user:43\n  memgroup --config cluster.toml --value-format evcache --json get user:42 user:43"
     )]
     Get(read::GetArgs),
-    /// Store a value in every group (`-` reads it from stdin).
+    /// Store a value in every group (`-` reads it from stdin; `--literal`
+    /// stores a lone `-`).
     #[command(
         after_help = "Examples:\n  memgroup --servers h1:11211 set user:42 Ada --exptime 300\n  cat blob | memgroup --servers h1:11211 set blob -\n  memgroup --config cluster.toml --value-format evcache set visits 41 --type long"
     )]

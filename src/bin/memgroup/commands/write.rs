@@ -22,8 +22,8 @@ use crate::output::{self, outln};
 pub(crate) struct SetArgs {
     /// The key.
     key: String,
-    /// The value, or `-` for stdin.
-    value: String,
+    #[command(flatten)]
+    value: ValueArg,
     #[command(flatten)]
     expiry: ExpiryArgs,
     /// Client flags stored with the value (without `--type`).
@@ -40,8 +40,8 @@ pub(crate) struct SetArgs {
 pub(crate) struct StoreArgs {
     /// The key.
     key: String,
-    /// The value, or `-` for stdin.
-    value: String,
+    #[command(flatten)]
+    value: ValueArg,
     /// When it expires (not for append/prepend: the item keeps its own).
     #[command(flatten)]
     expiry: ExpiryArgs,
@@ -113,7 +113,7 @@ pub(crate) async fn set(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    let data = read_value(&args.value)?;
+    let data = args.value.read()?;
     let key = &args.key;
     let (data, flags) = typed(&client, args.kind, data, args.flags)?;
     let options = WriteOptions::new()
@@ -140,16 +140,29 @@ fn typed(
     Ok((bytes.to_vec(), flags))
 }
 
-/// A value argument: the text itself, or stdin for `-`.
-pub(crate) fn read_value(value: &str) -> Result<Vec<u8>, Failure> {
-    if value != "-" {
-        return Ok(value.as_bytes().to_vec());
+/// A value argument: the text itself, or stdin for `-` (unless
+/// `--literal`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct ValueArg {
+    /// The value, or `-` for stdin.
+    value: String,
+    /// Store VALUE as it is, even a lone `-` (which otherwise reads stdin).
+    #[arg(long)]
+    literal: bool,
+}
+
+impl ValueArg {
+    /// The value's bytes: the argument's, or what stdin holds.
+    pub(crate) fn read(&self) -> Result<Vec<u8>, Failure> {
+        if self.literal || self.value != "-" {
+            return Ok(self.value.as_bytes().to_vec());
+        }
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| Failure::Op(format!("reading stdin: {e}")))?;
+        Ok(buf)
     }
-    let mut buf = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut buf)
-        .map_err(|e| Failure::Op(format!("reading stdin: {e}")))?;
-    Ok(buf)
 }
 
 /// The conditional stores: `add`, `replace`, `append`, `prepend`, `cas`.
@@ -191,7 +204,7 @@ async fn store_with_flags(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    let data = read_value(&args.value)?;
+    let data = args.value.read()?;
     if matches!(command, Conditional::Append | Conditional::Prepend) {
         if args.expiry.given() {
             return Err(Failure::Usage(
