@@ -1516,7 +1516,7 @@ fn json_errors_are_objects_on_stderr() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let (out, err) = (stdout(&o), stderr(&o));
     for key in &keys {
-        let answered = out.lines().any(|l| l == format!("{key}: missing"));
+        let answered = out.lines().any(|l| l == format!("{key}: not found"));
         let named = names_dead(&err, key);
         assert!(answered != named, "{key}: stdout {out:?}, stderr {err:?}");
     }

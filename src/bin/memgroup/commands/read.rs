@@ -300,7 +300,8 @@ pub(crate) async fn exist(
                 if json {
                     records.push(json!({"key": key, "exists": present}));
                 } else {
-                    outln!("{key}: {}", if present { "exists" } else { "missing" });
+                    // The same words as `get` for a key that is not there.
+                    outln!("{key}: {}", if present { "exists" } else { "not found" });
                 }
             }
             Err(e) => {
