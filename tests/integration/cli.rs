@@ -266,6 +266,25 @@ fn flush_needs_yes_and_stats_reports_every_server() {
     );
 }
 
+/// A command line clap refuses (an unknown flag, a missing key) is exit 2
+/// with clap's message and tip but not its `Usage:` line, which would list
+/// the flags typed as if the command required them.
+#[test]
+fn a_refused_command_line_shows_no_usage_line_of_flags_typed() {
+    for args in [
+        &["--groups", "sg1=127.0.0.1:1", "get", "k", "--bogus"][..],
+        &["--groups", "sg1=127.0.0.1:1", "get"],
+    ] {
+        let o = memgroup(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(err.contains("try '--help'"), "{err}");
+        assert!(!err.contains("Usage:"), "{err}");
+        assert!(!err.contains("--groups <GROUPS>"), "{err}");
+    }
+}
+
 #[test]
 fn bad_configuration_is_one_clear_line_and_exit_2() {
     let cases: &[(&[&str], &str)] = &[

@@ -56,6 +56,7 @@ fn main() -> ExitCode {
 /// A command line clap refused. `--help` and `--version` print as clap
 /// prints them; a bad flag value is a usage error like any other: one line
 /// naming the value, exit 2 (clap's own rendering adds a hint paragraph).
+/// Other refusals print clap's message and tips without its `Usage:` line.
 /// With `--json` anywhere on the line, every refusal is the JSON error
 /// object instead of clap's text.
 fn usage_error(e: &clap::Error) -> ExitCode {
@@ -68,8 +69,19 @@ fn usage_error(e: &clap::Error) -> ExitCode {
         e.kind(),
         ErrorKind::InvalidValue | ErrorKind::ValueValidation
     );
-    if !e.use_stderr() || !(json || one_line) {
+    if !e.use_stderr() {
         e.exit();
+    }
+    if !(json || one_line) {
+        // clap's text without its `Usage:` paragraph: that line lists the
+        // flags typed so far as if the command required them.
+        let text = e.to_string();
+        let kept: Vec<&str> = text
+            .split("\n\n")
+            .filter(|paragraph| !paragraph.starts_with("Usage:"))
+            .collect();
+        eprint!("{}", kept.join("\n\n"));
+        return ExitCode::from(2);
     }
     output::set_json(json);
     let text = e.to_string();
