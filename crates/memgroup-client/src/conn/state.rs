@@ -610,7 +610,10 @@ impl State {
             return Some(tx);
         };
         let first = waiter.first_deadline;
-        let in_time = first <= deadline && deadline <= first + JOIN_DEADLINE_SLACK;
+        let in_time = first <= deadline
+            && first
+                .checked_add(JOIN_DEADLINE_SLACK)
+                .is_none_or(|latest| deadline <= latest);
         if open.is_cas() != cas || waiter.timed_out || !in_time {
             return Some(tx);
         }
