@@ -59,6 +59,39 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Defaults
+//!
+//! What a client built with no further calls does; each [`ClientBuilder`]
+//! method says the same beside its setting.
+//!
+//! | setting | builder method | default |
+//! |---|---|---|
+//! | hashing | [`hash`](ClientBuilder::hash) | each group's own: ketama (spymemcached's ring) unless its description names another |
+//! | ketama node names | [`node_naming`](ClientBuilder::node_naming) | spymemcached's |
+//! | connections per server | [`pool_size`](ClientBuilder::pool_size) | 1 (pipelined) |
+//! | operation timeout | [`timeout`](ClientBuilder::timeout) | 500 ms |
+//! | connect timeout | [`connect_timeout`](ClientBuilder::connect_timeout) | 1 s |
+//! | timeouts in a row that mark a server down | [`timeouts_until_down`](ClientBuilder::timeouts_until_down) | 3 |
+//! | dead-server backoff | [`backoff`](ClientBuilder::backoff) | 1 s, doubling up to 10 minutes |
+//! | failover to another server of the group | [`failover`](ClientBuilder::failover) | on for one group, off for several |
+//! | zone | [`zone`](ClientBuilder::zone) | none: reads go round-robin over the readable groups |
+//! | read fallback | [`read_fallback`](ClientBuilder::read_fallback) | [`ReadFallback::OneMore`] |
+//! | write policy | [`write_policy`](ClientBuilder::write_policy) | [`WritePolicy::AllMinusOne`] |
+//! | a write returns | [`write_wait`](ClientBuilder::write_wait) | once its policy is decided |
+//! | arbiter of conditional writes | [`arbiter`](ClientBuilder::arbiter) | the first read-write group by name |
+//! | requests in flight per connection | [`max_in_flight`](ClientBuilder::max_in_flight) | 1024 |
+//! | concurrent single-key `get`s merged | [`merge_gets`](ClientBuilder::merge_gets) | on |
+//! | largest value | [`max_value_size`](ClientBuilder::max_value_size) | 1 MiB |
+//! | largest reply | [`max_reply_size`](ClientBuilder::max_reply_size) | 256 MiB |
+//! | value format | [`value_format`](ClientBuilder::value_format) | raw bytes |
+//! | keys over 250 bytes | [`long_keys`](ClientBuilder::long_keys) | refused |
+//! | repair queue | [`repair_queue`](ClientBuilder::repair_queue) | 10,000 deletes |
+//! | read repair | [`read_repair`](ClientBuilder::read_repair) | off |
+//! | hedged `get`s | [`hedge`](ClientBuilder::hedge) | after 5 ms, for at most 10 % of reads (with several groups) |
+//! | read queue bound | [`max_read_queue`](ClientBuilder::max_read_queue) | 256 outstanding |
+//! | near cache | [`near_cache`](ClientBuilder::near_cache) | off |
+//! | discovery poll | [`discover_every`](ClientBuilder::discover_every) | 60 s |
+//!
 //! # One dependency
 //!
 //! Everything [`ClientBuilder`] takes is re-exported at this crate's root
