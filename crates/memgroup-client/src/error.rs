@@ -364,9 +364,12 @@ impl From<memgroup_proto::KeyError> for Error {
     }
 }
 
+/// What a cluster description the topology refused is, before its cause.
+pub(crate) const INVALID_CLUSTER: &str = "invalid cluster configuration";
+
 impl From<memgroup_topology::TopologyError> for Error {
     fn from(e: memgroup_topology::TopologyError) -> Error {
-        Error::new(ErrorKind::Config, "invalid cluster configuration").with_source(e)
+        Error::new(ErrorKind::Config, INVALID_CLUSTER).with_source(e)
     }
 }
 

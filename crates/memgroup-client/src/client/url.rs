@@ -120,7 +120,8 @@ impl ClientUrl {
                 Error::new(
                     ErrorKind::Config,
                     format!(
-                        "invalid cluster configuration (the client's own URL parameters: {})",
+                        "{} (the client's own URL parameters: {})",
+                        crate::error::INVALID_CLUSTER,
                         CLIENT_PARAMS.join(", ")
                     ),
                 )
