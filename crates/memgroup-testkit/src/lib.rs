@@ -216,13 +216,44 @@ impl Drop for Memcached {
     }
 }
 
-/// Whether something listens at `addr`. Not a connection to itself: a
-/// connect to a loopback port nobody listens on yet can pick that very port
-/// as its own and connect to itself (TCP simultaneous open), which a loop
-/// polling for a server to start makes likely; the server then fails to
-/// bind, and the test finds its port refusing connections.
+/// Whether a memcached listens at `addr` and has taken a connection in:
+/// one connection that sends `version` and waits for anything back (a
+/// reply, or the close of a TLS-only or login-only server that cannot read
+/// it). Not a bare connect: the kernel completes a handshake into the
+/// listen backlog before memcached accepts, and memcached counts a
+/// connection (`total_connections`) only when a worker thread takes it, so a
+/// probe that only connected could be counted later, in the middle of a
+/// test comparing that counter.
+///
+/// Not a connection to itself either: a connect to a loopback port nobody
+/// listens on yet can pick that very port as its own and connect to itself
+/// (TCP simultaneous open), which a loop polling for a server to start makes
+/// likely; the server then fails to bind, and the test finds its port
+/// refusing connections.
 fn accepts(addr: SocketAddr) -> bool {
-    TcpStream::connect(addr).is_ok_and(|stream| stream.local_addr().ok() != Some(addr))
+    use std::io::{Read, Write};
+    let Ok(mut stream) = TcpStream::connect(addr) else {
+        return false;
+    };
+    if stream.local_addr().ok() == Some(addr) {
+        return false;
+    }
+    if stream.set_read_timeout(Some(START_TIMEOUT)).is_err() {
+        return false;
+    }
+    // A write refused means the server closed the connection: it took it.
+    let _ = stream.write_all(b"version\r\n");
+    let mut reply = [0u8; 64];
+    match stream.read(&mut reply) {
+        // Closed: a server that cannot read plain `version` took it in.
+        Ok(0) => true,
+        // The version line (or its start): served.
+        Ok(_) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ),
+    }
 }
 
 /// Whether every thread of `pid` is in state `T` (stopped), per /proc.
