@@ -182,6 +182,36 @@ fn get_set_delete_touch_incr_decr() {
     assert_eq!(raw::stat(s.addr(), "cmd_get"), gets);
     assert_eq!(raw::stat(s.addr(), "delete_hits"), deletes);
     assert_eq!(raw::get(s.addr(), b"ok").as_deref(), Some(&b"v"[..]));
+
+    // A write its condition refused exits 1 and says why in the command's
+    // own words, the server left as it was.
+    let unique = raw::gets(s.addr(), b"ok").expect("ok is there").1;
+    let stale = (unique + 1000).to_string();
+    for (command, words) in [
+        (&["add", "ok", "v2"][..], "not stored: the key exists"),
+        (&["replace", "absent", "v2"], "not stored: no such key"),
+        (&["append", "absent", "v2"], "not stored: no such key"),
+        (
+            &["cas", "ok", "v2", "--cas", &stale],
+            "not stored: the item changed or is gone",
+        ),
+        (&["delete", "absent"], "not found"),
+        (&["touch", "absent", "5"], "not found"),
+        (
+            &["md", "absent"],
+            "not deleted: not found, or its cas differs",
+        ),
+    ] {
+        let o = run(command);
+        assert_eq!(o.status.code(), Some(1), "{command:?}: {}", stderr(&o));
+        let line = stdout(&o);
+        assert!(
+            line.trim_end().ends_with(&format!(": {words}")),
+            "{command:?}: {line}"
+        );
+    }
+    assert_eq!(raw::get(s.addr(), b"ok").as_deref(), Some(&b"v"[..]));
+    assert_eq!(raw::get(s.addr(), b"absent"), None);
 }
 
 /// A zone no group has is refused (every read would be remote, silently),

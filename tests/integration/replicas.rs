@@ -170,9 +170,9 @@ fn the_arbiter_can_be_named_in_the_file_or_by_flag() {
 }
 
 /// The tool's lines for a conditional write say which group decided and
-/// which was only cleared: a `replace` of a missing key is "not applied" at
-/// the arbiter, and the other group, whose stale copy was deleted, does not
-/// read as if it had stored the value.
+/// which was only cleared: a `replace` of a missing key is "not stored: no
+/// such key" at the arbiter, and the other group, whose stale copy was
+/// deleted, does not read as if it had stored the value.
 #[test]
 fn the_tool_tells_the_deciding_group_from_the_cleared_one() {
     let (sg1, sg2, groups) = two_groups();
@@ -186,7 +186,7 @@ fn the_tool_tells_the_deciding_group_from_the_cleared_one() {
             .unwrap_or_else(|| panic!("no line for {group}: {text}"))
             .to_string()
     };
-    assert!(line("sg1").ends_with(": not applied"), "{text}");
+    assert!(line("sg1").ends_with(": not stored: no such key"), "{text}");
     assert!(
         line("sg2").ends_with(": copy cleared (the arbiter group decides)"),
         "{text}"

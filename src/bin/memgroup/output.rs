@@ -231,13 +231,46 @@ impl Report {
     }
 }
 
+/// Why a group refused a write by its condition, in the words a user of
+/// that command expects (the outcome only knows applied or not; JSON
+/// keeps `"applied": false`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// `set`, `cp`, `ms`: the server did not store it.
+    NotStored,
+    /// `add`: the key was there.
+    Exists,
+    /// `replace`, `append`, `prepend`: the key was not there.
+    Missing,
+    /// `cas`: the item changed since that unique was read, or is gone.
+    Changed,
+    /// `delete`, `touch`, `invalidate`: the key was not there.
+    NotFound,
+    /// `md`: not there, or (with a CAS given) changed.
+    NotDeleted,
+}
+
+impl Refused {
+    fn words(self) -> &'static str {
+        match self {
+            Refused::NotStored => "not stored",
+            Refused::Exists => "not stored: the key exists",
+            Refused::Missing => "not stored: no such key",
+            Refused::Changed => "not stored: the item changed or is gone",
+            Refused::NotFound => "not found",
+            Refused::NotDeleted => "not deleted: not found, or its cas differs",
+        }
+    }
+}
+
 /// Reports a write to every group: with `json` one record of the key and
 /// each group's result added to `records` (printed by the caller, with the
-/// other keys', as one array), else one informational line per group. How
-/// far the write got by its policy.
+/// other keys', as one array), else one informational line per group, a
+/// refusal in the words of `refused`. How far the write got by its policy.
 pub(crate) fn write_outcome(
     key: &str,
     outcome: &WriteOutcome,
+    refused: Refused,
     json: bool,
     records: &mut Vec<serde_json::Value>,
 ) -> Done {
@@ -266,7 +299,7 @@ pub(crate) fn write_outcome(
                     g.group
                 ),
                 Ok(true) => format!("{key}: {} {server}: ok", g.group),
-                Ok(false) => format!("{key}: {} {server}: not applied", g.group),
+                Ok(false) => format!("{key}: {} {server}: {}", g.group, refused.words()),
                 Err(e) if g.cleared => format!(
                     "{key}: {} {server}: its copy not cleared (may be stale): {}",
                     g.group,

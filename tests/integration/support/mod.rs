@@ -138,6 +138,15 @@ pub mod raw {
         }
     }
 
+    /// The value stored under `key` with its CAS unique, if any.
+    pub fn gets(addr: SocketAddr, key: &[u8]) -> Option<(Vec<u8>, u64)> {
+        let keys = [Key::new(key).unwrap()];
+        match call(addr, Request::Gets { keys: &keys }) {
+            Response::Values(mut v) => v.pop().map(|v| (v.data.to_vec(), v.cas.expect("a unique"))),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
     /// One numeric `stats` counter (`cmd_set`, `cmd_get`, `curr_items`, …).
     pub fn stat(addr: SocketAddr, name: &str) -> u64 {
         match call(addr, Request::Stats { arg: None }) {

@@ -11,7 +11,7 @@ use crate::exit::Done;
 use crate::exit::{self, Failure};
 use crate::expiry::ExpiryArgs;
 use crate::flags::ClusterFlags;
-use crate::output::{self, outln};
+use crate::output::{self, Refused, outln};
 
 /// The files to store.
 #[derive(Debug, clap::Args)]
@@ -96,7 +96,13 @@ pub(crate) async fn cp(
             Ok(stored) => stored,
             Err(failure) => return Err(output::records_before(json, &records, failure)),
         };
-        done = done.max(output::write_outcome(key, &outcome, json, &mut records));
+        done = done.max(output::write_outcome(
+            key,
+            &outcome,
+            Refused::NotStored,
+            json,
+            &mut records,
+        ));
     }
     if json {
         output::records(&records);

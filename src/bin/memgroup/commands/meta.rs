@@ -11,7 +11,7 @@ use super::write::{ValueArg, each_key, write_report};
 use crate::cluster::Cluster;
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;
-use crate::output::{self, Report};
+use crate::output::{self, Refused, Report};
 
 /// A key and meta flags.
 #[derive(Debug, clap::Args)]
@@ -163,7 +163,7 @@ pub(crate) async fn set(
     let value = args.value.read()?;
     let client = Cluster::from_flags(flags)?.client()?;
     let outcome = client.meta_set(&args.key, value, &meta).await?;
-    Ok(write_report(&args.key, &outcome, json))
+    Ok(write_report(&args.key, &outcome, Refused::NotStored, json))
 }
 
 /// `md`: a meta delete in every group (`I` marks stale instead).
@@ -175,7 +175,7 @@ pub(crate) async fn delete(
     let meta = parse("md", &args.flags)?;
     let client = Cluster::from_flags(flags)?.client()?;
     let outcome = client.meta_delete(&args.key, &meta).await?;
-    Ok(write_report(&args.key, &outcome, json))
+    Ok(write_report(&args.key, &outcome, Refused::NotDeleted, json))
 }
 
 /// `ma`: meta arithmetic, decided by the arbiter.
@@ -202,7 +202,7 @@ pub(crate) async fn invalidate(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    each_key(&client, &args.keys, json, |key| {
+    each_key(&client, &args.keys, Refused::NotFound, json, |key| {
         client.invalidate(key, args.stale_for)
     })
     .await

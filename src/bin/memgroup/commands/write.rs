@@ -15,7 +15,7 @@ use crate::exit::Done;
 use crate::exit::Failure;
 use crate::expiry::{ExpiryArgs, parse_ttl};
 use crate::flags::ClusterFlags;
-use crate::output::{self, outln};
+use crate::output::{self, Refused, outln};
 
 /// `set`'s key, value and how to store it.
 #[derive(Debug, clap::Args)]
@@ -120,7 +120,7 @@ pub(crate) async fn set(
         .flags(flags)
         .expiry(args.expiry.expiry());
     let outcome = client.set(key, &data, options).await?;
-    Ok(write_report(key, &outcome, json))
+    Ok(write_report(key, &outcome, Refused::NotStored, json))
 }
 
 /// The bytes and client flags a store sends: `data` and `flags` as given,
@@ -228,14 +228,17 @@ async fn store_with_flags(
     let options = WriteOptions::new()
         .flags(item_flags)
         .expiry(args.expiry.expiry());
-    let outcome = match command {
-        Conditional::Add => client.add(key, &data, options).await?,
-        Conditional::Replace => client.replace(key, &data, options).await?,
-        Conditional::Append => client.append(key, &data).await?,
-        Conditional::Prepend => client.prepend(key, &data).await?,
-        Conditional::Cas(cas) => client.cas(key, &data, cas, options).await?,
+    let (outcome, refused) = match command {
+        Conditional::Add => (client.add(key, &data, options).await?, Refused::Exists),
+        Conditional::Replace => (client.replace(key, &data, options).await?, Refused::Missing),
+        Conditional::Append => (client.append(key, &data).await?, Refused::Missing),
+        Conditional::Prepend => (client.prepend(key, &data).await?, Refused::Missing),
+        Conditional::Cas(cas) => (
+            client.cas(key, &data, cas, options).await?,
+            Refused::Changed,
+        ),
     };
-    Ok(write_report(key, &outcome, json))
+    Ok(write_report(key, &outcome, refused, json))
 }
 
 /// The type `set --type` stores a value as, encoded by the value format.
@@ -303,7 +306,10 @@ pub(crate) async fn delete(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    each_key(&client, &args.keys, json, |key| client.delete(key)).await
+    each_key(&client, &args.keys, Refused::NotFound, json, |key| {
+        client.delete(key)
+    })
+    .await
 }
 
 /// `write` of every key (several at once, [`super::concurrently`]), every
@@ -316,6 +322,7 @@ pub(crate) async fn delete(
 pub(crate) async fn each_key<'k, F, Fut>(
     client: &memgroup::client::Client,
     keys: &'k [String],
+    refused: Refused,
     json: bool,
     mut write: F,
 ) -> Result<ExitCode, Failure>
@@ -338,7 +345,13 @@ where
                 continue;
             }
         };
-        done = done.max(output::write_outcome(key, &outcome, json, &mut records));
+        done = done.max(output::write_outcome(
+            key,
+            &outcome,
+            refused,
+            json,
+            &mut records,
+        ));
     }
     if json {
         output::records(&records);
@@ -351,10 +364,11 @@ where
 pub(crate) fn write_report(
     key: &str,
     outcome: &memgroup::client::WriteOutcome,
+    refused: Refused,
     json: bool,
 ) -> ExitCode {
     let mut records = Vec::new();
-    let done = output::write_outcome(key, outcome, json, &mut records);
+    let done = output::write_outcome(key, outcome, refused, json, &mut records);
     if json {
         output::records(&records);
     }
@@ -370,7 +384,7 @@ pub(crate) async fn touch(
     let client = Cluster::from_flags(flags)?.client()?;
     let expiry = args.ttl.unwrap_or_else(|| args.expiry.expiry());
     let outcome = client.touch(&args.key, expiry).await?;
-    Ok(write_report(&args.key, &outcome, json))
+    Ok(write_report(&args.key, &outcome, Refused::NotFound, json))
 }
 
 /// `incr`/`decr --initial`: one meta arithmetic command that creates the
