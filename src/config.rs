@@ -28,6 +28,7 @@
 //! long_keys = true             # keys over 250 bytes go under an MD5 digest key (read back by memgroup only);
 //! long_keys_max_len = 200      #   optional: a lower limit, and the digest keys' prefix (default "mglk:")
 //! long_keys_prefix = "lk:"
+//! key_prefix = "app:"          # in front of every key (EVCache's cache prefix "app", Dalli's namespace)
 //! migrate_from = "old.toml"    # migration mode: the old layout (file, URL or list)
 //!
 //! [tls]                        # connect over TLS (memcached -Z)
@@ -305,6 +306,7 @@ struct RawFile {
     long_keys: Option<bool>,
     long_keys_max_len: Option<usize>,
     long_keys_prefix: Option<String>,
+    key_prefix: Option<String>,
     tls: Option<TlsFiles>,
     migrate_from: Option<String>,
     discover: Option<String>,
@@ -470,6 +472,7 @@ impl ClusterFile {
                 node_naming: named("node_naming", raw.node_naming)?,
                 sanitize_keys: raw.sanitize,
                 pool_size: raw.pool_size,
+                key_prefix: raw.key_prefix,
             },
             zone: raw.zone,
             arbiter: raw.arbiter,

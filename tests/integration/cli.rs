@@ -1995,3 +1995,61 @@ fn one_group_alone_whatever_the_cluster_file_says() {
     }
     assert_eq!(run(&["get", "--group", "sg2", "k"]).stdout, b"v");
 }
+
+/// The key prefix from each place the tool reads its settings: the flag,
+/// a URL's `key_prefix=`, a cluster file's `key_prefix`; checked against
+/// the server, which holds the keys behind it.
+#[test]
+fn the_key_prefix_from_a_flag_a_url_and_a_file() {
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    let o = memgroup(&["--servers", &addr, "--key-prefix", "app:", "set", "k", "v"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(raw::get(s.addr(), b"app:k").as_deref(), Some(&b"v"[..]));
+    assert_eq!(raw::get(s.addr(), b"k"), None);
+    let url = format!("memcache://{addr}?key_prefix=app:");
+    let o = memgroup(&["--servers", &url, "get", "k"]);
+    assert_eq!(stdout(&o), "v", "{}", stderr(&o));
+    let dir = crate::support::tempdir::Dir::new("key-prefix");
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!("key_prefix = \"app:\"\n[[groups]]\nname = \"sg1\"\nservers = [\"{addr}\"]\n"),
+    )
+    .unwrap();
+    let config = file.to_str().unwrap();
+    let o = memgroup(&["--config", config, "delete", "k"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(raw::get(s.addr(), b"app:k"), None);
+    // `route` shows the key as it goes on the wire.
+    let o = memgroup(&[
+        "--servers",
+        &addr,
+        "--key-prefix",
+        "app:",
+        "--json",
+        "route",
+        "k",
+    ]);
+    assert!(
+        stdout(&o).contains(r#""wire_key":"app:k""#),
+        "{}",
+        stdout(&o)
+    );
+    // A prefix no key could start with: a usage error, nothing sent.
+    let o = memgroup(&[
+        "--servers",
+        &addr,
+        "--key-prefix",
+        "my app:",
+        "set",
+        "k",
+        "v",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot go in front of keys"),
+        "{}",
+        stderr(&o)
+    );
+}

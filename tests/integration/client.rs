@@ -1285,3 +1285,95 @@ async fn a_connection_the_server_closed_while_idle_is_replaced_quietly() {
     })
     .await;
 }
+
+/// `key_prefix`: every key is stored behind the prefix, on the server a
+/// client without it places the whole key (so services that prefix by hand,
+/// or EVCache with its cache prefix, share the keys); replies and errors
+/// speak of the keys as given.
+#[tokio::test]
+async fn a_key_prefix_stores_every_key_behind_it() {
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
+    let list = server_list(&servers);
+    let prefixed = Client::builder()
+        .servers(&list)
+        .unwrap()
+        .key_prefix("app:")
+        .build()
+        .unwrap();
+    let plain = Client::builder().servers(&list).unwrap().build().unwrap();
+    let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+    for (i, key) in keys.iter().enumerate() {
+        prefixed.set(key, format!("v{i}"), 0).await.unwrap();
+    }
+    // On the servers: each key once, behind the prefix, where the plain
+    // client places the whole key.
+    let items: u64 = servers
+        .iter()
+        .map(|s| raw::stat(s.addr(), "curr_items"))
+        .sum();
+    assert_eq!(items, 30);
+    for (i, key) in keys.iter().enumerate() {
+        let whole = format!("app:{key}");
+        let holders = servers
+            .iter()
+            .filter(|s| raw::get(s.addr(), whole.as_bytes()).is_some())
+            .count();
+        assert_eq!(holders, 1, "{whole}");
+        assert!(
+            servers
+                .iter()
+                .all(|s| raw::get(s.addr(), key.as_bytes()).is_none())
+        );
+        let found = plain
+            .get(&whole)
+            .await
+            .unwrap()
+            .expect("the plain client finds it");
+        assert_eq!(found.value, format!("v{i}").as_bytes());
+    }
+    // Multi-key reads, keyed by the keys as given.
+    let asked: Vec<&str> = keys.iter().map(String::as_str).chain(["absent"]).collect();
+    let found = prefixed.get_multi(&asked).await.unwrap();
+    assert_eq!(found.hit_count(), 30);
+    assert_eq!(found.get("k7").map(|i| &i.value[..]), Some(&b"v7"[..]));
+    assert!(found.get("absent").is_none());
+    // A key written whole by another client is read through the prefix;
+    // delete and incr go behind it too.
+    plain.set("app:n", "41", 0).await.unwrap();
+    assert_eq!(prefixed.incr("n", 1).await.unwrap(), Some(42));
+    prefixed.delete("n").await.unwrap();
+    assert!(plain.get("app:n").await.unwrap().is_none());
+    // The prefix counts toward memcached's 250 bytes: refused before any
+    // byte is sent, the message naming the key as given and the prefix.
+    let sets: u64 = servers.iter().map(|s| raw::stat(s.addr(), "cmd_set")).sum();
+    let long = "x".repeat(247);
+    let error = prefixed.set(&long, "v", 0).await.unwrap_err();
+    assert!(error.is_invalid_key(), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains(r#"behind the key prefix "app:""#),
+        "{message}"
+    );
+    assert!(message.contains("251 bytes"), "{message}");
+    assert!(
+        plain.set(&long, "v", 0).await.is_ok(),
+        "247 bytes alone fit"
+    );
+    let after: u64 = servers.iter().map(|s| raw::stat(s.addr(), "cmd_set")).sum();
+    assert_eq!(
+        after,
+        sets + 1,
+        "only the plain client's set reached a server"
+    );
+    // A prefix no key could start with is refused when the client is built.
+    let bad = Client::builder()
+        .servers(&list)
+        .unwrap()
+        .key_prefix("my app:")
+        .build();
+    assert!(
+        bad.unwrap_err()
+            .to_string()
+            .contains("cannot go in front of keys")
+    );
+}

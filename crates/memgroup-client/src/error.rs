@@ -284,19 +284,29 @@ impl Error {
     }
 
     /// An invalid key, named (escaped, at most 80 bytes shown) with why.
-    pub(crate) fn invalid_key(key: &[u8], why: memgroup_proto::KeyError) -> Error {
-        let shown: String = key
-            .iter()
-            .take(80)
-            .flat_map(|b| b.escape_ascii())
-            .map(char::from)
-            .collect();
-        let more = if key.len() > 80 { "…" } else { "" };
-        Error::new(
-            ErrorKind::InvalidKey,
-            format!("invalid key \"{shown}{more}\""),
-        )
-        .with_source(why)
+    /// Given to a client with a key `prefix` (empty: none), the message
+    /// names the prefix too, as the length `why` gives counts it.
+    pub(crate) fn invalid_key(key: &[u8], prefix: &[u8], why: memgroup_proto::KeyError) -> Error {
+        let shown = |bytes: &[u8]| -> String {
+            let text: String = bytes
+                .iter()
+                .take(80)
+                .flat_map(|b| b.escape_ascii())
+                .map(char::from)
+                .collect();
+            let more = if bytes.len() > 80 { "…" } else { "" };
+            format!("\"{text}{more}\"")
+        };
+        let message = if prefix.is_empty() {
+            format!("invalid key {}", shown(key))
+        } else {
+            format!(
+                "invalid key {} behind the key prefix {}",
+                shown(key),
+                shown(prefix)
+            )
+        };
+        Error::new(ErrorKind::InvalidKey, message).with_source(why)
     }
 
     /// Whether retrying the same operation later may succeed (timeouts,
@@ -404,7 +414,11 @@ mod tests {
     fn display_carries_each_cause_once_on_one_line() {
         let e = Error::from(memgroup_proto::Key::new(b"").unwrap_err());
         assert_eq!(e.to_string(), "invalid key: the key is empty");
-        let named = Error::invalid_key(b"a b\r\n", memgroup_proto::Key::new(b"a b").unwrap_err());
+        let named = Error::invalid_key(
+            b"a b\r\n",
+            b"",
+            memgroup_proto::Key::new(b"a b").unwrap_err(),
+        );
         assert_eq!(
             named.to_string(),
             "invalid key \"a b\\r\\n\": the key has byte 0x20 at offset 1 \

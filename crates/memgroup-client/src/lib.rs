@@ -85,6 +85,7 @@
 //! | largest reply | [`max_reply_size`](ClientBuilder::max_reply_size) | 256 MiB |
 //! | value format | [`value_format`](ClientBuilder::value_format) | raw bytes |
 //! | keys over 250 bytes | [`long_keys`](ClientBuilder::long_keys) | refused |
+//! | a prefix in front of every key | [`key_prefix`](ClientBuilder::key_prefix) | none |
 //! | repair queue | [`repair_queue`](ClientBuilder::repair_queue) | 10,000 deletes |
 //! | read repair | [`read_repair`](ClientBuilder::read_repair) | off |
 //! | hedged `get`s | [`hedge`](ClientBuilder::hedge) | after 5 ms, for at most 10 % of reads (with several groups) |

@@ -110,6 +110,12 @@ pub enum TopologyError {
         /// The first group whose setting differs from the first group's.
         group: String,
     },
+    /// The key prefix cannot go in front of a key: over 200 bytes, or a space or
+    /// control character in it ([`Settings::key_prefix`](crate::Settings::key_prefix)).
+    BadKeyPrefix {
+        /// The prefix as given.
+        prefix: String,
+    },
     /// The text is not a `memcache://` URL.
     BadUrl {
         /// The URL as given.
@@ -218,6 +224,11 @@ impl fmt::Display for TopologyError {
             TopologyError::MixedSanitize { group } => write!(
                 f,
                 "server group {group:?} disagrees with the first group on key sanitising"
+            ),
+            TopologyError::BadKeyPrefix { prefix } => write!(
+                f,
+                "key prefix {prefix:?} cannot go in front of keys: at most {} bytes, no spaces or control characters",
+                crate::MAX_KEY_PREFIX
             ),
             TopologyError::BadUrl { token } => {
                 write!(f, "{token:?} is not a memcache:// URL")

@@ -138,7 +138,7 @@ fn server_list(list: &str, default_port: Option<u16>) -> Result<Vec<ServerSpec>,
 
 /// The parameters a `memcache://` URL takes, as its unknown-parameter error
 /// lists them.
-pub(crate) const URL_PARAMS: [&str; 12] = [
+pub(crate) const URL_PARAMS: [&str; 13] = [
     "hash",
     "naming",
     "node_naming",
@@ -151,6 +151,7 @@ pub(crate) const URL_PARAMS: [&str; 12] = [
     "write_only",
     "backoff_initial_ms",
     "backoff_max_ms",
+    "key_prefix",
 ];
 
 impl ClusterSpec {
@@ -396,6 +397,7 @@ impl ClusterSpec {
                         spec.groups[i].write_only = true;
                     }
                 }
+                "key_prefix" => spec.settings.key_prefix = Some(value.to_owned()),
                 "backoff_initial_ms" => spec.settings.backoff_initial = millis().ok_or_else(bad)?,
                 "backoff_max_ms" => spec.settings.backoff_max = millis().ok_or_else(bad)?,
                 "zone" => return Err(bad()),

@@ -201,7 +201,7 @@ pub struct GroupSpec {
 /// Cluster-wide overrides of every group's hashing and pool, each applied
 /// only when set ([`ClusterSpec::with_overrides`]): what the client builder,
 /// a cluster file and a command line layer over a cluster description.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SpecOverrides {
     /// Every group's hashing strategy ([`ClusterSpec::with_hash`]).
     pub hash: Option<HashStrategy>,
@@ -211,12 +211,18 @@ pub struct SpecOverrides {
     pub sanitize_keys: Option<bool>,
     /// Every group's connections per server ([`ClusterSpec::with_pool_size`]).
     pub pool_size: Option<usize>,
+    /// The prefix of every key ([`Settings::key_prefix`]).
+    pub key_prefix: Option<String>,
 }
 
 /// The most connection slots per server a group may ask for: far above any
 /// useful pool (EVCache's default is 1), low enough that a typo cannot make
 /// the client allocate a table of billions of slots.
 pub const MAX_POOL_SIZE: usize = 1024;
+
+/// The longest [key prefix](Settings::key_prefix), in bytes: 50 of memcached's 250 are
+/// left for the key itself.
+pub const MAX_KEY_PREFIX: usize = 200;
 
 impl GroupSpec {
     /// The default locator: ketama with spymemcached node names, the ring EVCache's
@@ -511,6 +517,14 @@ pub struct Settings {
     /// clients see an outage at different moments, so for that window two
     /// arbiters could each grant the same `add`.
     pub arbiter_failover: bool,
+    /// Put in front of every key, as if each were given with it (`app:` makes
+    /// `user:42` go as `app:user:42`): one fleet shared by services without
+    /// their keys colliding, as Dalli's `namespace`, pymemcache's `key_prefix`
+    /// and EVCache's cache prefix (EVCache joins its prefix with a `:`; give
+    /// it here with the colon). The prefixed key is what is hashed, sanitised,
+    /// checked against the 250-byte limit and stored. `None` (or empty): keys
+    /// go as they are.
+    pub key_prefix: Option<String>,
 }
 
 impl Default for Settings {
@@ -524,6 +538,7 @@ impl Default for Settings {
             backoff_max: DEFAULT_BACKOFF_MAX,
             arbiter: None,
             arbiter_failover: false,
+            key_prefix: None,
         }
     }
 }
@@ -675,6 +690,9 @@ impl ClusterSpec {
         }
         if let Some(size) = overrides.pool_size {
             self = self.with_pool_size(size);
+        }
+        if let Some(prefix) = &overrides.key_prefix {
+            self.settings.key_prefix = Some(prefix.clone());
         }
         self
     }

@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 
 use memgroup_hash::{HashFunction, Locator};
 
-use crate::{ClusterSpec, GroupSpec, MAX_POOL_SIZE, ServerAddr, Settings, TopologyError};
+use crate::{
+    ClusterSpec, GroupSpec, MAX_KEY_PREFIX, MAX_POOL_SIZE, ServerAddr, Settings, TopologyError,
+};
 
 /// A group's position in [`Topology::groups`] (the order of [`ClusterSpec::groups`]).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
@@ -151,6 +153,8 @@ pub struct Topology {
     read_write: usize,
     pub(crate) failover: bool,
     sanitize_keys: bool,
+    /// Put in front of every key (empty: none).
+    key_prefix: Box<[u8]>,
     /// The read-write groups by name: the arbiter first, then the groups
     /// it fails over to.
     arbiters: Box<[GroupId]>,
@@ -170,7 +174,7 @@ impl Topology {
     /// [`TopologyError::NoGroups`], [`TopologyError::BadGroup`] (an empty name),
     /// [`TopologyError::DuplicateGroup`], [`TopologyError::EmptyGroup`],
     /// [`TopologyError::ZeroPoolSize`], [`TopologyError::PoolSizeTooLarge`],
-    /// [`TopologyError::MixedSanitize`],
+    /// [`TopologyError::MixedSanitize`], [`TopologyError::BadKeyPrefix`],
     /// [`TopologyError::BadAddress`] (empty host), [`TopologyError::BadPort`] (port 0),
     /// [`TopologyError::ZeroWeight`], [`TopologyError::DuplicateServer`] (within a group),
     /// [`TopologyError::NoReadableGroup`], and [`TopologyError::Locator`] for anything the
@@ -178,6 +182,7 @@ impl Topology {
     pub fn new(spec: ClusterSpec) -> Result<Topology, TopologyError> {
         let first = spec.groups.first().ok_or(TopologyError::NoGroups)?;
         let sanitize_keys = first.locator.sanitize_keys;
+        let key_prefix = key_prefix(spec.settings.key_prefix.as_deref())?;
         let mut servers = Vec::new();
         let mut server_index: HashMap<ServerAddr, ServerId> = HashMap::new();
         let mut server_slots = Vec::new();
@@ -291,6 +296,7 @@ impl Topology {
             server_index,
             server_slots: server_slots.into(),
             sanitize_keys,
+            key_prefix,
             arbiters: arbiters.into(),
             spec,
         })
@@ -397,17 +403,44 @@ impl Topology {
         self.read_write
     }
 
-    /// The bytes to locate **and** send for `key` in `group`: the key sanitised when the
-    /// group's locator says so, else the key itself. All groups agree on sanitising (mixed
-    /// settings are refused), so the result is the wire key for every group; pass it to the
+    /// The bytes to locate **and** send for `key` in `group`: the key behind the
+    /// [key prefix](Settings::key_prefix), if any, sanitised when the group's locator says
+    /// so. All groups agree on sanitising (mixed settings are refused) and the prefix is
+    /// the cluster's, so the result is the wire key for every group; pass it to the
     /// selection methods.
+    ///
+    /// ```
+    /// use memgroup_topology::{ClusterSpec, GroupId, Topology};
+    /// let mut spec = ClusterSpec::parse_server_list("h1:1,h2:1")?;
+    /// spec.settings.key_prefix = Some("app:".into());
+    /// let topology = Topology::new(spec)?;
+    /// assert_eq!(&*topology.wire_key(GroupId(0), b"user:42"), b"app:user:42");
+    /// # Ok::<(), memgroup_topology::TopologyError>(())
+    /// ```
     ///
     /// # Panics
     ///
     /// If `group` is not a group of this topology.
     #[must_use]
     pub fn wire_key<'k>(&self, group: GroupId, key: &'k [u8]) -> Cow<'k, [u8]> {
-        self.group(group).locator.wire_key(key)
+        let locator = &self.group(group).locator;
+        if self.key_prefix.is_empty() {
+            return locator.wire_key(key);
+        }
+        let mut prefixed = Vec::with_capacity(self.key_prefix.len() + key.len());
+        prefixed.extend_from_slice(&self.key_prefix);
+        prefixed.extend_from_slice(key);
+        let sanitised = match locator.wire_key(&prefixed) {
+            Cow::Owned(sanitised) => Some(sanitised),
+            Cow::Borrowed(_) => None,
+        };
+        Cow::Owned(sanitised.unwrap_or(prefixed))
+    }
+
+    /// The prefix put in front of every key ([`Settings::key_prefix`]; empty: none).
+    #[must_use]
+    pub fn key_prefix(&self) -> &[u8] {
+        &self.key_prefix
     }
 
     /// Whether keys are sanitised (the same for every group).
@@ -482,5 +515,83 @@ impl GroupSet {
             }
             GroupSet::Heap(seen) => !std::mem::replace(&mut seen[i], true),
         }
+    }
+}
+
+/// The key prefix of a cluster's settings, checked: it goes in front of every key,
+/// so it holds no byte a key cannot (a space, a control character) and leaves room for
+/// the key itself.
+fn key_prefix(prefix: Option<&str>) -> Result<Box<[u8]>, TopologyError> {
+    let prefix = prefix.unwrap_or_default();
+    let bad = |b: &u8| *b <= b' ' || *b == 0x7f;
+    if prefix.len() > MAX_KEY_PREFIX || prefix.as_bytes().iter().any(bad) {
+        return Err(TopologyError::BadKeyPrefix {
+            prefix: prefix.to_owned(),
+        });
+    }
+    Ok(prefix.as_bytes().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_prefix(prefix: &str) -> Result<Topology, TopologyError> {
+        let mut spec = ClusterSpec::parse_server_list("h1:1,h2:1,h3:1").unwrap();
+        spec.settings.key_prefix = Some(prefix.to_owned());
+        Topology::new(spec)
+    }
+
+    /// The prefix goes in front of every key, and the key is then what a
+    /// client given the prefixed key itself would send: sanitised with it
+    /// (the prefix too), and placed where that key is.
+    #[test]
+    fn a_key_prefix_goes_in_front_of_every_key_as_if_given_with_it() {
+        let prefixed = with_prefix("app:").unwrap();
+        let plain =
+            Topology::new(ClusterSpec::parse_server_list("h1:1,h2:1,h3:1").unwrap()).unwrap();
+        assert_eq!(prefixed.key_prefix(), b"app:");
+        assert_eq!(plain.key_prefix(), b"");
+        for key in ["user:42", "a", "k-1000"] {
+            let wire = prefixed.wire_key(GroupId(0), key.as_bytes());
+            assert_eq!(&*wire, format!("app:{key}").as_bytes());
+            let given = plain.wire_key(GroupId(0), wire.as_ref());
+            let group = |t: &Topology| t.group(GroupId(0)).server_for(&wire);
+            assert_eq!(group(&prefixed), group(&plain), "{key}");
+            assert_eq!(&*given, &*wire);
+        }
+        // An empty prefix is none.
+        let empty = with_prefix("").unwrap();
+        assert!(matches!(empty.wire_key(GroupId(0), b"k"), Cow::Borrowed(_)));
+        // Sanitised as a Whalin user's `client.set("app:" + key)` is: the
+        // colon and the space both escaped.
+        let mut spec = ClusterSpec::parse_server_list("h1:1")
+            .unwrap()
+            .with_sanitize_keys(true);
+        spec.settings.key_prefix = Some("app:".to_owned());
+        let sanitised = Topology::new(spec).unwrap();
+        assert_eq!(&*sanitised.wire_key(GroupId(0), b"a b"), b"app%3Aa+b");
+    }
+
+    #[test]
+    fn a_key_prefix_no_key_could_start_with_is_refused() {
+        let long = "p".repeat(MAX_KEY_PREFIX + 1);
+        for bad in ["app :", "app\r\n", "\u{7f}", &long] {
+            let error = with_prefix(bad).unwrap_err();
+            assert_eq!(
+                error,
+                TopologyError::BadKeyPrefix {
+                    prefix: bad.to_owned()
+                }
+            );
+            assert!(
+                error.to_string().contains("cannot go in front of keys"),
+                "{error}"
+            );
+        }
+        assert!(with_prefix(&"p".repeat(MAX_KEY_PREFIX)).is_ok());
+        // From a URL too.
+        let spec = ClusterSpec::parse_url("memcache://h:1?key_prefix=app:").unwrap();
+        assert_eq!(spec.settings.key_prefix.as_deref(), Some("app:"));
     }
 }

@@ -184,6 +184,7 @@ impl Cluster {
                 node_naming: flags.node_naming,
                 sanitize_keys: flags.sanitize.then_some(true),
                 pool_size: flags.pool_size,
+                key_prefix: flags.key_prefix.clone(),
             },
             zone: flags.zone.clone(),
             arbiter: flags.arbiter.clone(),

@@ -94,6 +94,10 @@ pub(crate) struct ClusterFlags {
     /// URL-encode keys like the Whalin Java client (routing and wire).
     #[arg(long, global = true, hide_short_help = true)]
     pub(crate) sanitize: bool,
+    /// Put this in front of every key, as the services sharing the fleet do
+    /// (EVCache's cache prefix `app` is `app:` here; Dalli's namespace too).
+    #[arg(long, global = true, hide_short_help = true, value_name = "PREFIX")]
+    pub(crate) key_prefix: Option<String>,
     /// The caller's zone: reads prefer its groups. With --groups a group's
     /// zone is its name; in cluster.toml it is the group's `zone` entry.
     #[arg(long, global = true)]

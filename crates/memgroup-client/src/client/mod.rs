@@ -333,13 +333,14 @@ impl Client {
         key: &'k [u8],
     ) -> Result<WireKey<'k>, Error> {
         let bytes = snap.topology.wire_key(GroupId(0), key);
+        let refused = |e| Error::invalid_key(key, snap.topology.key_prefix(), e);
         if let Some(short) = self
             .inner
             .long_keys
             .as_ref()
             .and_then(|l| l.digest_key(&bytes))
         {
-            Key::new(&short).map_err(|e| Error::invalid_key(key, e))?;
+            Key::new(&short).map_err(refused)?;
             return Ok(WireKey {
                 long: Some(bytes.into_owned()),
                 bytes: Cow::Owned(short),
@@ -347,9 +348,9 @@ impl Client {
             });
         }
         let checked = match bytes {
-            Cow::Borrowed(own) => Some(Key::new(own).map_err(|e| Error::invalid_key(key, e))?),
+            Cow::Borrowed(own) => Some(Key::new(own).map_err(refused)?),
             Cow::Owned(ref owned) => {
-                Key::new(owned).map_err(|e| Error::invalid_key(key, e))?;
+                Key::new(owned).map_err(refused)?;
                 None
             }
         };

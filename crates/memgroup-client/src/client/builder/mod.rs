@@ -213,6 +213,20 @@ impl ClientBuilder {
         self
     }
 
+    /// Put `prefix` in front of every key, as if each were given with it:
+    /// `key_prefix("app:")` stores `user:42` as `app:user:42`, hashed and
+    /// checked against the 250-byte limit as that (default none). Services
+    /// sharing a fleet keep their keys apart this way: Dalli's `namespace`,
+    /// pymemcache's `key_prefix`, EVCache's cache prefix (EVCache adds a `:`
+    /// after its prefix; give it here with the colon). Replies and errors
+    /// speak of the keys as given. Also in migration mode, for the old
+    /// layout (the same keys, moving). Refused when built if over 200 bytes
+    /// or holding a space or control character.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.overrides.key_prefix = Some(prefix.into());
+        self
+    }
+
     /// Connections per server in every group (EVCache's poolSize; default 1:
     /// one pipelined connection carries many requests at once). A write
     /// still goes to exactly one of them per group.
@@ -293,7 +307,7 @@ impl ClientBuilder {
     /// old cluster keeps its own hashing and groups (the builder's `hash`,
     /// `node_naming` and `sanitize_keys` overrides apply to the new one
     /// only); timeouts, TLS, credentials (and a group's own, for groups of
-    /// the same name) are shared.
+    /// the same name) and the key prefix are shared.
     pub fn migrate_from(mut self, old: ClusterSpec) -> Self {
         self.migrate_from = Some(old);
         self
@@ -311,9 +325,11 @@ impl ClientBuilder {
     fn old_client(&self, old: ClusterSpec) -> Result<Client, Error> {
         let mut builder = self.clone();
         builder.spec = old;
-        // The old layout keeps its own hashing; only the pool size carries over.
+        // The old layout keeps its own hashing; the pool size and the key
+        // prefix (the keys are the same) carry over.
         builder.overrides = SpecOverrides {
             pool_size: self.overrides.pool_size,
+            key_prefix: self.overrides.key_prefix.clone(),
             ..SpecOverrides::default()
         };
         builder.migrate_from = None;
