@@ -2036,6 +2036,32 @@ fn the_key_prefix_from_a_flag_a_url_and_a_file() {
         "{}",
         stdout(&o)
     );
+    // `keys` lists the keys behind the prefix as the other commands take
+    // them; another service's key is not among them.
+    raw::set(s.addr(), b"app:listed", b"1");
+    raw::set(s.addr(), b"other:key", b"1");
+    let o = memgroup(&["--servers", &addr, "--key-prefix", "app:", "-q", "keys"]);
+    assert_eq!(stdout(&o), "listed\n", "{}", stderr(&o));
+    // `route --compare` of a layout with itself: no key moves (the old
+    // layout's keys are behind the same prefix; with the prefix on one side
+    // only, about two in three of the keys would move between 3 servers).
+    let three = "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3";
+    let keys: Vec<String> = (0..30).map(|i| format!("key{i}")).collect();
+    let mut args = vec![
+        "--servers",
+        three,
+        "--key-prefix",
+        "app:",
+        "--json",
+        "route",
+        "--compare",
+        three,
+    ];
+    args.extend(keys.iter().map(String::as_str));
+    let o = memgroup(&args);
+    let plan: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(plan[0]["keys"], 30, "{plan}");
+    assert_eq!(plan[0]["moved"], 0, "{plan}");
     // A prefix no key could start with: a usage error, nothing sent.
     let o = memgroup(&[
         "--servers",
@@ -2051,5 +2077,29 @@ fn the_key_prefix_from_a_flag_a_url_and_a_file() {
         stderr(&o).contains("cannot go in front of keys"),
         "{}",
         stderr(&o)
+    );
+    // `warm` copies the stored keys as they are: behind the prefix once.
+    let dst = Memcached::spawn();
+    let groups = format!("src={addr};dst={}", dst.addr_string());
+    let o = memgroup(&[
+        "--groups",
+        &groups,
+        "--key-prefix",
+        "app:",
+        "warm",
+        "--from",
+        "src",
+        "--to",
+        "dst",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        raw::get(dst.addr(), b"app:listed").as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(raw::get(dst.addr(), b"app:app:listed"), None);
+    assert_eq!(
+        raw::stat(dst.addr(), "curr_items"),
+        raw::stat(s.addr(), "curr_items")
     );
 }

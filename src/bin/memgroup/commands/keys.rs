@@ -1,7 +1,9 @@
 //! `keys`: the keys a group's servers hold, as the LRU crawler lists them
 //! (`metadump hash`), each server's listing checked against its own
 //! `curr_items`: a listing still short after a second dump is named on
-//! stderr and the command exits 1.
+//! stderr and the command exits 1. With a key prefix (`--key-prefix`, or
+//! the cluster's), the keys behind it, shown without it: as the other
+//! commands take them.
 
 use std::process::ExitCode;
 
@@ -20,7 +22,7 @@ pub(crate) struct Args {
     /// Only this group (default: every group).
     #[arg(long)]
     group: Option<String>,
-    /// Only keys starting with this.
+    /// Only keys starting with this (after the key prefix, with one).
     #[arg(long)]
     prefix: Option<String>,
     /// At most this many keys.
@@ -39,6 +41,10 @@ pub(crate) async fn run(
     let cluster = Cluster::from_flags(flags)?;
     let client = cluster.client()?;
     let topology = client.topology();
+    // The key prefix as it goes on the wire (sanitised, when keys are).
+    let behind = topology
+        .wire_key(memgroup::topology::GroupId(0), b"")
+        .into_owned();
     let bounds = dump::Bounds::of(&client).await?;
     let groups: Vec<&memgroup::topology::Group> = match group {
         Some(name) => vec![topology.group(Failure::group_in(&topology, name)?)],
@@ -65,10 +71,14 @@ pub(crate) async fn run(
                 short += 1;
                 output::warn(None, &dump::Checked::of(&listing).shortfall());
             }
-            for entry in listing.entries {
-                if prefix.is_some_and(|p| !entry.key.starts_with(p.as_bytes())) {
+            for mut entry in listing.entries {
+                let Some(given) = entry.key.strip_prefix(&behind[..]) else {
+                    continue;
+                };
+                if prefix.is_some_and(|p| !given.starts_with(p.as_bytes())) {
                     continue;
                 }
+                entry.key.drain(..behind.len());
                 if full(listed) {
                     break 'groups;
                 }

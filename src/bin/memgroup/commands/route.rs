@@ -134,13 +134,22 @@ async fn compare(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
-    let old_spec = cluster.old_layout(old)?;
-    let new = Topology::new(cluster.spec.clone())?;
-    let old_topology = Topology::new(old_spec.clone())?;
+    let mut new_spec = cluster.spec.clone();
+    let mut old_spec = cluster.old_layout(old)?;
+    // The same keys move: behind the new layout's key prefix in the old one
+    // too, unless its own description gives one (as migration mode reads).
+    if old_spec.settings.key_prefix.is_none() {
+        old_spec
+            .settings
+            .key_prefix
+            .clone_from(&new_spec.settings.key_prefix);
+    }
+    let mut new = Topology::new(new_spec.clone())?;
+    let mut old_topology = Topology::new(old_spec.clone())?;
     let keys: Vec<Vec<u8>> = if !keys.is_empty() {
         keys.iter().map(|k| k.as_bytes().to_vec()).collect()
     } else if from_cluster {
-        let client = cluster.settings.client(old_spec)?;
+        let client = cluster.settings.client(old_spec.clone())?;
         let bounds = dump::Bounds::of(&client).await?;
         let mut stored = Vec::new();
         for server in old_topology.servers() {
@@ -152,6 +161,11 @@ async fn compare(
         }
         stored.sort_unstable();
         stored.dedup();
+        // Stored keys are wire keys, their prefix already in front.
+        new_spec.settings.key_prefix = None;
+        old_spec.settings.key_prefix = None;
+        new = Topology::new(new_spec)?;
+        old_topology = Topology::new(old_spec)?;
         stored
     } else {
         (0..sample)

@@ -122,11 +122,13 @@ struct Job {
 }
 
 /// Dumped keys are already wire keys: sanitizing them again would
-/// double-encode, so the warmer's clients send them as they are.
+/// double-encode, and a key prefix would go in front twice, so the
+/// warmer's clients send them as they are.
 fn as_dumped(mut spec: ClusterSpec) -> ClusterSpec {
     for g in &mut spec.groups {
         g.locator.sanitize_keys = false;
     }
+    spec.settings.key_prefix = None;
     spec
 }
 
