@@ -235,7 +235,8 @@ pub struct FileGroup {
 pub struct ClusterFile {
     /// File-wide hashing strategy (`hash`), node naming, key sanitizing
     /// (`sanitize`: URL-encode keys like the Whalin Java client) and
-    /// connections per server: each group's default.
+    /// connections per server: each group's default; and the cluster's key
+    /// prefix (`key_prefix`).
     pub overrides: SpecOverrides,
     /// The caller's zone: reads prefer it.
     pub zone: Option<String>,
@@ -510,8 +511,8 @@ impl ClusterFile {
 
     /// Applies the file-wide settings to `spec` (servers given elsewhere,
     /// such as on a command line): hashing, node naming, key sanitizing,
-    /// pool size, zone, read fallback, write policy and failover, each only
-    /// where the file gives it.
+    /// pool size, key prefix, zone, read fallback, write policy and
+    /// failover, each only where the file gives it.
     #[must_use]
     pub fn apply_file_wide(&self, spec: ClusterSpec) -> ClusterSpec {
         let mut spec = spec.with_overrides(&self.overrides);

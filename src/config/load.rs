@@ -19,7 +19,8 @@ pub const PASSWORD_ENV: &str = "MEMGROUP_PASSWORD";
 impl ClusterFile {
     /// A client builder with every setting of the file applied: its groups
     /// (or, for a file without groups, the file-wide hashing, pool size,
-    /// zone and policies, for servers added to the builder afterwards),
+    /// key prefix, zone and policies, for servers added to the builder
+    /// afterwards),
     /// timeouts, value format, limits, logins and TLS (file-wide and each
     /// group's own), and migration mode. The files it names are read now:
     /// password files (else [`PASSWORD_ENV`]), TLS certificates and keys,
@@ -111,6 +112,9 @@ impl ClusterFile {
         }
         if let Some(size) = overrides.pool_size {
             builder = builder.pool_size(size);
+        }
+        if let Some(prefix) = &overrides.key_prefix {
+            builder = builder.key_prefix(prefix.clone());
         }
         if let Some(zone) = &self.zone {
             builder = builder.zone(zone.clone());

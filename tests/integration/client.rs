@@ -1365,6 +1365,26 @@ async fn a_key_prefix_stores_every_key_behind_it() {
         sets + 1,
         "only the plain client's set reached a server"
     );
+    // The message counts a bad byte's offset in the key as given; an empty
+    // key is refused too (it would be the prefix alone).
+    let error = prefixed.set("a b", "v", 0).await.unwrap_err();
+    assert!(error.to_string().contains("at offset 1"), "{error}");
+    assert!(prefixed.set("", "v", 0).await.unwrap_err().is_invalid_key());
+    // A binary key (b) would have memcached decode the prefix as base64.
+    let error = prefixed
+        .meta_get(b"\x00bin", &[memgroup::client::MetaFlag::Base64Key])
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("behind the key prefix"),
+        "{error}"
+    );
+    // A description read again (a watched file, a server list) keeps the
+    // prefix unless it names one: no key moves.
+    prefixed
+        .set_topology(memgroup::topology::ClusterSpec::parse_server_list(&list).unwrap())
+        .unwrap();
+    assert_eq!(prefixed.get("k7").await.unwrap().unwrap().value, &b"v7"[..]);
     // A prefix no key could start with is refused when the client is built.
     let bad = Client::builder()
         .servers(&list)

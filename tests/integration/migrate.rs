@@ -244,29 +244,42 @@ fn the_tool_plans_and_migrates() {
 }
 
 /// A client's key prefix holds for the old layout too (the same keys,
-/// moving): a key stored behind it on the old server is read through and
-/// backfilled behind it on the new one.
+/// moving), given to the builder or in the new layout's description: a key
+/// stored behind it on the old server is read through and backfilled
+/// behind it on the new one.
 #[tokio::test]
 async fn the_key_prefix_holds_for_the_old_layout() {
-    let (old_server, new_server) = (Memcached::spawn(), Memcached::spawn());
-    raw::set(old_server.addr(), b"app:k", b"old");
-    let client = Client::builder()
-        .servers(&new_server.addr_string())
-        .unwrap()
-        .key_prefix("app:")
-        .migrate_from(ClusterSpec::parse_server_list(&old_server.addr_string()).unwrap())
-        .build()
-        .unwrap();
-    let found = client
-        .get("k")
-        .await
-        .unwrap()
-        .expect("read through to the old layout");
-    assert_eq!(found.value, &b"old"[..]);
-    // Backfilled (an `add`, done before the read returns) behind the prefix.
-    assert_eq!(
-        raw::get(new_server.addr(), b"app:k").as_deref(),
-        Some(&b"old"[..])
-    );
-    assert_eq!(raw::get(new_server.addr(), b"k"), None);
+    for from_url in [false, true] {
+        let (old_server, new_server) = (Memcached::spawn(), Memcached::spawn());
+        raw::set(old_server.addr(), b"app:k", b"old");
+        let builder = if from_url {
+            Client::builder()
+                .url(&format!(
+                    "memcache://{}?key_prefix=app:",
+                    new_server.addr_string()
+                ))
+                .unwrap()
+        } else {
+            Client::builder()
+                .servers(&new_server.addr_string())
+                .unwrap()
+                .key_prefix("app:")
+        };
+        let client = builder
+            .migrate_from(ClusterSpec::parse_server_list(&old_server.addr_string()).unwrap())
+            .build()
+            .unwrap();
+        let found = client.get("k").await.unwrap();
+        assert_eq!(
+            found.expect("read through to the old layout").value,
+            &b"old"[..],
+            "from_url {from_url}"
+        );
+        // Backfilled (an `add`, done before the read returns) behind the prefix.
+        assert_eq!(
+            raw::get(new_server.addr(), b"app:k").as_deref(),
+            Some(&b"old"[..])
+        );
+        assert_eq!(raw::get(new_server.addr(), b"k"), None);
+    }
 }

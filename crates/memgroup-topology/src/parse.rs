@@ -287,6 +287,7 @@ impl ClusterSpec {
     /// | `failover` | `true`, `false`, `auto` | [`Settings::failover`](crate::Settings::failover) |
     /// | `write_only` | group names, `,`-separated | marks those groups write-only |
     /// | `backoff_initial_ms`, `backoff_max_ms` | integer | the dead-host backoff bounds |
+    /// | `key_prefix` | text (as given: `app:`) | [`Settings::key_prefix`](crate::Settings::key_prefix) |
     ///
     /// `_` and `-` are interchangeable inside policy names.
     ///

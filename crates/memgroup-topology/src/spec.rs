@@ -198,9 +198,10 @@ pub struct GroupSpec {
     pub pool_size: usize,
 }
 
-/// Cluster-wide overrides of every group's hashing and pool, each applied
-/// only when set ([`ClusterSpec::with_overrides`]): what the client builder,
-/// a cluster file and a command line layer over a cluster description.
+/// Cluster-wide overrides of every group's hashing and pool, and of the key
+/// prefix, each applied only when set ([`ClusterSpec::with_overrides`]): what
+/// the client builder, a cluster file and a command line layer over a
+/// cluster description.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SpecOverrides {
     /// Every group's hashing strategy ([`ClusterSpec::with_hash`]).

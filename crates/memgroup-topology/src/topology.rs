@@ -182,7 +182,7 @@ impl Topology {
     pub fn new(spec: ClusterSpec) -> Result<Topology, TopologyError> {
         let first = spec.groups.first().ok_or(TopologyError::NoGroups)?;
         let sanitize_keys = first.locator.sanitize_keys;
-        let key_prefix = key_prefix(spec.settings.key_prefix.as_deref())?;
+        let key_prefix = key_prefix(spec.settings.key_prefix.as_deref(), sanitize_keys)?;
         let mut servers = Vec::new();
         let mut server_index: HashMap<ServerAddr, ServerId> = HashMap::new();
         let mut server_slots = Vec::new();
@@ -520,11 +520,16 @@ impl GroupSet {
 
 /// The key prefix of a cluster's settings, checked: it goes in front of every key,
 /// so it holds no byte a key cannot (a space, a control character) and leaves room for
-/// the key itself.
-fn key_prefix(prefix: Option<&str>) -> Result<Box<[u8]>, TopologyError> {
+/// the key itself, as it goes on the wire (longer when keys are sanitised).
+fn key_prefix(prefix: Option<&str>, sanitize: bool) -> Result<Box<[u8]>, TopologyError> {
     let prefix = prefix.unwrap_or_default();
     let bad = |b: &u8| *b <= b' ' || *b == 0x7f;
-    if prefix.len() > MAX_KEY_PREFIX || prefix.as_bytes().iter().any(bad) {
+    let wire_len = if sanitize {
+        memgroup_hash::sanitize_key(prefix.as_bytes()).len()
+    } else {
+        prefix.len()
+    };
+    if wire_len > MAX_KEY_PREFIX || prefix.as_bytes().iter().any(bad) {
         return Err(TopologyError::BadKeyPrefix {
             prefix: prefix.to_owned(),
         });
@@ -590,6 +595,17 @@ mod tests {
             );
         }
         assert!(with_prefix(&"p".repeat(MAX_KEY_PREFIX)).is_ok());
+        // Counted as it goes on the wire: sanitised, 70 colons are 210 bytes.
+        let colons = ":".repeat(70);
+        let mut spec = ClusterSpec::parse_server_list("h1:1")
+            .unwrap()
+            .with_sanitize_keys(true);
+        spec.settings.key_prefix = Some(colons.clone());
+        assert!(matches!(
+            Topology::new(spec),
+            Err(TopologyError::BadKeyPrefix { .. })
+        ));
+        assert!(with_prefix(&colons).is_ok());
         // From a URL too.
         let spec = ClusterSpec::parse_url("memcache://h:1?key_prefix=app:").unwrap();
         assert_eq!(spec.settings.key_prefix.as_deref(), Some("app:"));

@@ -343,6 +343,11 @@ impl Cluster {
                 "node_naming" => per_group(&|g| g.locator.node_naming.to_string()),
                 "sanitize" => per_group(&|g| g.locator.sanitize_keys.to_string()),
                 "pool_size" => per_group(&|g| g.pool_size.to_string()),
+                "key_prefix" => settings
+                    .key_prefix
+                    .clone()
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "-".into()),
                 "zone" => settings.local_zone.clone().unwrap_or_else(|| "-".into()),
                 "arbiter" => memgroup::topology::Topology::new(self.spec.clone())
                     .map(|t| t.group(t.arbiter()).name().to_string())

@@ -200,6 +200,9 @@ pub(crate) fn without(file: &ClusterFile, url_given: &[String]) -> ClusterFile {
     if given("pool_size") {
         o.pool_size = None;
     }
+    if given("key_prefix") {
+        o.key_prefix = None;
+    }
     if given("zone") {
         file.zone = None;
     }
@@ -282,6 +285,14 @@ pub(crate) fn origins(
                     file.overrides.pool_size.is_some()
                         || (file_groups && file.groups.iter().any(|g| g.pool_size.is_some())),
                 ),
+            ),
+        ),
+        (
+            "key_prefix",
+            pick(
+                flag(flags.key_prefix.is_some(), "--key-prefix"),
+                from_url("key_prefix"),
+                from_file(file.overrides.key_prefix.is_some()),
             ),
         ),
         (

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use memgroup_proto::{Key, Response};
+use memgroup_proto::{Key, KeyError, Response};
 use memgroup_topology::{ClusterSpec, GroupId, Topology};
 
 mod admin;
@@ -289,7 +289,15 @@ impl Client {
     /// Replaces the topology (servers or groups added or removed, weights or
     /// hashing changed). Connections to servers that stay are kept, and so is
     /// their dead-host state; operations already running finish on the old one.
-    pub fn set_topology(&self, spec: ClusterSpec) -> Result<(), Error> {
+    /// The [key prefix](ClientBuilder::key_prefix) carries over unless `spec`
+    /// names one (an empty one removes it): a description read again from a
+    /// server list does not move every key.
+    pub fn set_topology(&self, mut spec: ClusterSpec) -> Result<(), Error> {
+        if spec.settings.key_prefix.is_none() {
+            spec.settings
+                .key_prefix
+                .clone_from(&self.snapshot().topology.spec().settings.key_prefix);
+        }
         self.inner.pool.set_topology(Topology::new(spec)?);
         Ok(())
     }
@@ -324,16 +332,32 @@ impl Client {
         self.inner.rotation.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Applies the key transform and validates the result: invalid keys are
-    /// refused here, before any byte is written. A long key, when long keys
-    /// are on, becomes its digest key ([`crate::longkey`]).
+    /// Applies the key transform (the key prefix, sanitising) and validates
+    /// the result: invalid keys are refused here, before any byte is
+    /// written. A long key, when long keys are on, becomes its digest key
+    /// ([`crate::longkey`]).
     pub(crate) fn wire_key<'k>(
         &self,
         snap: &Snapshot,
         key: &'k [u8],
     ) -> Result<WireKey<'k>, Error> {
+        let prefix = snap.topology.key_prefix();
+        // A byte's place counted in the key as given, not in the prefix.
+        let refused = |e| {
+            let e = match e {
+                KeyError::InvalidByte { byte, position } => KeyError::InvalidByte {
+                    byte,
+                    position: position.saturating_sub(prefix.len()),
+                },
+                other => other,
+            };
+            Error::invalid_key(key, prefix, e)
+        };
+        // Behind a prefix, an empty key would be the prefix alone.
+        if key.is_empty() {
+            return Err(refused(KeyError::Empty));
+        }
         let bytes = snap.topology.wire_key(GroupId(0), key);
-        let refused = |e| Error::invalid_key(key, snap.topology.key_prefix(), e);
         if let Some(short) = self
             .inner
             .long_keys
@@ -387,18 +411,32 @@ pub(crate) fn refuse_quiet(flags: &[memgroup_proto::MetaFlag], command: &str) ->
     Ok(())
 }
 
-/// The key a meta command sends: with [`MetaFlag::Base64Key`] among its
-/// flags the caller's key is raw bytes (any bytes: binary keys), sent and
-/// routed in its base64 form; without it, the key as given.
-///
-/// [`MetaFlag::Base64Key`]: memgroup_proto::MetaFlag::Base64Key
-pub(crate) fn meta_key<'k>(key: &'k [u8], flags: &[memgroup_proto::MetaFlag]) -> Cow<'k, [u8]> {
-    if flags.contains(&memgroup_proto::MetaFlag::Base64Key) {
+impl Client {
+    /// The key a meta command sends: with [`MetaFlag::Base64Key`] among its
+    /// flags the caller's key is raw bytes (any bytes: binary keys), sent and
+    /// routed in its base64 form; without it, the key as given. A binary key
+    /// is refused behind a [key prefix](crate::ClientBuilder::key_prefix):
+    /// memcached decodes the whole key from base64, a prefix in front of the
+    /// encoded form included.
+    ///
+    /// [`MetaFlag::Base64Key`]: memgroup_proto::MetaFlag::Base64Key
+    pub(crate) fn meta_key<'k>(
+        &self,
+        key: &'k [u8],
+        flags: &[memgroup_proto::MetaFlag],
+    ) -> Result<Cow<'k, [u8]>, Error> {
+        if !flags.contains(&memgroup_proto::MetaFlag::Base64Key) {
+            return Ok(Cow::Borrowed(key));
+        }
+        if !self.snapshot().topology.key_prefix().is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a binary key (b) cannot go behind the key prefix: memcached would decode the prefix as base64 too",
+            ));
+        }
         let mut encoded = Vec::with_capacity(key.len().div_ceil(3) * 4);
         memgroup_proto::base64_encode(key, &mut encoded);
-        Cow::Owned(encoded)
-    } else {
-        Cow::Borrowed(key)
+        Ok(Cow::Owned(encoded))
     }
 }
 

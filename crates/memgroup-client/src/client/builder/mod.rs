@@ -218,10 +218,16 @@ impl ClientBuilder {
     /// checked against the 250-byte limit as that (default none). Services
     /// sharing a fleet keep their keys apart this way: Dalli's `namespace`,
     /// pymemcache's `key_prefix`, EVCache's cache prefix (EVCache adds a `:`
-    /// after its prefix; give it here with the colon). Replies and errors
-    /// speak of the keys as given. Also in migration mode, for the old
-    /// layout (the same keys, moving). Refused when built if over 200 bytes
-    /// or holding a space or control character.
+    /// after its prefix; give it here with the colon). Results and errors
+    /// speak of the keys as given; what the server itself names shows the
+    /// stored keys, prefix included: a meta reply's `k` flag, the crawler's
+    /// listings ([`Client::metadump`]). A long key's digest key
+    /// ([`long_keys`](Self::long_keys)) is not behind it: give long keys a
+    /// prefix of their own (`LongKeys::prefix("app:lk:")`). A binary key
+    /// (the meta `b` flag) is refused behind a prefix. The prefix holds in
+    /// migration mode for the old layout too (the same keys, moving), and
+    /// across [`Client::set_topology`]. Refused when built if over 200 bytes
+    /// (as it goes on the wire) or holding a space or control character.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.overrides.key_prefix = Some(prefix.into());
         self
@@ -322,14 +328,19 @@ impl ClientBuilder {
     }
 
     /// The client of the old cluster, in migration mode.
-    fn old_client(&self, old: ClusterSpec) -> Result<Client, Error> {
+    fn old_client(&self, mut old: ClusterSpec) -> Result<Client, Error> {
+        // The same keys move: behind the new layout's key prefix (the
+        // builder's, else its description's) unless the old description
+        // names its own and the builder none.
+        let new_prefix = self.spec().settings.key_prefix;
+        if self.overrides.key_prefix.is_some() || old.settings.key_prefix.is_none() {
+            old.settings.key_prefix = new_prefix;
+        }
         let mut builder = self.clone();
         builder.spec = old;
-        // The old layout keeps its own hashing; the pool size and the key
-        // prefix (the keys are the same) carry over.
+        // The old layout keeps its own hashing; the pool size carries over.
         builder.overrides = SpecOverrides {
             pool_size: self.overrides.pool_size,
-            key_prefix: self.overrides.key_prefix.clone(),
             ..SpecOverrides::default()
         };
         builder.migrate_from = None;

@@ -383,7 +383,7 @@ impl Client {
         flags: &[MetaFlag],
     ) -> Result<Option<MetaResponse>, Error> {
         crate::client::refuse_quiet(flags, "meta_get")?;
-        let key = crate::client::meta_key(key.as_ref(), flags);
+        let key = self.meta_key(key.as_ref(), flags)?;
         let lease = flags
             .iter()
             .any(|f| matches!(f, MetaFlag::Vivify(_) | MetaFlag::Recache(_)));

@@ -280,7 +280,7 @@ impl Client {
         let value = value.as_ref();
         self.check_value(value)?;
         crate::client::refuse_quiet(flags, "meta_set")?;
-        let key = crate::client::meta_key(key.as_ref(), flags);
+        let key = self.meta_key(key.as_ref(), flags)?;
         self.write(&key, WriteOp::MetaSet { data: value, flags })
             .await
     }
@@ -295,7 +295,7 @@ impl Client {
         flags: &[MetaFlag],
     ) -> Result<WriteOutcome, Error> {
         crate::client::refuse_quiet(flags, "meta_delete")?;
-        let key = crate::client::meta_key(key.as_ref(), flags);
+        let key = self.meta_key(key.as_ref(), flags)?;
         self.write(&key, WriteOp::MetaDelete { flags }).await
     }
 
@@ -328,7 +328,7 @@ impl Client {
         flags: &[MetaFlag],
     ) -> Result<Option<memgroup_proto::MetaResponse>, Error> {
         crate::client::refuse_quiet(flags, "meta_arith")?;
-        let key = crate::client::meta_key(key.as_ref(), flags);
+        let key = self.meta_key(key.as_ref(), flags)?;
         let (_, replies) = self.conditional(&key, WriteOp::MetaArith { flags }).await?;
         match replies.into_iter().flatten().next() {
             Some(Response::Meta(m)) if m.status == memgroup_proto::MetaStatus::Nf => Ok(None),
