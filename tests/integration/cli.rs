@@ -2021,6 +2021,29 @@ fn the_key_prefix_from_a_flag_a_url_and_a_file() {
     let o = memgroup(&["--config", config, "delete", "k"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(raw::get(s.addr(), b"app:k"), None);
+    // A URL's prefix ranks above a file's (here a file without groups:
+    // settings for the servers given elsewhere).
+    let wide = dir.path().join("wide.toml");
+    std::fs::write(&wide, "key_prefix = \"file:\"\n").unwrap();
+    let wide = wide.to_str().unwrap();
+    let o = memgroup(&["--config", wide, "--servers", &url, "set", "ranked", "v"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        raw::get(s.addr(), b"app:ranked").as_deref(),
+        Some(&b"v"[..])
+    );
+    let o = memgroup(&["--config", wide, "--servers", &url, "config"]);
+    let line = stdout(&o)
+        .lines()
+        .find(|l| l.starts_with("key_prefix"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(
+        line.contains("app:") && line.contains("URL"),
+        "{}",
+        stdout(&o)
+    );
+    raw::delete(s.addr(), b"app:ranked");
     // `route` shows the key as it goes on the wire.
     let o = memgroup(&[
         "--servers",
