@@ -283,3 +283,39 @@ async fn the_key_prefix_holds_for_the_old_layout() {
         assert_eq!(raw::get(new_server.addr(), b"k"), None);
     }
 }
+
+/// `route --compare --from-cluster` places the stored keys as they are:
+/// with `--sanitize`, a stored key is already sanitised (`user+1` for
+/// `user 1`), and sanitising it again (`user%2B1`) would place another key.
+/// The moves the tool counts are the stored keys' own.
+#[test]
+fn route_compare_from_the_cluster_places_stored_keys_as_they_are() {
+    let stored = Memcached::spawn();
+    let old = stored.addr_string();
+    // The new layout's other servers are only placed on, never asked.
+    let new = format!("{old},127.0.0.1:1,127.0.0.1:2");
+    let keys: Vec<String> = (0..100).map(|i| format!("user+{i}")).collect();
+    for key in &keys {
+        raw::set(stored.addr(), key.as_bytes(), b"v");
+    }
+    let plan = memgroup_ok(&[
+        "--json",
+        "--servers",
+        &new,
+        "--sanitize",
+        "route",
+        "--compare",
+        &old,
+        "--from-cluster",
+    ]);
+    let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    let placed = Topology::new(ClusterSpec::parse_server_list(&new).unwrap()).unwrap();
+    let group = placed.group(memgroup::topology::GroupId(0));
+    let home = placed.server_id(&old.parse().unwrap()).unwrap();
+    let moving = keys
+        .iter()
+        .filter(|k| group.server_for(k.as_bytes()) != home)
+        .count();
+    assert_eq!(plan[0]["keys"], 100, "{plan}");
+    assert_eq!(plan[0]["moved"], moving, "{plan}");
+}

@@ -161,11 +161,12 @@ async fn compare(
         }
         stored.sort_unstable();
         stored.dedup();
-        // Stored keys are wire keys, their prefix already in front.
+        // Stored keys are wire keys: their prefix already in front, already
+        // sanitised (as `warm` sends them).
         new_spec.settings.key_prefix = None;
         old_spec.settings.key_prefix = None;
-        new = Topology::new(new_spec)?;
-        old_topology = Topology::new(old_spec)?;
+        new = Topology::new(new_spec.with_sanitize_keys(false))?;
+        old_topology = Topology::new(old_spec.with_sanitize_keys(false))?;
         stored
     } else {
         (0..sample)
