@@ -9,16 +9,7 @@ use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 
 use std::io::Write;
 
-use crate::support::{Memcached, fault_peer, raw, server_list as list};
-
-fn memgroup(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memgroup"))
-        .args(args)
-        .env_remove("MEMCACHED_SERVERS")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run memgroup")
-}
+use crate::support::{Memcached, fault_peer, memgroup, raw, server_list as list};
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
