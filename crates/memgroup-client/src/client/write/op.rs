@@ -185,6 +185,8 @@ pub(super) struct Job {
     /// Where the key ends in `bytes`.
     key_len: usize,
     flags: Vec<MetaFlag>,
+    /// The command's name (for spans and errors), found once.
+    command: &'static str,
 }
 
 impl Job {
@@ -201,6 +203,7 @@ impl Job {
         let mut bytes = Vec::with_capacity(key.len() + value.len());
         bytes.extend_from_slice(key);
         bytes.extend_from_slice(value);
+        let command = op.command();
         let op = op.with_value(&[], &[]);
         Job {
             number: 0,
@@ -210,7 +213,13 @@ impl Job {
             bytes,
             key_len: key.len(),
             flags,
+            command,
         }
+    }
+
+    /// The command's name (`set`, `add`, `ms`, …).
+    pub(super) fn command(&self) -> &'static str {
+        self.command
     }
 
     /// The wire key.

@@ -175,7 +175,7 @@ impl Client {
         if let Some(near) = &self.inner.near {
             near.forget(&wire.bytes);
         }
-        let name = job.op().command();
+        let name = job.command();
         let span = trace::operation_span(self, name, Some(key));
         let result = trace::await_in_span!(
             span,
@@ -255,8 +255,10 @@ impl Client {
             if keep_replies {
                 replies.push(part.reply.ok().flatten());
             }
-            // The groups still to answer: those whose part runs.
+            // The groups still to answer: those whose part runs (none left:
+            // the loop ends anyway, no need to ask).
             if !wait_all
+                && rest.running.len() > 0
                 && decided(
                     &snap.topology,
                     &outcome.groups,
@@ -293,7 +295,7 @@ impl Client {
         if !judge {
             return Ok((outcome, replies));
         }
-        self.judge(snap, job.op().command(), &outcome, only.is_some())?;
+        self.judge(snap, job.command(), &outcome, only.is_some())?;
         Ok((outcome, replies))
     }
 
