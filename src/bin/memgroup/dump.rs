@@ -7,8 +7,18 @@ use std::time::Duration;
 
 use memgroup::client::Client;
 use memgroup::client::crawler::{DumpEntry, Listing};
+use memgroup::topology::ClusterSpec;
 
 use crate::exit::Failure;
+
+/// `spec` for keys as a dump lists them, already wire keys: sanitising
+/// them again would double-encode, and the key prefix would go in front
+/// twice, so they are placed and sent as they are (`warm`, `route
+/// --compare --from-cluster`).
+pub(crate) fn as_dumped(mut spec: ClusterSpec) -> ClusterSpec {
+    spec.settings.key_prefix = None;
+    spec.with_sanitize_keys(false)
+}
 
 /// The most keys a metadump of a server may list: a dump cannot list far
 /// more keys than the server says it holds (`curr_items`; the crawler can

@@ -134,7 +134,7 @@ async fn compare(
     json: bool,
 ) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
-    let mut new_spec = cluster.spec.clone();
+    let new_spec = cluster.spec.clone();
     let mut old_spec = cluster.old_layout(old)?;
     // The same keys move: behind the new layout's key prefix in the old one
     // too, unless its own description gives one (as migration mode reads).
@@ -161,12 +161,9 @@ async fn compare(
         }
         stored.sort_unstable();
         stored.dedup();
-        // Stored keys are wire keys: their prefix already in front, already
-        // sanitised (as `warm` sends them).
-        new_spec.settings.key_prefix = None;
-        old_spec.settings.key_prefix = None;
-        new = Topology::new(new_spec.with_sanitize_keys(false))?;
-        old_topology = Topology::new(old_spec.with_sanitize_keys(false))?;
+        // Stored keys are wire keys, placed as they are.
+        new = Topology::new(dump::as_dumped(new_spec))?;
+        old_topology = Topology::new(dump::as_dumped(old_spec))?;
         stored
     } else {
         (0..sample)

@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use memgroup::client::Client;
 use memgroup::client::crawler::DumpEntry;
-use memgroup::topology::ClusterSpec;
 use parking_lot::Mutex;
 use serde_json::json;
 
@@ -121,17 +120,6 @@ struct Job {
     clock_read_at: Instant,
 }
 
-/// Dumped keys are already wire keys: sanitizing them again would
-/// double-encode, and a key prefix would go in front twice, so the
-/// warmer's clients send them as they are.
-fn as_dumped(mut spec: ClusterSpec) -> ClusterSpec {
-    for g in &mut spec.groups {
-        g.locator.sanitize_keys = false;
-    }
-    spec.settings.key_prefix = None;
-    spec
-}
-
 /// `warm --from G --to G…`: the copy in two passes, then (`--verify`) the
 /// check; exit 1 if a key was not copied or is missing.
 pub(crate) async fn run(
@@ -141,7 +129,7 @@ pub(crate) async fn run(
 ) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
     let settings = &cluster.settings;
-    let spec = as_dumped(cluster.spec.clone());
+    let spec = dump::as_dumped(cluster.spec.clone());
     for name in std::iter::once(&args.from).chain(&args.to) {
         Failure::group_in_spec(&spec, name)?;
     }
@@ -152,7 +140,7 @@ pub(crate) async fn run(
     }
     let writer = settings.client(spec.clone())?;
     // A target group's servers may change during a long warm.
-    let _watch = cluster.watch(&writer, |spec| Ok(as_dumped(spec)));
+    let _watch = cluster.watch(&writer, |spec| Ok(dump::as_dumped(spec)));
     let reader = settings.client(only_group(&spec, &args.from))?;
     let topology = reader.topology();
     let sources: Vec<String> = topology.servers().iter().map(ToString::to_string).collect();
