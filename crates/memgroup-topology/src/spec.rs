@@ -677,6 +677,28 @@ impl ClusterSpec {
         self
     }
 
+    /// This description as the old layout of `new` (a migration, a move
+    /// being planned): the same keys, so behind `new`'s
+    /// [key prefix](Settings::key_prefix) unless this one names its own.
+    ///
+    /// ```
+    /// use memgroup_topology::ClusterSpec;
+    /// let mut new = ClusterSpec::parse_server_list("h1:1,h2:1")?;
+    /// new.settings.key_prefix = Some("app:".into());
+    /// let old = ClusterSpec::parse_server_list("h1:1")?.old_layout_of(&new);
+    /// assert_eq!(old.settings.key_prefix.as_deref(), Some("app:"));
+    /// # Ok::<(), memgroup_topology::TopologyError>(())
+    /// ```
+    #[must_use]
+    pub fn old_layout_of(mut self, new: &ClusterSpec) -> ClusterSpec {
+        if self.settings.key_prefix.is_none() {
+            self.settings
+                .key_prefix
+                .clone_from(&new.settings.key_prefix);
+        }
+        self
+    }
+
     /// Applies each override that is set (see [`SpecOverrides`]).
     #[must_use]
     pub fn with_overrides(mut self, overrides: &SpecOverrides) -> ClusterSpec {

@@ -135,15 +135,8 @@ async fn compare(
 ) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
     let new_spec = cluster.spec.clone();
-    let mut old_spec = cluster.old_layout(old)?;
-    // The same keys move: behind the new layout's key prefix in the old one
-    // too, unless its own description gives one (as migration mode reads).
-    if old_spec.settings.key_prefix.is_none() {
-        old_spec
-            .settings
-            .key_prefix
-            .clone_from(&new_spec.settings.key_prefix);
-    }
+    // The same keys move (as migration mode reads them).
+    let old_spec = cluster.old_layout(old)?.old_layout_of(&new_spec);
     let mut new = Topology::new(new_spec.clone())?;
     let mut old_topology = Topology::new(old_spec.clone())?;
     let keys: Vec<Vec<u8>> = if !keys.is_empty() {

@@ -328,13 +328,12 @@ impl ClientBuilder {
     }
 
     /// The client of the old cluster, in migration mode.
-    fn old_client(&self, mut old: ClusterSpec) -> Result<Client, Error> {
-        // The same keys move: behind the new layout's key prefix (the
-        // builder's, else its description's) unless the old description
-        // names its own and the builder none.
-        let new_prefix = self.spec().settings.key_prefix;
-        if self.overrides.key_prefix.is_some() || old.settings.key_prefix.is_none() {
-            old.settings.key_prefix = new_prefix;
+    fn old_client(&self, old: ClusterSpec) -> Result<Client, Error> {
+        // The same keys move: behind the new layout's key prefix unless the
+        // old description names its own; the builder's prefix wins in both.
+        let mut old = old.old_layout_of(&self.spec());
+        if let Some(prefix) = &self.overrides.key_prefix {
+            old.settings.key_prefix = Some(prefix.clone());
         }
         let mut builder = self.clone();
         builder.spec = old;
