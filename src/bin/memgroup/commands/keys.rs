@@ -72,13 +72,14 @@ pub(crate) async fn run(
                 output::warn(None, &dump::Checked::of(&listing).shortfall());
             }
             for mut entry in listing.entries {
-                let Some(given) = entry.key.strip_prefix(&behind[..]) else {
-                    continue;
-                };
-                if prefix.is_some_and(|p| !given.starts_with(p.as_bytes())) {
+                if !entry.key.starts_with(&behind) {
                     continue;
                 }
+                // Shown as given: without the key prefix.
                 entry.key.drain(..behind.len());
+                if prefix.is_some_and(|p| !entry.key.starts_with(p.as_bytes())) {
+                    continue;
+                }
                 if full(listed) {
                     break 'groups;
                 }
