@@ -13,7 +13,15 @@
 //! (what one connection does with no client around it). `COMPARE_ROUNDS` (default
 //! 5) rounds of `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup
 //! alone in the `seq` and in-flight rows (to profile it);
-//! `COMPARE_PEERS=NAME` runs only that client (`seq` and in-flight rows). `COMPARE_SIZES=1` prints the sizes of
+//! `COMPARE_PEERS=NAME[,NAME…]` runs only those clients (`seq`, `multi` and in-flight rows;
+//! an in-flight row's names as printed, `memgroup` for memgroup's default row).
+//! After the medians, each row prints memgroup's ratios to every other client
+//! measured in the same rounds, round by round (see [`paired`]): a ratio taken
+//! within one round sees the machine as both clients saw it, so it moves far
+//! less between runs than a ratio of two medians taken minutes apart. For a
+//! verdict on one target, run memgroup and the one peer alone, in short
+//! rounds: `COMPARE_PEERS=memgroup,memcache-async COMPARE_SECS=1
+//! COMPARE_ROUNDS=21`. `COMPARE_SIZES=1` prints the sizes of
 //! memgroup's `get`, `set` and `get_multi` futures instead (each move of a
 //! future copies it).
 
@@ -48,6 +56,72 @@ fn report(name: &str, runs: &[(f64, f64)]) {
         "{name:<28} {ops:>9.0} ops/s  {cpu:>6.2} µs CPU/op   (rounds: {})",
         all.join(" ")
     );
+}
+
+/// The `q`-quantile of sorted `v` (nearest rank).
+fn quantile(v: &[f64], q: f64) -> f64 {
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Which memgroup row a client's row is set against: the one of the same
+/// operation (`… get`, `… set`, `… get_multi`), else memgroup's default row.
+fn base_of<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
+    let op = ["get_multi", "get", "set"]
+        .into_iter()
+        .find(|op| name.split(' ').any(|w| w == *op));
+    names.iter().copied().find(|n| match op {
+        Some(op) => n.starts_with("memgroup ") && n.split(' ').any(|w| w == op),
+        None => *n == "memgroup",
+    })
+}
+
+/// memgroup ÷ each other client, round by round: throughput and client CPU
+/// per op, as the median with the quartiles and the extremes over the
+/// rounds. Rounds alternate the clients, so each round's two runs sit next
+/// to each other in time and share the machine's state; the ratio within a
+/// round cancels most of what moves a row between runs. Servers' lines and
+/// memgroup's own variants are not set against memgroup.
+fn paired(results: &[(&str, Vec<(f64, f64)>)]) {
+    let names: Vec<&str> = results.iter().map(|(n, _)| *n).collect();
+    let mut header = false;
+    for (name, peer) in results {
+        if name.starts_with("memgroup") || name.starts_with("  its") {
+            continue;
+        }
+        let Some(base) = base_of(name, &names) else {
+            continue;
+        };
+        let Some((_, mine)) = results.iter().find(|(n, _)| *n == base) else {
+            continue;
+        };
+        if mine.len() != peer.len() || mine.is_empty() {
+            continue;
+        }
+        if !header {
+            println!(
+                "paired, memgroup ÷ peer per round: median [quartiles] (extremes), {} rounds",
+                mine.len()
+            );
+            header = true;
+        }
+        let ratios = |f: fn(&(f64, f64)) -> f64| {
+            let mut r: Vec<f64> = mine.iter().zip(peer).map(|(m, p)| f(m) / f(p)).collect();
+            r.sort_by(f64::total_cmp);
+            format!(
+                "{:.3} [{:.3}–{:.3}] ({:.3}–{:.3})",
+                quantile(&r, 0.5),
+                quantile(&r, 0.25),
+                quantile(&r, 0.75),
+                r[0],
+                r[r.len() - 1]
+            )
+        };
+        println!(
+            "  {base} ÷ {name}: ops/s {}   CPU/op {}",
+            ratios(|r| r.0),
+            ratios(|r| r.1)
+        );
+    }
 }
 
 fn lat(l: Lat) -> (f64, f64) {
@@ -87,9 +161,10 @@ pub(crate) fn run(rows: &str, secs: Duration) {
         .then(|| TlsServer::start(&rt));
     // `COMPARE_PEERS=0`: memgroup alone (for a profile).
     let alone = std::env::var("COMPARE_PEERS").as_deref() == Ok("0");
-    // `COMPARE_PEERS=NAME`: that client alone (in the `seq` row too).
+    // `COMPARE_PEERS=NAME[,NAME…]`: those clients alone (in the `seq` row too).
     let only = std::env::var("COMPARE_PEERS").unwrap_or_default();
-    let runs = |name: &str| only.len() < 2 || name == only;
+    let only: Vec<&str> = only.split(',').filter(|n| n.len() >= 2).collect();
+    let runs = |name: &str| only.is_empty() || only.contains(&name);
     for row in rows.split(',') {
         let mut results: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
         let mut push = |name, r| match results.iter_mut().find(|(n, _)| *n == name) {
@@ -289,5 +364,6 @@ pub(crate) fn run(rows: &str, secs: Duration) {
         for (name, runs) in &results {
             report(name, runs);
         }
+        paired(&results);
     }
 }
