@@ -9,7 +9,9 @@ use memgroup::client::{Client, ClientBuilder, Error, Hedge, IfPresent, ServerSta
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
-use crate::support::{HeldClock, Memcached, advance_until, fault_peer, raw, server_list};
+use crate::support::{
+    HeldClock, Memcached, advance_until, eventually, fault_peer, raw, server_list, unread_bytes_at,
+};
 
 /// `groups` groups of `per_group` servers each.
 fn spawn_groups(groups: usize, per_group: usize) -> Vec<Vec<Memcached>> {
@@ -1396,4 +1398,72 @@ async fn a_key_prefix_stores_every_key_behind_it() {
             .to_string()
             .contains("cannot go in front of keys")
     );
+}
+
+/// With several connections to a server, a request takes an idle one rather
+/// than queueing behind another caller's on a busy one: the rotation alone
+/// sent it to the busy connection here, while the other had nothing to do.
+/// Seen from the stalled server's own sockets: two requests, one on each
+/// connection; one request still goes to the server per call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_takes_an_idle_connection_over_a_busy_one() {
+    bounded(async {
+        let servers = [Memcached::spawn(), Memcached::spawn()];
+        let client = Client::builder()
+            .servers(&server_list(&servers))
+            .unwrap()
+            .hash(HashStrategy::Ketama)
+            .pool_size(2)
+            .failover(false)
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let loc = locator(&servers, LocatorConfig::new(HashStrategy::Ketama));
+        let on = |server: usize| {
+            let loc = &loc;
+            (0..)
+                .map(|n| format!("idle:{n:04}"))
+                .filter(move |k| loc.locate(k.as_bytes()) == server)
+        };
+        let (a, b) = {
+            let mut keys = on(0);
+            (keys.next().unwrap(), keys.next().unwrap())
+        };
+        let elsewhere = on(1).next().unwrap();
+        client.connect_all().await.unwrap();
+        let stalled = &servers[0];
+        let gets_before = raw::stat(stalled.addr(), "cmd_get");
+        stalled.stop();
+        let get = |key: String| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get(&key).await })
+        };
+        let first = get(a.clone());
+        let sent = |key: &str| (format!("get {key}\r\n").len()) as u64;
+        eventually("the first get to reach the stalled server", || {
+            unread_bytes_at(stalled.addr()).iter().sum::<u64>() == sent(&a)
+        })
+        .await;
+        // The next slot in turn goes to the other server, so the rotation
+        // hands the next request to the stalled server the first one's slot.
+        assert_eq!(client.get(&elsewhere).await.unwrap(), None);
+        let second = get(b.clone());
+        eventually("the second get to reach the stalled server", || {
+            unread_bytes_at(stalled.addr()).iter().sum::<u64>() == sent(&a) + sent(&b)
+        })
+        .await;
+        let mut waiting = unread_bytes_at(stalled.addr());
+        waiting.sort_unstable();
+        let mut expected = vec![sent(&a), sent(&b)];
+        expected.sort_unstable();
+        assert_eq!(
+            waiting, expected,
+            "one request on each connection, not both on one"
+        );
+        stalled.resume();
+        assert_eq!(first.await.unwrap().unwrap(), None);
+        assert_eq!(second.await.unwrap().unwrap(), None);
+        assert_eq!(raw::stat(stalled.addr(), "cmd_get") - gets_before, 2);
+    })
+    .await;
 }

@@ -160,23 +160,32 @@ pub mod raw {
     }
 }
 
-/// Bytes sent to `server` (an IPv4 address) that its kernel has not
-/// acknowledged, summed over every TCP connection to it, per
-/// `/proc/net/tcp`. On loopback data is acknowledged as soon as it lands in
-/// the receiver's buffer, so this stays above zero only while a (stalled)
-/// server's receive buffer is full: what it cannot take waits in the
-/// sender's send queue.
-pub fn unacked_bytes_to(server: std::net::SocketAddr) -> u64 {
+/// One TCP socket of `/proc/net/tcp`: its local and remote address (as the
+/// file writes them), state, and send and receive queues.
+struct TcpRow {
+    local: String,
+    remote: String,
+    state: String,
+    tx: u64,
+    rx: u64,
+}
+
+/// `server` (an IPv4 address) as `/proc/net/tcp` writes it: "0100007F:2BCB",
+/// the address's bytes read as a native-endian word, in hex, then the port
+/// in hex.
+fn proc_address(server: std::net::SocketAddr) -> String {
     let std::net::SocketAddr::V4(server) = server else {
         panic!("{server}: IPv4 only")
     };
-    // "0100007F:2BCB": the address's bytes read as a native-endian word, in
-    // hex, then the port in hex.
-    let remote = format!(
+    format!(
         "{:08X}:{:04X}",
         u32::from_ne_bytes(server.ip().octets()),
         server.port()
-    );
+    )
+}
+
+/// Every IPv4 TCP socket of the machine.
+fn tcp_rows() -> Vec<TcpRow> {
     std::fs::read_to_string("/proc/net/tcp")
         .expect("/proc/net/tcp")
         .lines()
@@ -184,10 +193,45 @@ pub fn unacked_bytes_to(server: std::net::SocketAddr) -> u64 {
         .filter_map(|line| {
             // sl local_address rem_address st tx_queue:rx_queue …
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let (tx, _rx) = fields.get(4)?.split_once(':')?;
-            (fields.get(2) == Some(&remote.as_str())).then(|| u64::from_str_radix(tx, 16).unwrap())
+            let (tx, rx) = fields.get(4)?.split_once(':')?;
+            Some(TcpRow {
+                local: fields.get(1)?.to_string(),
+                remote: fields.get(2)?.to_string(),
+                state: fields.get(3)?.to_string(),
+                tx: u64::from_str_radix(tx, 16).unwrap(),
+                rx: u64::from_str_radix(rx, 16).unwrap(),
+            })
         })
+        .collect()
+}
+
+/// Bytes sent to `server` (an IPv4 address) that its kernel has not
+/// acknowledged, summed over every TCP connection to it, per
+/// `/proc/net/tcp`. On loopback data is acknowledged as soon as it lands in
+/// the receiver's buffer, so this stays above zero only while a (stalled)
+/// server's receive buffer is full: what it cannot take waits in the
+/// sender's send queue.
+pub fn unacked_bytes_to(server: std::net::SocketAddr) -> u64 {
+    let remote = proc_address(server);
+    tcp_rows()
+        .into_iter()
+        .filter(|row| row.remote == remote)
+        .map(|row| row.tx)
         .sum()
+}
+
+/// The bytes waiting in each of `server`'s accepted connections that the
+/// server process has not read (their receive queues, per `/proc/net/tcp`),
+/// one entry per established connection that has any: what a stalled
+/// (SIGSTOPped) server was sent, connection by connection.
+pub fn unread_bytes_at(server: std::net::SocketAddr) -> Vec<u64> {
+    let local = proc_address(server);
+    tcp_rows()
+        .into_iter()
+        // 01 is ESTABLISHED (a listening socket's queue counts connections).
+        .filter(|row| row.local == local && row.state == "01" && row.rx > 0)
+        .map(|row| row.rx)
+        .collect()
 }
 
 /// Holds tokio's paused clock still while the test talks to real processes.

@@ -115,12 +115,12 @@ impl Client {
         deadline: std::time::Instant,
     ) -> Option<Result<Option<Response>, Error>> {
         let pool = &self.inner.pool;
-        let conn = match pool.live_connection(snap, target.server, target.slot) {
-            Some(conn) => conn,
+        let (conn, slot) = match pool.live_connection(snap, target.server, target.slot) {
+            Some(live) => live,
             None => {
                 let opening = pool.connection(snap, target.server, target.slot);
                 match tokio::time::timeout_at(deadline.into(), opening).await {
-                    Ok(Ok(conn)) => conn,
+                    Ok(Ok(conn)) => (conn, target.slot),
                     // Nothing was sent: a write may go to another server.
                     Ok(Err(e)) => return Some(Err(e.unsent())),
                     Err(_) => return None,
@@ -132,7 +132,7 @@ impl Client {
             Err(e) if e.is_timeout() => None,
             Err(e) if e.is_connection() || e.is_protocol() => {
                 drop(conn);
-                pool.connection_failed(snap, target.server, target.slot, &e);
+                pool.connection_failed(snap, target.server, slot, &e);
                 Some(Err(e))
             }
             other => Some(other),

@@ -267,6 +267,15 @@ impl Connection {
         self.inner.shared.failed.load(Ordering::Acquire)
     }
 
+    /// Whether no caller holds a place on the connection (nothing queued,
+    /// nothing awaiting a reply) and it has not failed. Never waits: a state
+    /// another thread holds counts as busy.
+    pub(crate) fn is_idle(&self) -> bool {
+        let shared = &self.inner.shared;
+        !shared.failed.load(Ordering::Acquire)
+            && shared.state.try_lock().is_some_and(|s| s.callers() == 0)
+    }
+
     /// Requests written and awaiting a reply, and requests queued.
     pub(crate) fn load(&self) -> (usize, usize) {
         self.inner.shared.state.lock().load()

@@ -23,40 +23,7 @@ use crate::events::{Event, Events};
 use crate::join::{BoxFuture, join_all};
 
 pub(crate) use dead::DeadView;
-
-/// One connection slot of one server.
-#[derive(Debug, Default)]
-pub(crate) struct Slot {
-    /// The live connection, if any. A closed one is replaced on next use.
-    conn: Mutex<Option<Connection>>,
-    /// Held while connecting so concurrent callers wait for one attempt
-    /// instead of each opening a socket.
-    connecting: tokio::sync::Mutex<()>,
-    /// The server refused the last login: during the backoff callers get
-    /// this error, not a generic "server dead", so the cause stays visible.
-    refused: Mutex<Option<Error>>,
-}
-
-impl Slot {
-    /// The slot's connection, if it is open.
-    fn live(&self) -> Option<Connection> {
-        let conn = self.conn.lock().clone()?;
-        if conn.is_closed() {
-            self.release_failed();
-            return None;
-        }
-        Some(conn)
-    }
-
-    /// Lets go of the slot's connection if it has failed, so its socket
-    /// closes as soon as the callers still holding it are done.
-    fn release_failed(&self) {
-        let mut slot = self.conn.lock();
-        let failed = slot.take_if(|c| c.is_closed());
-        drop(slot);
-        drop(failed);
-    }
-}
+pub(crate) use slot::Slot;
 
 /// A topology together with the connection slots of its servers. Swapped as
 /// a whole on a topology change; slots of servers that stay are shared with
@@ -367,14 +334,16 @@ impl Pool {
             .emit(|| Event::TopologyChanged { added, removed });
     }
 
-    /// The slot's connection if it is open (no opening, no `await`).
+    /// The slot's connection if it is open (no opening, no `await`), with
+    /// the slot serving: with several slots, an idle connection rather than
+    /// a busy one (see [`slot::pick`]).
     pub(crate) fn live_connection(
         &self,
         snap: &Snapshot,
         server: ServerId,
         slot: usize,
-    ) -> Option<Connection> {
-        snap.slot(server, slot).live()
+    ) -> Option<(Connection, usize)> {
+        slot::pick(&snap.slots[server.0], slot)
     }
 
     /// The connection of a slot, opening it if needed (unless the server is
@@ -481,5 +450,6 @@ impl Pool {
 
 mod dead;
 mod open;
+mod slot;
 #[cfg(test)]
 mod tests;
