@@ -125,6 +125,9 @@ struct Shared {
     /// Set when the state closes, readable without the lock: writers stop
     /// writing at once, so nothing is sent after callers were told it failed.
     failed: AtomicBool,
+    /// The callers holding a place, as the state counts them
+    /// ([`State::busy`]): whether the connection is idle, without the lock.
+    busy: Arc<std::sync::atomic::AtomicUsize>,
     /// Wakes a caller waiting for a place (the cap on callers in flight,
     /// counted by the state) when a reply frees one, and all of them when the
     /// connection fails.
@@ -230,6 +233,7 @@ impl Connection {
         if transport.is_tls() {
             state = state.with_max_unanswered_bytes(TLS_MAX_UNANSWERED_BYTES);
         }
+        let busy = state.busy();
         let shared = Arc::new(Shared {
             server: server.into(),
             state: Mutex::new(state),
@@ -242,6 +246,7 @@ impl Connection {
             }),
             transport,
             failed: AtomicBool::new(false),
+            busy,
             room: Notify::new(),
             counters,
         });
@@ -268,12 +273,11 @@ impl Connection {
     }
 
     /// Whether no caller holds a place on the connection (nothing queued,
-    /// nothing awaiting a reply) and it has not failed. Never waits: a state
-    /// another thread holds counts as busy.
+    /// nothing awaiting a reply) and it has not failed: two loads, no lock,
+    /// so a pool may ask it of every connection of a server per request.
     pub(crate) fn is_idle(&self) -> bool {
         let shared = &self.inner.shared;
-        !shared.failed.load(Ordering::Acquire)
-            && shared.state.try_lock().is_some_and(|s| s.callers() == 0)
+        !shared.failed.load(Ordering::Acquire) && shared.busy.load(Ordering::Relaxed) == 0
     }
 
     /// Requests written and awaiting a reply, and requests queued.

@@ -69,8 +69,11 @@
 //! 10. `callers` counts the callers of the waiters (a merged `get` each of
 //!     its callers), answered or timed out, and stays within the cap: a place
 //!     is freed only when its reply is read (or the connection fails).
+//!     `busy` holds the same count, for readers without the lock.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -297,6 +300,9 @@ pub(crate) struct State {
     /// Callers holding a place (see [`State::callers`]): at most
     /// `max_callers`, beyond which callers wait for one.
     callers: usize,
+    /// `callers`, mirrored after every change for readers without the lock
+    /// (the pool, preferring an idle connection: [`State::busy`]).
+    busy: Arc<AtomicUsize>,
     max_callers: usize,
     /// Callers waiting for a place.
     room_waiting: usize,
@@ -329,6 +335,7 @@ impl State {
             caller_writes: 0,
             answered: 0,
             callers: 0,
+            busy: Arc::default(),
             max_callers: usize::MAX,
             room_waiting: 0,
             room_wakes: 0,
@@ -400,6 +407,7 @@ impl State {
                     _ => None,
                 };
                 self.callers += 1;
+                self.busy.store(self.callers, Ordering::Relaxed);
                 let refused = match single {
                     Some((cas, key)) => self.join_open(cas, key, tx, deadline),
                     None => Some(tx),
@@ -465,6 +473,13 @@ impl State {
     /// merged `get` counting each of its callers), answered or timed out.
     pub(crate) fn callers(&self) -> usize {
         self.callers
+    }
+
+    /// [`State::callers`] as an atomic the state keeps equal to it: read
+    /// without the lock, it may lag a change another thread is making, which
+    /// is enough for choosing an idle connection.
+    pub(crate) fn busy(&self) -> Arc<AtomicUsize> {
+        self.busy.clone()
     }
 
     /// A caller told to wait for a place ([`State::queue`] gave `None`) stops
@@ -822,6 +837,7 @@ impl State {
         let mut next = Next::Nothing;
         let freed = waiter.reply.as_ref().map_or(0, Reply::callers);
         self.callers -= freed;
+        self.busy.store(self.callers, Ordering::Relaxed);
         self.answered += freed;
         // Callers waiting for a place: one woken per place freed.
         self.room_wakes += freed.min(self.room_waiting.saturating_sub(self.room_wakes));
@@ -861,6 +877,7 @@ impl State {
         // Every place is free; the driver wakes those waiting for one, who
         // find the connection closed.
         self.callers = 0;
+        self.busy.store(0, Ordering::Relaxed);
         self.room_wakes = 0;
         self.waiters.drain(..).filter_map(|w| w.reply).collect()
     }
@@ -877,6 +894,11 @@ impl State {
             .map(|w| w.reply.as_ref().map_or(0, Reply::callers))
             .sum();
         assert_eq!(self.callers, callers, "invariant 10: places counted");
+        assert_eq!(
+            self.busy.load(Ordering::Relaxed),
+            self.callers,
+            "invariant 10: places mirrored"
+        );
         assert!(
             self.callers <= self.max_callers,
             "invariant 10: within the cap"
