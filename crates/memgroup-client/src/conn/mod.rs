@@ -276,8 +276,14 @@ impl Connection {
     /// nothing awaiting a reply) and it has not failed: two loads, no lock,
     /// so a pool may ask it of every connection of a server per request.
     pub(crate) fn is_idle(&self) -> bool {
-        let shared = &self.inner.shared;
-        !shared.failed.load(Ordering::Acquire) && shared.busy.load(Ordering::Relaxed) == 0
+        !self.inner.shared.failed.load(Ordering::Acquire) && self.callers() == 0
+    }
+
+    /// The callers holding a place on the connection (see
+    /// [`State::callers`]), read without the lock: it may lag a change
+    /// another thread is making.
+    pub(crate) fn callers(&self) -> usize {
+        self.inner.shared.busy.load(Ordering::Relaxed)
     }
 
     /// Requests written and awaiting a reply, and requests queued.

@@ -40,22 +40,26 @@ impl Slot {
 }
 
 /// The connection of `slots[slot]` if it is open, with the slot serving:
-/// when the server has several slots and this one's connection is busy, an
-/// idle open connection of another of its slots (the first after `slot`)
-/// serves instead.
+/// when the server has several slots and this one's connection is busy, but
+/// with fewer callers than the server has slots, an idle open connection of
+/// another of its slots (the first after `slot`) serves instead.
 ///
 /// Rotating slots alone let callers meet on one connection while another
 /// sat idle: at 4 callers and a pool of 4, a request often queued behind
 /// another's (and the reply went through the reader task) while a
 /// connection had nothing to do. Taking an idle one gives each caller a
 /// connection of its own at light load, where a lone caller writes its
-/// request and reads its reply without a task switch; once every connection
-/// is busy the rotation's slot serves, so load still spreads evenly. Only
-/// the connection changes: the request still goes to the same server, once.
+/// request and reads its reply without a task switch. Under load (as many
+/// callers on this connection as the server has connections, or more)
+/// another is seldom idle, so the rotation's slot serves without a look at
+/// the others: load still spreads evenly, and concurrent `get`s still merge.
+/// Only the connection changes: the request still goes to the same server,
+/// once.
 pub(super) fn pick(slots: &[std::sync::Arc<Slot>], slot: usize) -> Option<(Connection, usize)> {
     let slot = slot % slots.len();
     let conn = slots[slot].live()?;
-    if slots.len() == 1 || conn.is_idle() {
+    let callers = conn.callers();
+    if slots.len() == 1 || callers == 0 || callers >= slots.len() {
         return Some((conn, slot));
     }
     let idle = (1..slots.len())
