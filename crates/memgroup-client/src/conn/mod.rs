@@ -35,10 +35,11 @@
 //! produces.
 //!
 //! The requests in flight per connection are capped: the state counts the
-//! callers holding a place (under the lock it takes anyway, so a request
-//! touches no shared counter of its own), and callers beyond the cap wait
-//! (inside their timeout) for a reply to free one, instead of growing queues
-//! without bound.
+//! callers holding a place (under the lock it takes anyway), and callers
+//! beyond the cap wait (inside their timeout) for a reply to free one,
+//! instead of growing queues without bound. The state also adds each change
+//! of that count to its slot's atomic, which the pool reads without a lock
+//! to prefer an idle connection at light load.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,8 +126,8 @@ struct Shared {
     /// Set when the state closes, readable without the lock: writers stop
     /// writing at once, so nothing is sent after callers were told it failed.
     failed: AtomicBool,
-    /// The callers holding a place, as the state counts them
-    /// ([`State::busy`]): whether the connection is idle, without the lock.
+    /// The callers holding a place on the slot's connections, as their
+    /// states add them up ([`State::busy`]): read without the lock.
     busy: Arc<std::sync::atomic::AtomicUsize>,
     /// Wakes a caller waiting for a place (the cap on callers in flight,
     /// counted by the state) when a reply frees one, and all of them when the
@@ -222,14 +223,19 @@ fn log_close(error: &Error) {
 
 impl Connection {
     /// Connects to `server` (`host:port`) within the connect timeout.
+    /// `callers` is where its count of callers holding a place is added up
+    /// ([`Connection::callers`]): its slot's, shared with the connections
+    /// the slot held before.
     pub(crate) async fn connect(
         server: &str,
         settings: &ConnSettings,
         counters: Arc<ServerCounters>,
+        callers: Arc<std::sync::atomic::AtomicUsize>,
     ) -> Result<Connection, Error> {
         let transport = open(server, settings).await?.into_transport();
         let mut state = State::new(settings.max_batches, settings.merge_gets)
-            .with_max_callers(settings.max_in_flight);
+            .with_max_callers(settings.max_in_flight)
+            .with_busy(callers);
         if transport.is_tls() {
             state = state.with_max_unanswered_bytes(TLS_MAX_UNANSWERED_BYTES);
         }
@@ -272,16 +278,10 @@ impl Connection {
         self.inner.shared.failed.load(Ordering::Acquire)
     }
 
-    /// Whether no caller holds a place on the connection (nothing queued,
-    /// nothing awaiting a reply) and it has not failed: two loads, no lock,
-    /// so a pool may ask it of every connection of a server per request.
-    pub(crate) fn is_idle(&self) -> bool {
-        !self.inner.shared.failed.load(Ordering::Acquire) && self.callers() == 0
-    }
-
     /// The callers holding a place on the connection (see
-    /// [`State::callers`]), read without the lock: it may lag a change
-    /// another thread is making.
+    /// [`State::callers`]), with those of connections its slot held before
+    /// that still have requests in flight, read without the lock: it may lag
+    /// a change another thread is making.
     pub(crate) fn callers(&self) -> usize {
         self.inner.shared.busy.load(Ordering::Relaxed)
     }

@@ -69,7 +69,7 @@
 //! 10. `callers` counts the callers of the waiters (a merged `get` each of
 //!     its callers), answered or timed out, and stays within the cap: a place
 //!     is freed only when its reply is read (or the connection fails).
-//!     `busy` holds the same count, for readers without the lock.
+//!     It is added to `busy` as it changes, for readers without the lock.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -300,8 +300,10 @@ pub(crate) struct State {
     /// Callers holding a place (see [`State::callers`]): at most
     /// `max_callers`, beyond which callers wait for one.
     callers: usize,
-    /// `callers`, mirrored after every change for readers without the lock
-    /// (the pool, preferring an idle connection: [`State::busy`]).
+    /// Where each change of `callers` is added too, for readers without
+    /// the lock (the pool, preferring an idle connection): the connection's
+    /// own count, or its slot's, shared by every connection the slot holds
+    /// in turn ([`State::with_busy`]).
     busy: Arc<AtomicUsize>,
     max_callers: usize,
     /// Callers waiting for a place.
@@ -340,6 +342,16 @@ impl State {
             room_waiting: 0,
             room_wakes: 0,
         }
+    }
+
+    /// Adds the changes of [`State::callers`] to `busy` too (from a state
+    /// with no callers yet): a slot's count, summing the callers of every
+    /// connection it has held, so that one closed with requests still on
+    /// it is counted until they are answered or failed.
+    pub(crate) fn with_busy(mut self, busy: Arc<AtomicUsize>) -> State {
+        debug_assert_eq!(self.callers, 0, "set before any request");
+        self.busy = busy;
+        self
     }
 
     /// Caps the callers in flight (see [`State::queue`]): beyond, a caller
@@ -407,7 +419,7 @@ impl State {
                     _ => None,
                 };
                 self.callers += 1;
-                self.busy.store(self.callers, Ordering::Relaxed);
+                self.busy.fetch_add(1, Ordering::Relaxed);
                 let refused = match single {
                     Some((cas, key)) => self.join_open(cas, key, tx, deadline),
                     None => Some(tx),
@@ -475,9 +487,10 @@ impl State {
         self.callers
     }
 
-    /// [`State::callers`] as an atomic the state keeps equal to it: read
-    /// without the lock, it may lag a change another thread is making, which
-    /// is enough for choosing an idle connection.
+    /// Where the state adds its changes of [`State::callers`] (see
+    /// [`State::with_busy`]): read without the lock, it may lag a change
+    /// another thread is making, which is enough for choosing an idle
+    /// connection.
     pub(crate) fn busy(&self) -> Arc<AtomicUsize> {
         self.busy.clone()
     }
@@ -837,7 +850,7 @@ impl State {
         let mut next = Next::Nothing;
         let freed = waiter.reply.as_ref().map_or(0, Reply::callers);
         self.callers -= freed;
-        self.busy.store(self.callers, Ordering::Relaxed);
+        self.busy.fetch_sub(freed, Ordering::Relaxed);
         self.answered += freed;
         // Callers waiting for a place: one woken per place freed.
         self.room_wakes += freed.min(self.room_waiting.saturating_sub(self.room_wakes));
@@ -876,8 +889,8 @@ impl State {
         self.out = BytesMut::new();
         // Every place is free; the driver wakes those waiting for one, who
         // find the connection closed.
+        self.busy.fetch_sub(self.callers, Ordering::Relaxed);
         self.callers = 0;
-        self.busy.store(0, Ordering::Relaxed);
         self.room_wakes = 0;
         self.waiters.drain(..).filter_map(|w| w.reply).collect()
     }

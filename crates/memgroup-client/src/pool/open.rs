@@ -49,7 +49,8 @@ impl Pool {
         }
         let counters = snap.counters(server).clone();
         let was_down = self.dead.lock().failures(server) > 0;
-        let opened = Connection::connect(name, snap.settings(server), counters).await;
+        let opened =
+            Connection::connect(name, snap.settings(server), counters, entry.callers.clone()).await;
         // A server coming back from its backoff must answer before it takes
         // requests: a stopped process still accepts connections (the
         // kernel's backlog), so a connect proves nothing.

@@ -1,5 +1,8 @@
 //! One connection slot, and the choice among a server's slots.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use parking_lot::Mutex;
 
 use crate::conn::Connection;
@@ -16,6 +19,10 @@ pub(crate) struct Slot {
     /// The server refused the last login: during the backoff callers get
     /// this error, not a generic "server dead", so the cause stays visible.
     pub(super) refused: Mutex<Option<Error>>,
+    /// The callers holding a place on the slot's connections (the one open
+    /// and any closed one still answering), added up by their states: the
+    /// slot's load, read without a lock.
+    pub(super) callers: Arc<AtomicUsize>,
 }
 
 impl Slot {
@@ -40,36 +47,43 @@ impl Slot {
 }
 
 /// The connection of `slots[slot]` if it is open, with the slot serving:
-/// when the server has several slots and this one's connection is busy, but
-/// with fewer callers than the server has slots, an idle open connection of
-/// another of its slots (the first after `slot`) serves instead.
+/// at light load (the server's slots hold fewer callers than it has slots),
+/// when this slot's connection is busy, an idle open connection of another
+/// of its slots (the first after `slot`) serves instead.
 ///
 /// Rotating slots alone let callers meet on one connection while another
 /// sat idle: at 4 callers and a pool of 4, a request often queued behind
 /// another's (and the reply went through the reader task) while a
 /// connection had nothing to do. Taking an idle one gives each caller a
 /// connection of its own at light load, where a lone caller writes its
-/// request and reads its reply without a task switch. Under load (as many
-/// callers on this connection as the server has connections, or more)
-/// another is seldom idle, so the rotation's slot serves without a look at
-/// the others: load still spreads evenly, and concurrent `get`s still merge.
-/// Only the connection changes: the request still goes to the same server,
-/// once.
-pub(super) fn pick(slots: &[std::sync::Arc<Slot>], slot: usize) -> Option<(Connection, usize)> {
+/// request and reads its reply without a task switch. Under load the
+/// rotation's slot serves: load spreads evenly, and concurrent `get`s still
+/// merge into a few long commands (sending each to an idle connection as
+/// one frees up cost a tenth of the throughput at 32 callers on 4
+/// connections). Only the connection changes: the request still goes to
+/// the same server, once.
+pub(super) fn pick(slots: &[Arc<Slot>], slot: usize) -> Option<(Connection, usize)> {
     let slot = slot % slots.len();
     let conn = slots[slot].live()?;
-    let callers = conn.callers();
-    if slots.len() == 1 || callers == 0 || callers >= slots.len() {
+    if slots.len() == 1 || conn.callers() == 0 {
+        return Some((conn, slot));
+    }
+    let held: usize = slots
+        .iter()
+        .map(|s| s.callers.load(Ordering::Relaxed))
+        .sum();
+    if held >= slots.len() {
         return Some((conn, slot));
     }
     let idle = (1..slots.len())
         .map(|step| (slot + step) % slots.len())
+        .filter(|&other| slots[other].callers.load(Ordering::Relaxed) == 0)
         .find_map(|other| {
             let found = slots[other]
                 .conn
                 .lock()
                 .as_ref()
-                .filter(|c| c.is_idle() && !c.is_closed())
+                .filter(|c| !c.is_closed())
                 .cloned();
             found.map(|c| (c, other))
         });
