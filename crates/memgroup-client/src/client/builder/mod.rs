@@ -236,8 +236,8 @@ impl ClientBuilder {
     /// Connections per server in every group (EVCache's poolSize; default 1:
     /// one pipelined connection carries many requests at once). A write
     /// still goes to exactly one of them per group. Requests take the
-    /// connections in turn, and an idle one over a busy one: at light load
-    /// each caller has a connection to itself.
+    /// connections in turn, and at light load an idle one over a busy one,
+    /// so each caller has a connection to itself.
     pub fn pool_size(mut self, size: usize) -> Self {
         self.overrides.pool_size = Some(size);
         self
