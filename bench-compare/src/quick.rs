@@ -16,7 +16,8 @@
 //! `COMPARE_PEERS=NAME[,NAME…]` runs only those clients (`seq`, `multi` and in-flight rows;
 //! an in-flight row's names as printed, `memgroup` for memgroup's default row).
 //! After the medians, each row prints memgroup's ratios to every other client
-//! measured in the same rounds, round by round (see [`paired`]): a ratio taken
+//! measured in the same rounds (and decoding ÷ raw, TLS ÷ plaintext), round
+//! by round (see [`paired`]): a ratio taken
 //! within one round sees the machine as both clients saw it, so it moves far
 //! less between runs than a ratio of two medians taken minutes apart. For a
 //! verdict on one target, run memgroup and the one peer alone, in short
@@ -75,37 +76,43 @@ fn base_of<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
     })
 }
 
-/// memgroup ÷ each other client, round by round: throughput and client CPU
-/// per op, as the median with the quartiles and the extremes over the
-/// rounds. Rounds alternate the clients, so each round's two runs sit next
-/// to each other in time and share the machine's state; the ratio within a
-/// round cancels most of what moves a row between runs. Servers' lines and
-/// memgroup's own variants are not set against memgroup.
+/// Ratios taken round by round: memgroup ÷ each other client, and two of
+/// memgroup's own variants ÷ the run they vary (decoding values ÷ raw, TLS ÷
+/// plaintext): throughput and client CPU per op, as the median with the
+/// quartiles and the extremes over the rounds. Rounds alternate the
+/// clients, so each round's runs sit next to each other in time and share
+/// the machine's state; the ratio within a round cancels most of what moves
+/// a row between runs. Servers' lines are not set against anything.
 fn paired(results: &[(&str, Vec<(f64, f64)>)]) {
     let names: Vec<&str> = results.iter().map(|(n, _)| *n).collect();
+    let rounds = |name: &str| results.iter().find(|(n, _)| *n == name).map(|(_, r)| r);
     let mut header = false;
-    for (name, peer) in results {
-        if name.starts_with("memgroup") || name.starts_with("  its") {
-            continue;
-        }
-        let Some(base) = base_of(name, &names) else {
+    for &name in &names {
+        // (subject, reference): what is divided by what.
+        let pair = match name {
+            "memgroup decode" => Some(("memgroup decode", "memgroup")),
+            "memgroup, TLS" => Some(("memgroup, TLS", "memgroup, plaintext")),
+            n if n.starts_with("memgroup") || n.starts_with("  its") => None,
+            n => base_of(n, &names).map(|base| (base, n)),
+        };
+        let Some((subject, reference)) = pair else {
             continue;
         };
-        let Some((_, mine)) = results.iter().find(|(n, _)| *n == base) else {
+        let (Some(top), Some(bottom)) = (rounds(subject), rounds(reference)) else {
             continue;
         };
-        if mine.len() != peer.len() || mine.is_empty() {
+        if top.len() != bottom.len() || top.is_empty() {
             continue;
         }
         if !header {
             println!(
-                "paired, memgroup ÷ peer per round: median [quartiles] (extremes), {} rounds",
-                mine.len()
+                "paired, per round: median [quartiles] (extremes), {} rounds",
+                top.len()
             );
             header = true;
         }
         let ratios = |f: fn(&(f64, f64)) -> f64| {
-            let mut r: Vec<f64> = mine.iter().zip(peer).map(|(m, p)| f(m) / f(p)).collect();
+            let mut r: Vec<f64> = top.iter().zip(bottom).map(|(t, b)| f(t) / f(b)).collect();
             r.sort_by(f64::total_cmp);
             format!(
                 "{:.3} [{:.3}–{:.3}] ({:.3}–{:.3})",
@@ -117,7 +124,7 @@ fn paired(results: &[(&str, Vec<(f64, f64)>)]) {
             )
         };
         println!(
-            "  {base} ÷ {name}: ops/s {}   CPU/op {}",
+            "  {subject} ÷ {reference}: ops/s {}   CPU/op {}",
             ratios(|r| r.0),
             ratios(|r| r.1)
         );
@@ -163,8 +170,10 @@ pub(crate) fn run(rows: &str, secs: Duration) {
     let alone = std::env::var("COMPARE_PEERS").as_deref() == Ok("0");
     // `COMPARE_PEERS=NAME[,NAME…]`: those clients alone (in the `seq` row too).
     let only = std::env::var("COMPARE_PEERS").unwrap_or_default();
-    let only: Vec<&str> = only.split(',').filter(|n| n.len() >= 2).collect();
-    let runs = |name: &str| only.is_empty() || only.contains(&name);
+    // A name between commas (one of them may hold a comma itself: "one-socket
+    // floor, merged").
+    let listed = format!(",{only},");
+    let runs = |name: &str| only.len() < 2 || listed.contains(&format!(",{name},"));
     for row in rows.split(',') {
         let mut results: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
         let mut push = |name, r| match results.iter_mut().find(|(n, _)| *n == name) {
