@@ -343,7 +343,11 @@ impl Pool {
         server: ServerId,
         slot: usize,
     ) -> Option<(Connection, usize)> {
-        slot::pick(&snap.slots[server.0], slot)
+        match &snap.slots[server.0][..] {
+            // One connection per server (the default): nothing to choose.
+            [only] => only.live().map(|conn| (conn, 0)),
+            slots => slot::pick(slots, slot),
+        }
     }
 
     /// The connection of a slot, opening it if needed (unless the server is

@@ -61,11 +61,11 @@ impl Slot {
 /// merge into a few long commands (sending each to an idle connection as
 /// one frees up cost a tenth of the throughput at 32 callers on 4
 /// connections). Only the connection changes: the request still goes to
-/// the same server, once.
+/// the same server, once. `slots` holds two or more.
 pub(super) fn pick(slots: &[Arc<Slot>], slot: usize) -> Option<(Connection, usize)> {
     let slot = slot % slots.len();
     let conn = slots[slot].live()?;
-    if slots.len() == 1 || conn.callers() == 0 {
+    if conn.callers() == 0 {
         return Some((conn, slot));
     }
     let held: usize = slots
