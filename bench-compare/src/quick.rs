@@ -16,7 +16,8 @@
 //! `COMPARE_PEERS=NAME[,NAME…]` runs only those clients (`seq`, `multi` and in-flight rows;
 //! an in-flight row's names as printed, `memgroup` for memgroup's default row).
 //! After the medians, each row prints memgroup's ratios to every other client
-//! measured in the same rounds (and decoding ÷ raw, TLS ÷ plaintext), round
+//! measured in the same rounds (and its variants ÷ its default row, TLS ÷
+//! plaintext), round
 //! by round (see [`paired`]): a ratio taken
 //! within one round sees the machine as both clients saw it, so it moves far
 //! less between runs than a ratio of two medians taken minutes apart. For a
@@ -76,9 +77,9 @@ fn base_of<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
     })
 }
 
-/// Ratios taken round by round: memgroup ÷ each other client, and two of
-/// memgroup's own variants ÷ the run they vary (decoding values ÷ raw, TLS ÷
-/// plaintext): throughput and client CPU per op, as the median with the
+/// Ratios taken round by round: memgroup ÷ each other client, and
+/// memgroup's own variants ÷ the run they vary (decoding values, no merging
+/// and a pool of 4 ÷ memgroup's default; TLS ÷ plaintext): throughput and client CPU per op, as the median with the
 /// quartiles and the extremes over the rounds. Rounds alternate the
 /// clients, so each round's runs sit next to each other in time and share
 /// the machine's state; the ratio within a round cancels most of what moves
@@ -90,7 +91,9 @@ fn paired(results: &[(&str, Vec<(f64, f64)>)]) {
     for &name in &names {
         // (subject, reference): what is divided by what.
         let pair = match name {
-            "memgroup decode" => Some(("memgroup decode", "memgroup")),
+            "memgroup decode" | "memgroup no merging" | "memgroup pool 4" => {
+                Some((name, "memgroup"))
+            }
             "memgroup, TLS" => Some(("memgroup, TLS", "memgroup, plaintext")),
             n if n.starts_with("memgroup") || n.starts_with("  its") => None,
             n => base_of(n, &names).map(|base| (base, n)),
