@@ -126,9 +126,6 @@ struct Shared {
     /// Set when the state closes, readable without the lock: writers stop
     /// writing at once, so nothing is sent after callers were told it failed.
     failed: AtomicBool,
-    /// The callers holding a place on the slot's connections, as their
-    /// states add them up ([`State::busy`]): read without the lock.
-    busy: Arc<std::sync::atomic::AtomicUsize>,
     /// Wakes a caller waiting for a place (the cap on callers in flight,
     /// counted by the state) when a reply frees one, and all of them when the
     /// connection fails.
@@ -224,8 +221,8 @@ fn log_close(error: &Error) {
 impl Connection {
     /// Connects to `server` (`host:port`) within the connect timeout.
     /// `callers` is where its count of callers holding a place is added up
-    /// ([`Connection::callers`]): its slot's, shared with the connections
-    /// the slot held before.
+    /// ([`State::with_busy`]): its slot's, shared with the connections the
+    /// slot held before.
     pub(crate) async fn connect(
         server: &str,
         settings: &ConnSettings,
@@ -239,7 +236,6 @@ impl Connection {
         if transport.is_tls() {
             state = state.with_max_unanswered_bytes(TLS_MAX_UNANSWERED_BYTES);
         }
-        let busy = state.busy();
         let shared = Arc::new(Shared {
             server: server.into(),
             state: Mutex::new(state),
@@ -252,7 +248,6 @@ impl Connection {
             }),
             transport,
             failed: AtomicBool::new(false),
-            busy,
             room: Notify::new(),
             counters,
         });
@@ -276,14 +271,6 @@ impl Connection {
     /// Whether the connection has failed (without checking an idle one).
     pub(crate) fn is_failed(&self) -> bool {
         self.inner.shared.failed.load(Ordering::Acquire)
-    }
-
-    /// The callers holding a place on the connection (see
-    /// [`State::callers`]), with those of connections its slot held before
-    /// that still have requests in flight, read without the lock: it may lag
-    /// a change another thread is making.
-    pub(crate) fn callers(&self) -> usize {
-        self.inner.shared.busy.load(Ordering::Relaxed)
     }
 
     /// Requests written and awaiting a reply, and requests queued.

@@ -347,7 +347,9 @@ impl State {
     /// Adds the changes of [`State::callers`] to `busy` too (from a state
     /// with no callers yet): a slot's count, summing the callers of every
     /// connection it has held, so that one closed with requests still on
-    /// it is counted until they are answered or failed.
+    /// it is counted until they are answered or failed. Read without the
+    /// lock, it may lag a change another thread is making, which is enough
+    /// for choosing an idle connection.
     pub(crate) fn with_busy(mut self, busy: Arc<AtomicUsize>) -> State {
         debug_assert_eq!(self.callers, 0, "set before any request");
         self.busy = busy;
@@ -485,14 +487,6 @@ impl State {
     /// merged `get` counting each of its callers), answered or timed out.
     pub(crate) fn callers(&self) -> usize {
         self.callers
-    }
-
-    /// Where the state adds its changes of [`State::callers`] (see
-    /// [`State::with_busy`]): read without the lock, it may lag a change
-    /// another thread is making, which is enough for choosing an idle
-    /// connection.
-    pub(crate) fn busy(&self) -> Arc<AtomicUsize> {
-        self.busy.clone()
     }
 
     /// A caller told to wait for a place ([`State::queue`] gave `None`) stops

@@ -65,7 +65,7 @@ impl Slot {
 pub(super) fn pick(slots: &[Arc<Slot>], slot: usize) -> Option<(Connection, usize)> {
     let slot = slot % slots.len();
     let conn = slots[slot].live()?;
-    if conn.callers() == 0 {
+    if slots[slot].callers.load(Ordering::Relaxed) == 0 {
         return Some((conn, slot));
     }
     let held: usize = slots
