@@ -13,17 +13,16 @@
 //! (what one connection does with no client around it). `COMPARE_ROUNDS` (default
 //! 5) rounds of `COMPARE_SECS` seconds each. `COMPARE_PEERS=0` runs memgroup
 //! alone in the `seq` and in-flight rows (to profile it);
-//! `COMPARE_PEERS=NAME[,NAME…]` runs only those clients (`seq`, `multi` and in-flight rows;
-//! an in-flight row's names as printed, `memgroup` for memgroup's default row).
-//! After the medians, each row prints memgroup's ratios to every other client
-//! measured in the same rounds (and its variants ÷ its default row, TLS ÷
-//! plaintext), round
-//! by round (see [`paired`]): a ratio taken
-//! within one round sees the machine as both clients saw it, so it moves far
-//! less between runs than a ratio of two medians taken minutes apart. For a
-//! verdict on one target, run memgroup and the one peer alone, in short
-//! rounds: `COMPARE_PEERS=memgroup,memcache-async COMPARE_SECS=1
-//! COMPARE_ROUNDS=21`. `COMPARE_SIZES=1` prints the sizes of
+//! `COMPARE_PEERS=NAME[,NAME…]` runs only those clients (`seq`, `multi` and
+//! in-flight rows; an in-flight row's names as printed, `memgroup` for
+//! memgroup's default row). After the medians, each row prints memgroup's
+//! ratios to every other client measured in the same rounds (and its
+//! variants ÷ its default row, TLS ÷ plaintext), round by round (see
+//! [`paired`]): a ratio taken within one round sees the machine as both
+//! clients saw it, so it moves far less between runs than a ratio of two
+//! medians taken minutes apart. For a verdict on one target, run memgroup
+//! and the one peer alone, in short rounds: `COMPARE_PEERS=memgroup,memcache-async
+//! COMPARE_SECS=1 COMPARE_ROUNDS=21`. `COMPARE_SIZES=1` prints the sizes of
 //! memgroup's `get`, `set` and `get_multi` futures instead (each move of a
 //! future copies it).
 
@@ -79,8 +78,9 @@ fn base_of<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
 
 /// Ratios taken round by round: memgroup ÷ each other client, and
 /// memgroup's own variants ÷ the run they vary (decoding values, no merging
-/// and a pool of 4 ÷ memgroup's default; TLS ÷ plaintext): throughput and client CPU per op, as the median with the
-/// quartiles and the extremes over the rounds. Rounds alternate the
+/// and a pool of 4 ÷ memgroup's default; TLS ÷ plaintext): throughput and
+/// client CPU per op, as the median with the quartiles and the extremes
+/// over the rounds. Rounds alternate the
 /// clients, so each round's runs sit next to each other in time and share
 /// the machine's state; the ratio within a round cancels most of what moves
 /// a row between runs. Servers' lines are not set against anything.
