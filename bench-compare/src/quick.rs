@@ -187,69 +187,96 @@ pub(crate) fn run(rows: &str, secs: Duration) {
             eprintln!("{row}: round {} / {rounds} …", round + 1);
             match row {
                 "seq" => {
-                    if runs("memgroup") {
-                        let mg = memgroup_client(&rt, &[one], 1);
-                        let (c, k) = (mg.clone(), keys.clone());
-                        push(
-                            "memgroup get",
-                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-                                c.get(&k[i % KEYS]).await.unwrap().expect("hit").value.len()
-                            ))),
-                        );
-                        let (c, k) = (mg.clone(), keys.clone());
-                        push(
-                            "memgroup set",
-                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
-                                c.set(&k[i % KEYS], &VALUE[..], 0).await.unwrap().applied()
-                            ))),
-                        );
-                    }
-                    if alone {
-                        continue;
-                    }
-                    if runs("memcache-async") {
-                        let (mut c, k) = (memcache_async_client(&rt, one), keys.clone());
-                        push(
-                            "memcache-async get",
-                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-                                c.get(&k[i % KEYS]).await.expect("get").len()
-                            ))),
-                        );
-                    }
-                    if runs("tokio floor") {
-                        // What any tokio client pays at least: one write and
-                        // reads until the reply's end on a bare socket, no
-                        // parsing beyond the value's length.
-                        let (mut raw, k) = (raw_socket(&rt, one), keys.clone());
-                        push(
-                            "tokio floor get",
-                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
-                                raw.get(&k[i % KEYS]).await
-                            ))),
-                        );
-                        let (mut raw, k) = (raw_socket(&rt, one), keys.clone());
-                        push(
-                            "tokio floor set",
-                            lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| raw
-                                .set(&k[i % KEYS])
-                                .await)),
-                        );
-                    }
-                    if runs("memcached-rs") {
-                        let mut mr = memcached_rs_client(&[one]);
-                        push(
-                            "memcached-rs get",
-                            lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
-                                value_ok(mr.get(keys[i % KEYS].as_bytes()).expect("get").0.len())
-                            })),
-                        );
-                        push(
-                            "memcached-rs set",
-                            lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
-                                mr.set(keys[i % KEYS].as_bytes(), &VALUE[..], 0, 0)
-                                    .expect("set")
-                            })),
-                        );
+                    // Each client once a round, the order rotated round by round
+                    // (as the in-flight rows do), so that no client always runs
+                    // first or after the same one.
+                    for k in 0..4 {
+                        match (k + round) % 4 {
+                            0 => {
+                                if runs("memgroup") {
+                                    let mg = memgroup_client(&rt, &[one], 1);
+                                    let (c, k) = (mg.clone(), keys.clone());
+                                    push(
+                                        "memgroup get",
+                                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                                            c.get(&k[i % KEYS])
+                                                .await
+                                                .unwrap()
+                                                .expect("hit")
+                                                .value
+                                                .len()
+                                        ))),
+                                    );
+                                    let (c, k) = (mg.clone(), keys.clone());
+                                    push(
+                                        "memgroup set",
+                                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| assert!(
+                                            c.set(&k[i % KEYS], &VALUE[..], 0)
+                                                .await
+                                                .unwrap()
+                                                .applied()
+                                        ))),
+                                    );
+                                }
+                            }
+                            _ if alone => {}
+                            1 => {
+                                if runs("memcache-async") {
+                                    let (mut c, k) =
+                                        (memcache_async_client(&rt, one), keys.clone());
+                                    push(
+                                        "memcache-async get",
+                                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                                            c.get(&k[i % KEYS]).await.expect("get").len()
+                                        ))),
+                                    );
+                                }
+                            }
+                            2 => {
+                                if runs("tokio floor") {
+                                    // What any tokio client pays at least: one write and
+                                    // reads until the reply's end on a bare socket, no
+                                    // parsing beyond the value's length.
+                                    let (mut raw, k) = (raw_socket(&rt, one), keys.clone());
+                                    push(
+                                        "tokio floor get",
+                                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| value_ok(
+                                            raw.get(&k[i % KEYS]).await
+                                        ))),
+                                    );
+                                    let (mut raw, k) = (raw_socket(&rt, one), keys.clone());
+                                    push(
+                                        "tokio floor set",
+                                        lat(time_async!(rt, SEQ_WARMUP, SEQ_OPS, |i| raw
+                                            .set(&k[i % KEYS])
+                                            .await)),
+                                    );
+                                }
+                            }
+                            _ => {
+                                if runs("memcached-rs") {
+                                    let mut mr = memcached_rs_client(&[one]);
+                                    push(
+                                        "memcached-rs get",
+                                        lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                                            value_ok(
+                                                mr.get(keys[i % KEYS].as_bytes())
+                                                    .expect("get")
+                                                    .0
+                                                    .len(),
+                                            )
+                                        })),
+                                    );
+                                    push(
+                                        "memcached-rs set",
+                                        lat(time_sync(SEQ_WARMUP, SEQ_OPS, |i| {
+                                            mr.set(keys[i % KEYS].as_bytes(), &VALUE[..], 0, 0)
+                                                .expect("set")
+                                        })),
+                                    );
+                                }
+                            }
+                        }
                     }
                 }
                 "multi" => {
@@ -258,36 +285,70 @@ pub(crate) fn run(rows: &str, secs: Duration) {
                             .map(|b| keys[b * MULTI_KEYS..(b + 1) * MULTI_KEYS].to_vec())
                             .collect(),
                     );
-                    if runs("memgroup") {
-                        let mg = memgroup_client(&rt, &[one], 1);
-                        let b = batches.clone();
-                        push(
-                            "memgroup get_multi 100",
-                            lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-                                mg.get_multi(&b[i % b.len()]).await.unwrap().hit_count(),
-                                MULTI_KEYS
-                            ))),
-                        );
-                    }
-                    if runs("memcache-async") && !alone {
-                        let (mut c, b) = (memcache_async_client(&rt, one), batches.clone());
-                        push(
-                            "memcache-async get_multi",
-                            lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-                                c.get_multi(&b[i % b.len()]).await.expect("multi").len(),
-                                MULTI_KEYS
-                            ))),
-                        );
-                    }
-                    if runs("async-memcached") && !alone {
-                        let (mut c, b) = (crate::async_memcached_client(&rt, one), batches.clone());
-                        push(
-                            "async-memcached get_multi",
-                            lat(time_async!(rt, MULTI_WARMUP, MULTI_CALLS, |i| assert_eq!(
-                                c.get_multi(&b[i % b.len()]).await.unwrap().len(),
-                                MULTI_KEYS
-                            ))),
-                        );
+                    // Each client once a round, the order rotated as in `seq`.
+                    for k in 0..3 {
+                        match (k + round) % 3 {
+                            0 => {
+                                if runs("memgroup") {
+                                    let mg = memgroup_client(&rt, &[one], 1);
+                                    let b = batches.clone();
+                                    push(
+                                        "memgroup get_multi 100",
+                                        lat(time_async!(
+                                            rt,
+                                            MULTI_WARMUP,
+                                            MULTI_CALLS,
+                                            |i| assert_eq!(
+                                                mg.get_multi(&b[i % b.len()])
+                                                    .await
+                                                    .unwrap()
+                                                    .hit_count(),
+                                                MULTI_KEYS
+                                            )
+                                        )),
+                                    );
+                                }
+                            }
+                            1 => {
+                                if runs("memcache-async") && !alone {
+                                    let (mut c, b) =
+                                        (memcache_async_client(&rt, one), batches.clone());
+                                    push(
+                                        "memcache-async get_multi",
+                                        lat(time_async!(
+                                            rt,
+                                            MULTI_WARMUP,
+                                            MULTI_CALLS,
+                                            |i| assert_eq!(
+                                                c.get_multi(&b[i % b.len()])
+                                                    .await
+                                                    .expect("multi")
+                                                    .len(),
+                                                MULTI_KEYS
+                                            )
+                                        )),
+                                    );
+                                }
+                            }
+                            _ => {
+                                if runs("async-memcached") && !alone {
+                                    let (mut c, b) =
+                                        (crate::async_memcached_client(&rt, one), batches.clone());
+                                    push(
+                                        "async-memcached get_multi",
+                                        lat(time_async!(
+                                            rt,
+                                            MULTI_WARMUP,
+                                            MULTI_CALLS,
+                                            |i| assert_eq!(
+                                                c.get_multi(&b[i % b.len()]).await.unwrap().len(),
+                                                MULTI_KEYS
+                                            )
+                                        )),
+                                    );
+                                }
+                            }
+                        }
                     }
                 }
                 tls if tls.starts_with("tls") => {
