@@ -78,14 +78,6 @@ pub(super) fn pick(slots: &[Arc<Slot>], slot: usize) -> Option<(Connection, usiz
     let idle = (1..slots.len())
         .map(|step| (slot + step) % slots.len())
         .filter(|&other| slots[other].callers.load(Ordering::Relaxed) == 0)
-        .find_map(|other| {
-            let found = slots[other]
-                .conn
-                .lock()
-                .as_ref()
-                .filter(|c| !c.is_closed())
-                .cloned();
-            found.map(|c| (c, other))
-        });
+        .find_map(|other| slots[other].live().map(|c| (c, other)));
     Some(idle.unwrap_or((conn, slot)))
 }
