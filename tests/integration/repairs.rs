@@ -226,3 +226,56 @@ async fn an_outcome_lists_its_groups_in_the_topologys_order_however_they_answer(
     assert_eq!(groups, [("sg1", true), ("sg2", true)], "{outcome:?}");
     assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"v2"[..]));
 }
+
+/// The soak's divergent key (`versions [64, 63]`): a write handed to a
+/// stalled server and then cut off when the server was marked down (three
+/// timeouts in a row abort what waits on its connections) counted as a
+/// known miss, so a later write applied there superseded its repair; the
+/// old bytes, still in the server's socket, could land after that later
+/// write and stay. Cut off after it was handed over, its outcome is
+/// unknown: the repair stands, and its confirming pass removes the late
+/// copy.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_write_cut_off_by_its_server_going_down_may_still_land_and_stays_repaired() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, client) = cluster();
+    client.set("k", "v62", 0).await.unwrap();
+    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    sg2.stop();
+    // Three writes wait on the stalled server; half a timeout later, k's.
+    for key in ["a", "b", "c"] {
+        client.set(key, "x", 0).await.unwrap();
+    }
+    tokio::time::advance(TIMEOUT / 2).await;
+    let outcome = client.set("k", "v63", 0).await.unwrap();
+    assert_eq!(outcome.pending, [Arc::from("sg2")], "{outcome:?}");
+    // The first three time out, marking sg2 down: k's part is cut off.
+    tokio::time::advance(TIMEOUT / 2).await;
+    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    assert_eq!(client.status().repairs.pending, 4);
+    sg2.resume();
+    // Back after its backoff (a probe answered), the next write of k is
+    // applied there.
+    advance_until(BACKOFF + 5 * TICK, || {
+        client
+            .status()
+            .servers
+            .iter()
+            .all(|s| matches!(s.state, ServerState::Up))
+    })
+    .await;
+    client.set("k", "v64", 0).await.unwrap();
+    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    assert_eq!(raw::get(sg2.addr(), b"k").as_deref(), Some(&b"v64"[..]));
+    // v63 lands late from the old socket, after v64.
+    raw::set(sg2.addr(), b"k", b"v63");
+    // Its repair was not superseded: the confirming pass removes it.
+    advance_until(GRACE + 5 * TICK, || client.status().repairs.pending == 0).await;
+    assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"v64"[..]));
+    assert_ne!(
+        raw::get(sg2.addr(), b"k").as_deref(),
+        Some(&b"v63"[..]),
+        "the late copy stayed"
+    );
+    client.close(Duration::ZERO).await.unwrap();
+}

@@ -117,9 +117,23 @@ pub struct Error {
     message: Arc<str>,
     server: Option<Arc<str>>,
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
-    /// The request was never sent: no connection to its server could be
-    /// opened. Sending it elsewhere cannot apply it twice.
-    unsent: bool,
+    /// Whether the failed request may have reached its server.
+    delivery: Delivery,
+}
+
+/// Whether a failed request may have reached its server: what tells a
+/// missed write (known not applied) from one whose outcome is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// Not said: an error of no request (a bad key, a configuration).
+    Unmarked,
+    /// Never sent: no connection to its server could be opened, or the
+    /// server was passed over. Sending it elsewhere cannot apply it twice.
+    Unsent,
+    /// Handed to a connection and not answered: its bytes may be in the
+    /// server's socket (a stalled server applies them when it resumes), so
+    /// it may have been applied, or may be applied later.
+    Handed,
 }
 
 impl Error {
@@ -129,21 +143,40 @@ impl Error {
             message: message.into().into(),
             server: None,
             source: None,
-            unsent: false,
+            delivery: Delivery::Unmarked,
         }
     }
 
     /// Marks the error of a request that was never sent (see
     /// [`Error::is_unsent`]).
     pub(crate) fn unsent(mut self) -> Error {
-        self.unsent = true;
+        self.delivery = Delivery::Unsent;
         self
     }
 
     /// Whether the request failed before any of it was sent (its server's
     /// connection could not be opened), so another server may take it.
     pub(crate) fn is_unsent(&self) -> bool {
-        self.unsent
+        self.delivery == Delivery::Unsent
+    }
+
+    /// Marks the error of a request handed to a connection and not
+    /// answered (see [`Error::may_have_applied`]).
+    pub(crate) fn handed(mut self) -> Error {
+        if self.delivery == Delivery::Unmarked {
+            self.delivery = Delivery::Handed;
+        }
+        self
+    }
+
+    /// Whether the failed request may have been applied all the same: it
+    /// was handed to a connection and no answer came (a timeout, a
+    /// connection that broke, a server marked down while it waited). A
+    /// stalled server applies such a request when it resumes, possibly
+    /// after later ones sent on another connection; a write that failed
+    /// this way has an unknown outcome, not a known miss.
+    pub fn may_have_applied(&self) -> bool {
+        self.delivery == Delivery::Handed
     }
 
     /// A configuration error found outside this crate (a cluster file a

@@ -79,7 +79,7 @@ impl Client {
         deadline: std::time::Instant,
     ) -> Result<Option<Response>, Error> {
         match self.exec_call(snap, target, request, deadline).await {
-            Some(result) => {
+            Call::Done(result) => {
                 if matches!(result, Ok(Some(_))) {
                     let counters = snap.counters(target.server);
                     counters.answered();
@@ -92,28 +92,35 @@ impl Client {
                         .transpose()
                 })
             }
-            None => {
+            Call::TimedOut { handed } => {
                 self.inner.pool.timed_out(snap, target.server);
-                Err(Error::new(
+                let error = Error::new(
                     ErrorKind::Timeout,
                     format!("operation timed out after {:?}", self.timeout),
                 )
-                .at(snap.name(target.server)))
+                .at(snap.name(target.server));
+                Err(if handed {
+                    error.handed()
+                } else {
+                    error.unsent()
+                })
             }
         }
     }
 
     /// [`Client::exec`]'s request on the target's connection; a broken
-    /// connection frees the slot and marks the server dead. `None` when
+    /// connection frees the slot and marks the server dead. Timed out when
     /// `deadline` passed first: opening the connection, or waiting for the
-    /// reply (the connection's timer says so: no timer per request).
+    /// reply (the connection's timer says so: no timer per request). An
+    /// error after the request was handed to the connection is marked so
+    /// ([`Error::may_have_applied`]): its bytes may reach the server.
     async fn exec_call(
         &self,
         snap: &Snapshot,
         target: Target,
         request: &Request<'_>,
         deadline: std::time::Instant,
-    ) -> Option<Result<Option<Response>, Error>> {
+    ) -> Call {
         let pool = &self.inner.pool;
         let (conn, slot) = match pool.live_connection(snap, target.server, target.slot) {
             Some(live) => live,
@@ -122,22 +129,32 @@ impl Client {
                 match tokio::time::timeout_at(deadline.into(), opening).await {
                     Ok(Ok(conn)) => (conn, target.slot),
                     // Nothing was sent: a write may go to another server.
-                    Ok(Err(e)) => return Some(Err(e.unsent())),
-                    Err(_) => return None,
+                    Ok(Err(e)) => return Call::Done(Err(e.unsent())),
+                    Err(_) => return Call::TimedOut { handed: false },
                 }
             }
         };
         match conn.call(request, deadline).await {
             // The only timeout a call reports: its deadline passed.
-            Err(e) if e.is_timeout() => None,
+            Err(e) if e.is_timeout() => Call::TimedOut { handed: true },
             Err(e) if e.is_connection() || e.is_protocol() => {
                 drop(conn);
                 pool.connection_failed(snap, target.server, slot, &e);
-                Some(Err(e))
+                Call::Done(Err(e.handed()))
             }
-            other => Some(other),
+            // Ended unanswered (the server marked down while it waited).
+            Err(e) => Call::Done(Err(e.handed())),
+            other => Call::Done(other),
         }
     }
+}
+
+/// How [`Client::exec_call`] ended.
+enum Call {
+    /// An answer, or an error.
+    Done(Result<Option<Response>, Error>),
+    /// The deadline passed; `handed`: after the request went to a connection.
+    TimedOut { handed: bool },
 }
 
 /// Turns error replies into errors.

@@ -31,9 +31,9 @@ impl Client {
         if repairs.capacity == 0 {
             return;
         }
-        // A write that timed out may sit in the server's socket; one sent to
+        // A write handed over and unanswered may sit in the server's socket; one sent to
         // a failover replacement (no error) or refused cannot land there.
-        let may_land = error.is_some_and(Error::is_timeout);
+        let may_land = error.is_some_and(Error::may_have_applied);
         let pushed = repairs.push(server, group, key, write, may_land, now());
         if pushed.dropped > 0 {
             repairs.dropped.fetch_add(pushed.dropped, Ordering::Relaxed);

@@ -5,8 +5,11 @@
 //! A group then holds the newest value or nothing, never the copy the missed
 //! write should have replaced.
 //!
-//! - **After the missed write could still land.** A timed-out `set` may sit
-//!   in a stalled server's socket and be applied when it resumes, after a
+//! - **After the missed write could still land.** A `set` handed to a
+//!   stalled server's connection and not answered — timed out, or cut off
+//!   when the server was marked down or the connection broke
+//!   ([`Error::may_have_applied`](crate::Error::may_have_applied)) — may sit
+//!   in the server's socket and be applied when it resumes, after a
 //!   delete sent on a new connection. So the repair of a timed-out write is
 //!   two deletes: one once the server answers again, and a confirming one a
 //!   grace period later ([`ClientBuilder::repair_grace`](crate::ClientBuilder::repair_grace)),
@@ -18,7 +21,7 @@
 //!   ([`inflight`]), and a miss that failed outright queues nothing when a
 //!   later write was applied there meanwhile. A write applied there later
 //!   supersedes a queued repair of an older one. Not so for a write that
-//!   timed out: it may still land from a stalled server's old socket after
+//!   may have been applied unanswered: it may still land from a stalled server's old socket after
 //!   the later write, so its repair stands and that server ends holding
 //!   nothing rather than the older value. The corner left: a repair's
 //!   delete in flight while a later write is applied (then it holds
@@ -138,7 +141,7 @@ struct Entry {
     /// with a higher number supersedes it.
     write: u64,
     due: Instant,
-    /// The missed write timed out: it may still be applied from a stalled
+    /// The missed write may have been applied (handed over, unanswered): it may still be applied from a stalled
     /// server's socket, so a later write does not supersede the repair and
     /// a second delete confirms it after the grace period.
     may_land: bool,
@@ -399,7 +402,7 @@ impl Repairs {
 
     /// A later write of `key` was applied on `server`: a repair for a missed
     /// write that cannot land any more is superseded (the server holds the
-    /// newest value) and counted as done. One whose write timed out is not:
+    /// newest value) and counted as done. One whose write may have been applied unanswered is not:
     /// that write may still land after the later one (from another
     /// connection of a server that was stalled), so the server ends with
     /// nothing rather than the older value.

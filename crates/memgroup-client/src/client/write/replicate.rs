@@ -402,7 +402,7 @@ impl Client {
             }
             return;
         }
-        let may_land = error.is_some_and(Error::is_timeout);
+        let may_land = error.is_some_and(Error::may_have_applied);
         if newest > number && !may_land {
             // A later write of the key was applied there meanwhile, and
             // this one cannot land after it.
