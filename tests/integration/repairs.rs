@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use memgroup::client::{Client, ServerState};
+use memgroup::client::{Client, GroupState, ServerState};
 
 use crate::support::{HeldClock, Memcached, advance_until, raw, two_zones};
 
@@ -40,12 +40,24 @@ async fn a_set_returns_at_its_policy_and_the_stalled_groups_copy_is_repaired() {
     let outcome = client.set("k", "v2", 0).await.unwrap();
     assert_eq!(started.elapsed(), Duration::ZERO);
     assert_eq!(outcome.pending, [Arc::from("sg2")], "{outcome:?}");
-    assert!(outcome.is_partial() && !outcome.is_complete());
+    // Pending is neither applied nor missed: not partial, not complete.
+    assert!(!outcome.is_partial() && !outcome.is_complete());
     assert_eq!(client.status().background_writes, 1);
     // The stalled group's part times out in the background: a repair.
     tokio::time::advance(TIMEOUT).await;
     advance_until(3 * TICK, || client.status().background_writes == 0).await;
     assert_eq!(client.status().repairs.pending, 1);
+    // The settled outcome has it: sent, not answered, so unknown.
+    let settled = outcome.settled().await;
+    assert!(settled.pending.is_empty(), "{settled:?}");
+    assert!(settled.is_partial() && !settled.is_complete());
+    assert_eq!(settled.unknown().collect::<Vec<_>>(), ["sg2"]);
+    let states: Vec<GroupState> = settled
+        .groups
+        .iter()
+        .map(memgroup::client::GroupOutcome::state)
+        .collect();
+    assert_eq!(states, [GroupState::Applied, GroupState::Unknown]);
     // A close cannot drain it while the server is stalled, and says so.
     let (closed, ()) = tokio::join!(
         client.close(Duration::from_millis(500)),
@@ -278,4 +290,74 @@ async fn a_write_cut_off_by_its_server_going_down_may_still_land_and_stays_repai
         "the late copy stayed"
     );
     client.close(Duration::ZERO).await.unwrap();
+}
+
+/// Healthy writes under the default wait (return at the policy, the other
+/// zone's reply coming in later): none is partial, and each settled outcome
+/// is complete, on two groups and on three.
+#[tokio::test]
+async fn healthy_writes_are_never_partial_and_settle_complete() {
+    for groups in [2, 3] {
+        let servers: Vec<Memcached> = (0..groups).map(|_| Memcached::spawn()).collect();
+        let list: Vec<String> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("sg{}={}", i + 1, s.addr_string()))
+            .collect();
+        let client = Client::builder()
+            .evcache_groups(&list.join(";"))
+            .unwrap()
+            .zone("sg1")
+            .build()
+            .unwrap();
+        let (mut pending, mut partial, mut incomplete) = (0, 0, 0);
+        for i in 0..1000 {
+            let outcome = client.set(format!("k{i}"), "v", 0).await.unwrap();
+            pending += usize::from(!outcome.pending.is_empty());
+            partial += usize::from(outcome.is_partial());
+            let settled = outcome.settled().await;
+            partial += usize::from(settled.is_partial());
+            incomplete += usize::from(!settled.is_complete() || !settled.pending.is_empty());
+        }
+        assert_eq!((partial, incomplete), (0, 0), "{groups} groups");
+        // The default wait does return before the other zones answer.
+        assert!(pending > 0, "{groups} groups: no write returned early");
+        for server in &servers {
+            assert_eq!(raw::stat(server.addr(), "cmd_set"), 1000);
+        }
+        client.close(Duration::from_secs(5)).await.unwrap();
+    }
+}
+
+/// `load` while a group's server is stalled: every write met its policy,
+/// but that group missed them, so the tool says which group and exits 3
+/// (it used to say `0 errors` and exit 0 with the zone's copies stale).
+#[test]
+fn load_during_a_stall_names_the_group_that_missed_and_exits_3() {
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    sg2.stop();
+    let out = crate::support::memgroup(&[
+        "--groups",
+        &groups,
+        "--zone",
+        "sg1",
+        "--timeout-ms",
+        "200",
+        "load",
+        "--count",
+        "40",
+    ]);
+    sg2.resume();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(stdout.contains("(0 errors, 40 partly)"), "{stdout}");
+    assert!(
+        stderr.contains("group sg2 missed or did not answer 40 of the writes"),
+        "{stderr}"
+    );
+    assert_eq!(raw::stat(sg1.addr(), "cmd_set"), 40);
 }

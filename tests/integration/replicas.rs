@@ -170,29 +170,38 @@ fn the_arbiter_can_be_named_in_the_file_or_by_flag() {
 }
 
 /// The tool's lines for a conditional write say which group decided and
-/// which was only cleared: a `replace` of a missing key is "not stored: no
-/// such key" at the arbiter, and the other group, whose stale copy was
-/// deleted, does not read as if it had stored the value.
+/// which was only cleared: an `add` the arbiter applies clears the other
+/// group's copy (a stale one, written outside memgroup), which does not
+/// read as if it had stored the value; a `replace` of a missing key is "not
+/// stored: no such key" at the arbiter and touches no other group.
 #[test]
 fn the_tool_tells_the_deciding_group_from_the_cleared_one() {
     let (sg1, sg2, groups) = two_groups();
     raw::set(sg2.addr(), b"r", b"stale");
-    let out = memgroup(&["--groups", &groups, "replace", "r", "new"]);
+    let out = memgroup(&["--groups", &groups, "add", "r", "new"]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    let line = |group: &str| {
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let line = |text: &str, group: &str| {
         text.lines()
             .find(|l| l.starts_with(&format!("r: {group} ")))
             .unwrap_or_else(|| panic!("no line for {group}: {text}"))
             .to_string()
     };
-    assert!(line("sg1").ends_with(": not stored: no such key"), "{text}");
+    assert!(line(&text, "sg1").ends_with(": ok"), "{text}");
     assert!(
-        line("sg2").ends_with(": copy cleared (the arbiter group decides)"),
+        line(&text, "sg2").ends_with(": copy cleared (the arbiter group decides)"),
         "{text}"
     );
-    assert_eq!(raw::get(sg1.addr(), b"r"), None);
+    assert_eq!(raw::get(sg1.addr(), b"r").as_deref(), Some(&b"new"[..]));
     assert_eq!(raw::get(sg2.addr(), b"r"), None);
+    raw::set(sg2.addr(), b"r2", b"stale");
+    let out = memgroup(&["--groups", &groups, "replace", "r2", "new"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let line = line(&text.replace("r2:", "r:"), "sg1");
+    assert!(line.ends_with(": not stored: no such key"), "{text}");
+    assert!(!text.contains("sg2"), "{text}");
+    assert_eq!(raw::get(sg2.addr(), b"r2").as_deref(), Some(&b"stale"[..]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,4 +338,86 @@ async fn add_races_with_a_stalled_replica_grant_one_lock() {
             );
         }
     }
+}
+
+/// A conditional write the arbiter refused changed nothing there, so no
+/// other group is touched: identical copies stay where they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_conditional_write_clears_no_group() {
+    let (sg1, sg2, groups) = two_groups();
+    let far = client(&groups, "sg2");
+    far.set("k", "v", 0).await.unwrap();
+    let refused = far.add("k", "other", 0).await.unwrap();
+    assert!(!refused.applied(), "{refused:?}");
+    let stale = far.cas("k", "other", 999_999, 0).await.unwrap();
+    assert!(!stale.applied(), "{stale:?}");
+    assert_eq!(
+        refused.groups.iter().map(|g| &*g.group).collect::<Vec<_>>(),
+        ["sg1"]
+    );
+    for server in [&sg1, &sg2] {
+        assert_eq!(raw::get(server.addr(), b"k").as_deref(), Some(&b"v"[..]));
+        assert_eq!(raw::stat(server.addr(), "delete_hits"), 0);
+    }
+}
+
+/// An `add` sent to a stalled arbiter and not answered may have been
+/// applied: it fails with its own kind, is not granted by a second arbiter
+/// (arbiter failover on), and the other group's copy is still cleared.
+/// Resumed, the arbiter applies it: the lock has one holder, the caller
+/// that was told its outcome is unknown, and no second grant.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_unanswered_conditional_write_is_unknown_and_never_decided_twice() {
+    use crate::support::{HeldClock, advance_until};
+    use memgroup::client::ErrorKind;
+    use std::time::Duration;
+    let _clock = HeldClock::hold();
+    let timeout = Duration::from_millis(300);
+    let (sg1, sg2, groups) = two_groups();
+    let far = Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .zone("sg2")
+        .timeout(timeout)
+        .arbiter_failover(true)
+        .build()
+        .unwrap();
+    far.set("lock", "old", 0).await.unwrap();
+    far.delete("lock").await.unwrap();
+    raw::set(sg2.addr(), b"lock", b"stale");
+    sg1.stop();
+    let (added, ()) = tokio::join!(far.add("lock", "mine", 60), async {
+        crate::support::let_io_happen().await;
+        tokio::time::advance(timeout).await;
+    });
+    let error = added.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutcomeUnknown, "{error}");
+    assert!(error.to_string().contains("\"sg1\""), "{error}");
+    // Not granted at sg2 by failover; its stale copy cleared.
+    advance_until(Duration::from_secs(1), || {
+        raw::get(sg2.addr(), b"lock").is_none()
+    })
+    .await;
+    sg1.resume();
+    advance_until(Duration::from_secs(1), || {
+        raw::get(sg1.addr(), b"lock").is_some()
+    })
+    .await;
+    assert_eq!(raw::get(sg1.addr(), b"lock").as_deref(), Some(&b"mine"[..]));
+    assert_eq!(raw::get(sg2.addr(), b"lock"), None);
+    // The tool's exit code for it is 4, its own.
+    sg1.stop();
+    let out = memgroup(&[
+        "--groups",
+        &groups,
+        "--zone",
+        "sg2",
+        "--timeout-ms",
+        "300",
+        "add",
+        "other",
+        "v",
+    ]);
+    sg1.resume();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
 }

@@ -54,11 +54,17 @@ pub enum ErrorKind {
     /// failed; its error is the [`source`](std::error::Error::source). The
     /// lease was released, so another caller may fill.
     Fill,
+    /// A conditional write (`add`, `cas`, `incr`, …) was sent to the group
+    /// that decides it (the arbiter) and not answered: it may have been
+    /// applied or not. It is not sent to another arbiter (two could both
+    /// grant one `add`); the other groups' copies were cleared. Read the
+    /// key to learn what it holds.
+    OutcomeUnknown,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 17] = [
+    pub const ALL: [ErrorKind; 18] = [
         ErrorKind::Timeout,
         ErrorKind::Connection,
         ErrorKind::ServerDead,
@@ -76,6 +82,7 @@ impl ErrorKind {
         ErrorKind::Tls,
         ErrorKind::Overloaded,
         ErrorKind::Fill,
+        ErrorKind::OutcomeUnknown,
     ];
 
     /// The kind's position in [`ErrorKind::ALL`].
@@ -104,6 +111,7 @@ impl ErrorKind {
             ErrorKind::Tls => "tls",
             ErrorKind::Overloaded => "overloaded",
             ErrorKind::Fill => "fill",
+            ErrorKind::OutcomeUnknown => "outcome_unknown",
         }
     }
 }

@@ -194,7 +194,7 @@ pub use conn::tls::TlsConfig;
 pub use counters::Counters;
 pub use error::{Error, ErrorKind};
 pub use events::Event;
-pub use item::{GroupOutcome, Item, MultiGet, ServerStats, WriteOutcome};
+pub use item::{GroupOutcome, GroupState, Item, MultiGet, ServerStats, WriteOutcome};
 pub use longkey::{DigestFn, KeyDigest, LongKeys};
 pub use memgroup_proto::{
     ArithMode, MetaFields, MetaFlag, MetaResponse, MetaStatus, MetaTtl, SetMode,

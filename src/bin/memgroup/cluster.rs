@@ -435,7 +435,7 @@ impl Cluster {
             Duration::from_secs(1),
             move |_| match Cluster::resolve(&flags, &sources::process_env, &mut Vec::new()) {
                 Ok(cluster) => adjust(cluster.spec),
-                Err(Failure::Usage(m) | Failure::Op(m)) => Err(m),
+                Err(Failure::Usage(m) | Failure::Op(m) | Failure::Unknown(m)) => Err(m),
             },
         ))
     }

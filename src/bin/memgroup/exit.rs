@@ -5,7 +5,8 @@
 //! | 0 | done everywhere |
 //! | 1 | failed, a miss, or refused by its condition (add of a present key, a stale cas) |
 //! | 2 | usage or configuration error, reported on one line |
-//! | 3 | partly done: a write applied by its policy while some group missed it; a multi-key read where some keys got no answer |
+//! | 3 | partly done: a write applied by its policy while some group missed it or may not have it; a multi-key read where some keys got no answer |
+//! | 4 | outcome unknown: a conditional write sent to the arbiter group and not answered (it may have been applied) |
 
 use std::process::ExitCode;
 
@@ -18,6 +19,8 @@ use crate::output;
 pub(crate) enum Failure {
     Usage(String),
     Op(String),
+    /// A conditional write whose arbiter did not answer (exit 4).
+    Unknown(String),
 }
 
 impl Failure {
@@ -58,6 +61,7 @@ impl Failure {
         let (message, code) = match self {
             Failure::Usage(message) => (message, 2),
             Failure::Op(message) => (message, 1),
+            Failure::Unknown(message) => (message, UNKNOWN),
         };
         output::fail(&message, code)
     }
@@ -70,6 +74,7 @@ impl From<memgroup::client::Error> for Failure {
             ErrorKind::Config | ErrorKind::InvalidArgument | ErrorKind::InvalidKey => {
                 Failure::Usage(e.chain())
             }
+            ErrorKind::OutcomeUnknown => Failure::Unknown(e.chain()),
             _ => Failure::Op(e.chain()),
         }
     }
@@ -84,6 +89,9 @@ impl From<memgroup::topology::TopologyError> for Failure {
 
 /// Exit 3: partly done.
 pub(crate) const PARTIAL: u8 = 3;
+
+/// Exit 4: a conditional write's outcome is unknown.
+pub(crate) const UNKNOWN: u8 = 4;
 
 /// How far an operation got, from best to worst; several combine to the
 /// worst of them.

@@ -100,11 +100,95 @@ pub struct GroupOutcome {
     pub cleared: bool,
 }
 
+/// What became of a write in one group ([`GroupOutcome::state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GroupState {
+    /// The server applied it (or, for a conditional write's other group,
+    /// its copy was cleared).
+    Applied,
+    /// The server refused it by its condition (`NOT_STORED`, `NOT_FOUND`,
+    /// `EXISTS`, or a meta `NS`/`NF`/`EX`): nothing changed there.
+    Refused,
+    /// Known not applied: it was never sent (the server marked dead, no
+    /// connection) or the server answered with an error. A repair is
+    /// queued where repairs are on.
+    Missed,
+    /// Sent and not answered (timed out, cut off): it may have been
+    /// applied, or may still be (a stalled server applies what is in its
+    /// socket when it resumes). A repair is queued where repairs are on.
+    Unknown,
+}
+
 impl GroupOutcome {
     /// Whether the group applied the write itself (not only cleared its
     /// copy for a conditional write).
     fn took_it(&self) -> bool {
         !self.cleared && matches!(self.result, Ok(true))
+    }
+
+    /// What became of the write here: applied, refused by its condition,
+    /// missed, or unknown (see [`GroupState`]).
+    pub fn state(&self) -> GroupState {
+        match &self.result {
+            Ok(true) => GroupState::Applied,
+            Ok(false) => GroupState::Refused,
+            Err(e) if e.may_have_applied() => GroupState::Unknown,
+            Err(_) => GroupState::Missed,
+        }
+    }
+}
+
+/// The groups of a write still in flight when its call returned, filled
+/// in as they answer (shared with the task that finishes them).
+#[derive(Debug, Default)]
+pub(crate) struct Settling {
+    /// Their outcomes so far, and how many are still to come.
+    answers: parking_lot::Mutex<(Vec<GroupOutcome>, usize)>,
+    done: tokio::sync::Notify,
+}
+
+impl Settling {
+    /// Waits for `pending` groups.
+    pub(crate) fn new(pending: usize) -> Settling {
+        Settling {
+            answers: parking_lot::Mutex::new((Vec::with_capacity(pending), pending)),
+            done: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// One pending group answered (or failed).
+    pub(crate) fn answered(&self, group: GroupOutcome) {
+        let mut answers = self.answers.lock();
+        answers.0.push(group);
+        answers.1 = answers.1.saturating_sub(1);
+        if answers.1 == 0 {
+            self.done.notify_waiters();
+        }
+    }
+
+    /// The task finishing them ended (its runtime shut down) with groups
+    /// still to come: nobody will fill them in.
+    pub(crate) fn abandoned(&self) {
+        let mut answers = self.answers.lock();
+        answers.1 = 0;
+        self.done.notify_waiters();
+    }
+
+    /// The answers once every pending group is in.
+    async fn wait(&self) -> Vec<GroupOutcome> {
+        loop {
+            let done = self.done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            {
+                let answers = self.answers.lock();
+                if answers.1 == 0 {
+                    return answers.0.clone();
+                }
+            }
+            done.await;
+        }
     }
 }
 
@@ -120,8 +204,12 @@ pub struct WriteOutcome {
     /// conditional write: the arbiter first).
     pub groups: Vec<GroupOutcome>,
     /// Groups whose write was still in flight when the call returned (its
-    /// policy already met): their outcome is not known here.
+    /// policy already met, under [`WriteWait::Policy`](crate::WriteWait::Policy)):
+    /// their outcome is not known here; [`WriteOutcome::settled`] waits
+    /// for it.
     pub pending: Vec<Arc<str>>,
+    /// Where the pending groups' outcomes arrive.
+    settling: Option<Arc<Settling>>,
 }
 
 impl WriteOutcome {
@@ -130,7 +218,43 @@ impl WriteOutcome {
         WriteOutcome {
             groups,
             pending: Vec::new(),
+            settling: None,
         }
+    }
+
+    /// This outcome, its pending groups' outcomes arriving in `settling`.
+    pub(crate) fn with_pending(mut self, pending: Vec<Arc<str>>, settling: Arc<Settling>) -> Self {
+        self.pending = pending;
+        self.settling = Some(settling);
+        self
+    }
+
+    /// The settled outcome: this one with its pending groups' outcomes
+    /// (each answered, failed or timed out: bounded by the client's
+    /// timeout), in the order of [`WriteOutcome::groups`]. Immediate when
+    /// nothing is pending.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// let outcome = client.set("k", "v", 0).await?.settled().await;
+    /// assert!(outcome.pending.is_empty());
+    /// if !outcome.is_complete() {
+    ///     eprintln!("a group missed it: {:?}", outcome.failed().collect::<Vec<_>>());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn settled(mut self) -> WriteOutcome {
+        let Some(settling) = self.settling.take() else {
+            return self;
+        };
+        let mut late = settling.wait().await;
+        // A group the finishing task never reported (its runtime shut
+        // down) stays pending.
+        self.pending
+            .retain(|name| !late.iter().any(|g| &g.group == name));
+        self.groups.append(&mut late);
+        self.groups.sort_by_key(|g| g.id.0);
+        self
     }
 
     /// For a delete or touch: when some group held the key, a group that
@@ -154,13 +278,23 @@ impl WriteOutcome {
             && self.groups.iter().all(|g| matches!(g.result, Ok(true)))
     }
 
-    /// Whether the write reached some groups but not all of them: some
-    /// applied it while others failed or are still pending (what the tool
-    /// reports with exit code 3).
+    /// Whether the write reached some groups but not all of them: applied
+    /// in some, missed or unknown in another (what the tool reports with
+    /// exit code 3). A group still pending is neither: ask the
+    /// [`settled`](WriteOutcome::settled) outcome.
     pub fn is_partial(&self) -> bool {
         let applied = self.groups.iter().any(GroupOutcome::took_it);
-        let missed = !self.pending.is_empty() || self.groups.iter().any(|g| g.result.is_err());
+        let missed = self.groups.iter().any(|g| g.result.is_err());
         applied && missed
+    }
+
+    /// The groups where the write's outcome is unknown: sent, not answered
+    /// ([`GroupState::Unknown`]).
+    pub fn unknown(&self) -> impl Iterator<Item = &str> {
+        self.groups
+            .iter()
+            .filter(|g| g.state() == GroupState::Unknown)
+            .map(|g| &*g.group)
     }
 
     /// Whether every group that answered applied the write (e.g. `add` found
@@ -245,5 +379,33 @@ mod tests {
             group("sg2", Ok(true), true),
         ]);
         assert!(everywhere.applied() && everywhere.is_complete() && !everywhere.is_partial());
+    }
+
+    /// A group still pending is neither applied nor missed; one that
+    /// failed after its request was handed over is unknown, not missed.
+    #[test]
+    fn pending_is_not_partial_and_a_cut_off_write_is_unknown() {
+        let mut pending = WriteOutcome::new(vec![group("sg1", Ok(true), false)]);
+        pending.pending = vec!["sg2".into()];
+        assert!(!pending.is_partial() && !pending.is_complete());
+        let cut_off = Err(Error::new(ErrorKind::ServerDead, "marked down").handed());
+        let unknown = WriteOutcome::new(vec![
+            group("sg1", Ok(true), false),
+            group("sg2", cut_off, false),
+            group("sg3", failed(), false),
+            group("sg4", Ok(false), false),
+        ]);
+        let states: Vec<GroupState> = unknown.groups.iter().map(GroupOutcome::state).collect();
+        assert_eq!(
+            states,
+            [
+                GroupState::Applied,
+                GroupState::Unknown,
+                GroupState::Missed,
+                GroupState::Refused
+            ]
+        );
+        assert!(unknown.is_partial());
+        assert_eq!(unknown.unknown().collect::<Vec<_>>(), ["sg2"]);
     }
 }

@@ -111,7 +111,8 @@ pub(crate) async fn cp(
 }
 
 /// `load`: `count` generated keys of `value_size` bytes written with
-/// `concurrency` requests in flight; exit 1 if a write failed.
+/// `concurrency` requests in flight; exit 1 if a write failed, 3 if some
+/// group missed a write (each such group named with its count).
 pub(crate) async fn load(
     args: &LoadArgs,
     flags: &ClusterFlags,
@@ -132,36 +133,79 @@ pub(crate) async fn load(
             prefix.to_string(),
         );
         workers.spawn(async move {
-            let mut errors = 0usize;
+            let mut tally = Tally::default();
             loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if i >= count {
-                    return errors;
+                    return tally;
                 }
-                if client
-                    .set(format!("{prefix}{i}"), &value[..], 0)
-                    .await
-                    .is_err()
-                {
-                    errors += 1;
+                match client.set(format!("{prefix}{i}"), &value[..], 0).await {
+                    Err(_) => tally.errors += 1,
+                    Ok(outcome) if outcome.is_partial() => {
+                        tally.partial += 1;
+                        for (group, _) in outcome.failed() {
+                            *tally.missed.entry(group.to_string()).or_default() += 1;
+                        }
+                    }
+                    Ok(_) => {}
                 }
             }
         });
     }
-    let mut errors = 0;
-    while let Some(e) = workers.join_next().await {
-        errors += e.map_err(|e| Failure::Op(format!("worker failed: {e}")))?;
+    let mut tally = Tally::default();
+    while let Some(worker) = workers.join_next().await {
+        let worker = worker.map_err(|e| Failure::Op(format!("worker failed: {e}")))?;
+        tally.errors += worker.errors;
+        tally.partial += worker.partial;
+        for (group, n) in worker.missed {
+            *tally.missed.entry(group).or_default() += n;
+        }
     }
+    let Tally {
+        errors,
+        partial,
+        missed,
+    } = tally;
     let secs = started.elapsed().as_secs_f64();
     if json {
-        output::record(
-            json!({"keys": count, "errors": errors, "seconds": secs, "keys_per_second": count as f64 / secs}),
-        );
+        output::record(json!({
+            "keys": count,
+            "errors": errors,
+            "partial": partial,
+            "missed_by_group": missed,
+            "seconds": secs,
+            "keys_per_second": count as f64 / secs,
+        }));
     } else {
         outln!(
-            "loaded {count} keys ({errors} errors) in {secs:.2} s: {:.0} keys/s",
+            "loaded {count} keys ({errors} errors, {partial} partly) in {secs:.2} s: {:.0} keys/s",
             count as f64 / secs
         );
+        for (group, n) in &missed {
+            output::warn(
+                None,
+                &format!(
+                    "group {group} missed or did not answer {n} of the writes (repairs queued)"
+                ),
+            );
+        }
     }
-    Ok(exit::code(errors == 0))
+    Ok(if errors > 0 {
+        exit::code(false)
+    } else if partial > 0 {
+        Done::Partly.code()
+    } else {
+        exit::code(true)
+    })
+}
+
+/// What a `load` worker saw.
+#[derive(Default)]
+struct Tally {
+    /// Writes that failed their policy.
+    errors: usize,
+    /// Writes applied by their policy while some group missed them.
+    partial: usize,
+    /// Per group, the writes it missed or did not answer.
+    missed: std::collections::BTreeMap<String, usize>,
 }

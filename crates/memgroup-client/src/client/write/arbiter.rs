@@ -13,9 +13,15 @@
 //! falls back to the arbiter's copy. `gets` reads the arbiter's copy only,
 //! so its CAS unique is the one `cas` is checked against.
 //!
-//! While the arbiter's server is unreachable, conditional writes fail with a
-//! typed error ([`ErrorKind::ServerDead`] naming the arbiter) unless the
-//! cluster opts into [`Settings::arbiter_failover`](memgroup_topology::Settings::arbiter_failover).
+//! A write the arbiter refused by its condition changed nothing there, so
+//! no other group is touched. While the arbiter's server is unreachable,
+//! conditional writes fail with a typed error ([`ErrorKind::ServerDead`]
+//! naming the arbiter) unless the cluster opts into
+//! [`Settings::arbiter_failover`](memgroup_topology::Settings::arbiter_failover).
+//! One sent to the arbiter and not answered (timed out, cut off) may have
+//! been applied there: it fails with [`ErrorKind::OutcomeUnknown`], after
+//! the other groups were cleared, and is never sent to a second arbiter,
+//! which could grant the same `add` again.
 
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::{GroupId, Target};
@@ -24,7 +30,7 @@ use super::op::WriteOp;
 use crate::client::Client;
 use crate::client::trace::Attempt;
 use crate::error::{Error, ErrorKind};
-use crate::item::{Item, WriteOutcome};
+use crate::item::{GroupState, Item, WriteOutcome};
 use crate::pool::Snapshot;
 
 impl Client {
@@ -49,21 +55,46 @@ impl Client {
         let mut unreachable = None;
         for &arbiter in candidates {
             let name = topology.group(arbiter).name();
+            let command = op.command();
             let (mut outcome, replies) =
                 self.replicate_judged(key, Some(&[name]), op, false).await?;
-            if let Some(Err(e)) = outcome.groups.first().map(|g| &g.result) {
-                let command = op.command();
-                unreachable = Some(
+            let decided = outcome
+                .groups
+                .first()
+                .map(|g| (g.state(), g.result.clone()));
+            let unknown = match decided {
+                // Refused by its condition: nothing changed at the arbiter,
+                // so nothing to bring in line.
+                Some((GroupState::Refused, _)) => return Ok((outcome, replies)),
+                Some((GroupState::Applied, _)) => None,
+                // Known not applied (never sent, or an error reply): the
+                // next arbiter, where the cluster allows it, may decide.
+                Some((GroupState::Missed, Err(e))) => {
+                    unreachable = Some(
+                        Error::new(
+                            ErrorKind::ServerDead,
+                            format!(
+                                "the arbiter group {name:?} did not decide the {command}: conditional writes need it"
+                            ),
+                        )
+                        .with_source(e),
+                    );
+                    continue;
+                }
+                // Sent and not answered: it may have been applied. Another
+                // arbiter could grant it a second time, so none is asked;
+                // the other groups are cleared all the same.
+                Some((_, Err(e))) => Some(
                     Error::new(
-                        ErrorKind::ServerDead,
+                        ErrorKind::OutcomeUnknown,
                         format!(
-                            "the arbiter group {name:?} did not decide the {command}: conditional writes need it"
+                            "the arbiter group {name:?} did not answer the {command}: it may have been applied"
                         ),
                     )
-                    .with_source(e.clone()),
-                );
-                continue;
-            }
+                    .with_source(e),
+                ),
+                _ => None,
+            };
             // The others hold the arbiter's newest value or nothing.
             let others: Vec<&str> = topology
                 .groups()
@@ -87,7 +118,10 @@ impl Client {
                 group.cleared = true;
                 outcome.groups.push(group);
             }
-            self.judge(&snap, op.command(), &outcome, false)?;
+            if let Some(unknown) = unknown {
+                return Err(unknown);
+            }
+            self.judge(&snap, command, &outcome, false)?;
             return Ok((outcome, replies));
         }
         Err(unreachable.expect("at least one arbiter was tried"))

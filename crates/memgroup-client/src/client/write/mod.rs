@@ -97,7 +97,7 @@ impl Client {
     /// client.set("user:42", "Ada", 300).await?;
     /// let options = WriteOptions::new().expiry(Duration::from_secs(40 * 86_400)).flags(1);
     /// let outcome = client.set("user:43", "Grace", options).await?;
-    /// if !outcome.is_complete() {
+    /// if outcome.is_partial() {
     ///     eprintln!("a group missed it: {:?}", outcome.failed().collect::<Vec<_>>());
     /// }
     /// # Ok(()) }
@@ -118,10 +118,13 @@ impl Client {
     /// Like every conditional write (`replace`, `cas`, `append`, `prepend`,
     /// `incr`, `decr`), with several groups it is decided by one group every
     /// memgroup client agrees on, the arbiter ([`ClientBuilder::arbiter`](crate::ClientBuilder::arbiter);
-    /// by default the first read-write group by name), and the other
-    /// groups' copies are then deleted: two clients racing `add` from two
-    /// zones cannot both win, and no replica keeps an older value (a reader
-    /// there falls back to the arbiter's copy).
+    /// by default the first read-write group by name), and once it applied
+    /// the write the other groups' copies are deleted: two clients racing
+    /// `add` from two zones cannot both win, and no replica keeps an older
+    /// value (a reader there falls back to the arbiter's copy). Refused by
+    /// its condition, it changes no group. Sent to the arbiter and not
+    /// answered, it fails with [`ErrorKind::OutcomeUnknown`](crate::ErrorKind::OutcomeUnknown)
+    /// (it may have been applied; no second arbiter is asked).
     pub async fn add(
         &self,
         key: impl AsRef<[u8]>,

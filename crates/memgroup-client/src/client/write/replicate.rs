@@ -13,7 +13,7 @@ use crate::client::trace::{self, Attempt};
 use crate::client::{Client, unexpected};
 use crate::error::{Error, ErrorKind};
 use crate::events::Event;
-use crate::item::{GroupOutcome, WriteOutcome};
+use crate::item::{GroupOutcome, Settling, WriteOutcome};
 use crate::join::{BoxFuture, Unordered};
 use crate::longkey;
 use crate::options::WriteWait;
@@ -31,6 +31,8 @@ struct Rest {
     client: Client,
     snap: Arc<Snapshot>,
     job: Arc<Job>,
+    /// Where the caller's outcome waits for them ([`WriteOutcome::settled`]).
+    settling: Option<Arc<Settling>>,
 }
 
 impl Drop for Rest {
@@ -43,13 +45,29 @@ impl Drop for Rest {
         };
         let mut running = std::mem::replace(&mut self.running, Unordered::with_capacity(0));
         let (client, snap, job) = (self.client.clone(), self.snap.clone(), self.job.clone());
+        let settling = self.settling.take();
         let background = client.inner.background();
         runtime.spawn(async move {
+            // However the task ends, the caller's settled outcome does not
+            // wait for groups nobody will report.
+            let _abandon = settling.clone().map(Abandon);
             while let Some(mut part) = running.next().await {
                 client.repair_if_missed(&snap, &job, &mut part);
+                if let Some(settling) = &settling {
+                    settling.answered(part.outcome(&snap));
+                }
             }
             drop(background);
         });
+    }
+}
+
+/// Ends a settling outcome's wait when dropped.
+struct Abandon(Arc<Settling>);
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        self.0.abandoned();
     }
 }
 
@@ -66,6 +84,19 @@ struct Part {
     result: Result<bool, Error>,
     /// Its registration as a write in flight, with repairs on.
     tracking: Option<Tracking>,
+}
+
+impl Part {
+    /// The group's outcome, as the caller's [`WriteOutcome`] lists it.
+    fn outcome(&self, snap: &Snapshot) -> GroupOutcome {
+        GroupOutcome {
+            id: self.group,
+            group: snap.group_name(self.group).clone(),
+            server: Some(snap.name(self.server).clone()),
+            result: self.result.clone(),
+            cleared: false,
+        }
+    }
 }
 
 /// Whether a write's policy is decided by the groups `answered`, with `outstanding`
@@ -227,6 +258,7 @@ impl Client {
             client: self.clone(),
             snap: snap.clone(),
             job: job.clone(),
+            settling: None,
         };
         // Too many writes already finishing in the background (a group that
         // is slow but not down): this one waits, so their memory is bounded.
@@ -245,13 +277,7 @@ impl Client {
         let group_at = |running: &Unordered<_, _>, at| group_of(&running.tag(at));
         while let Some(mut part) = rest.running.next().await {
             self.repair_if_missed(snap, &job, &mut part);
-            outcome.groups.push(GroupOutcome {
-                id: part.group,
-                group: snap.group_name(part.group).clone(),
-                server: Some(snap.name(part.server).clone()),
-                result: part.result,
-                cleared: false,
-            });
+            outcome.groups.push(part.outcome(snap));
             if keep_replies {
                 replies.push(part.reply.ok().flatten());
             }
@@ -270,11 +296,16 @@ impl Client {
         }
         // The groups still outstanding, in the topology's order, as their
         // parts move to a task of their own.
-        let pending = rest
+        let pending: Vec<Arc<str>> = rest
             .running
             .pending()
             .map(|at| snap.group_name(group_at(&rest.running, at)).clone())
             .collect();
+        if !pending.is_empty() {
+            let settling = Arc::new(Settling::new(pending.len()));
+            rest.settling = Some(settling.clone());
+            outcome = outcome.with_pending(Vec::new(), settling);
+        }
         // In the order the parts started (a group has one), the replies with
         // them: an insertion sort, as a write has a handful of groups.
         let running = &rest.running;
