@@ -29,6 +29,9 @@ async fn cluster(
             .await
             .unwrap();
     }
+    // The writes' convergence checks are done: nothing else waits on a
+    // server when a test stalls it.
+    crate::support::background_done(&client).await;
     (sg1, sg2, client)
 }
 

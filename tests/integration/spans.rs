@@ -183,6 +183,7 @@ async fn a_fallback_read_shows_both_requests_in_its_span() {
     };
     let client = build(false);
     client.set("user:42", "Ada", 0).await.unwrap();
+    crate::support::background_done(&client).await;
     client.get("user:42").await.unwrap();
     a.kill();
 

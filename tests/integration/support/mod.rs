@@ -5,6 +5,8 @@ use std::time::{Duration, Instant};
 
 pub use memgroup_testkit::Memcached;
 
+pub mod relay;
+
 /// `127.0.0.1:p1,127.0.0.1:p2,…` — a libmemcached-style server list.
 pub fn server_list(servers: &[Memcached]) -> String {
     servers
@@ -289,6 +291,15 @@ pub async fn let_io_happen() {
     tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(20)))
         .await
         .unwrap();
+}
+
+/// Waits (letting I/O happen, the clock standing) until `client` has no
+/// write finishing in the background: no group's part, no convergence
+/// check still to send its requests.
+pub async fn background_done(client: &memgroup::client::Client) {
+    while client.status().background_writes > 0 {
+        let_io_happen().await;
+    }
 }
 
 /// Moves the clock a tick at a time (letting I/O happen between) until

@@ -86,6 +86,10 @@ pub(crate) struct Inner {
     pub(crate) long_keys: Option<LongKeys>,
     /// When replicated writes return.
     pub(crate) write_wait: WriteWait,
+    /// Whether plain stores keep receipts for the convergence check.
+    pub(crate) converge: bool,
+    /// Copies the convergence checks deleted.
+    pub(crate) converged: AtomicU64,
     /// Hedged reads and the read queue bound.
     pub(crate) hedging: hedge::Hedging,
     /// Deletes owed to servers that missed a write.
@@ -161,6 +165,7 @@ pub(crate) struct Parts {
     pub(crate) migration: Option<Migration>,
     pub(crate) long_keys: Option<LongKeys>,
     pub(crate) write_wait: WriteWait,
+    pub(crate) converge: bool,
     /// The repair queue's capacity (0: off) and grace period.
     pub(crate) repairs: (usize, Duration),
     /// Hedged reads, and the read queue bound (0: off).
@@ -188,6 +193,8 @@ impl Client {
                 migration: parts.migration,
                 long_keys: parts.long_keys,
                 write_wait: parts.write_wait,
+                converge: parts.converge,
+                converged: AtomicU64::new(0),
                 repairs: Arc::new(repair::Repairs::new(parts.repairs.0, parts.repairs.1)),
                 read_repair: parts.read_repair,
                 read_repairs: AtomicU64::new(0),

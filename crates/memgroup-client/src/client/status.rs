@@ -78,6 +78,10 @@ pub struct Status {
     /// and consistent reads ([`Client::get_consistent`]): values added to
     /// groups that missed, minority copies deleted.
     pub read_repairs: u64,
+    /// Copies deleted by the convergence check of concurrent writes
+    /// ([`ClientBuilder::converge`](crate::ClientBuilder::converge)): a
+    /// value that lost at the arbiter, where another write's stood.
+    pub converged: u64,
     /// The near cache's counters, when it is on
     /// ([`ClientBuilder::near_cache`](crate::ClientBuilder::near_cache)).
     pub near_cache: Option<crate::client::NearStatus>,
@@ -163,6 +167,10 @@ impl Client {
             read_repairs: self
                 .inner
                 .read_repairs
+                .load(std::sync::atomic::Ordering::Relaxed),
+            converged: self
+                .inner
+                .converged
                 .load(std::sync::atomic::Ordering::Relaxed),
             near_cache: self
                 .inner

@@ -19,6 +19,23 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether concurrent writers of a key end in agreement (on by
+    /// default; it matters only with several groups). A `set` or plain
+    /// `ms` then goes as `ms … c`, keeping the CAS each group stored, and
+    /// once every group answered a check in the background reads the
+    /// arbiter's CAS (`mg k c`) and each other group's, deleting by CAS
+    /// (`md k C<cas>`) the copies that lost at the arbiter: after writers of
+    /// the same keys stop, every group holds the arbiter's value or nothing.
+    /// It costs the servers one `mg` per group and write (the caller waits
+    /// for none of it). Turn it off for servers without meta commands
+    /// (memcached before 1.6): writes then go as classic `set`, and two
+    /// writers racing on a key can leave the groups holding different
+    /// values until it is written again or expires.
+    pub fn converge(mut self, on: bool) -> Self {
+        self.converge = on;
+        self
+    }
+
     /// The repair queue's capacity (default 10,000; 0 turns repairs off): a
     /// write that missed a key's own server in some group queues a delete of
     /// the key there, retried until the server answers, so the group holds

@@ -8,7 +8,9 @@
 
 mod arbiter;
 mod batch;
+mod converge;
 mod op;
+mod policy;
 mod replicate;
 
 pub use batch::MultiWrite;

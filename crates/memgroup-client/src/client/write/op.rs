@@ -187,6 +187,9 @@ pub(super) struct Job {
     flags: Vec<MetaFlag>,
     /// The command's name (for spans and errors), found once.
     command: &'static str,
+    /// Each group's CAS receipt, for the convergence check (`converge.rs`):
+    /// set by [`Job::with_receipts`], which also makes a `set` an `ms … c`.
+    pub(super) receipts: Option<super::converge::Receipts>,
 }
 
 impl Job {
@@ -214,7 +217,58 @@ impl Job {
             key_len: key.len(),
             flags,
             command,
+            receipts: None,
         }
+    }
+
+    /// Whether [`Job::with_receipts`] applies: a plain store that replies
+    /// (a `set`, an `ms` in set mode without a condition).
+    pub(super) fn can_take_receipts(&self) -> bool {
+        match self.op {
+            WriteOp::Store {
+                command: StoreCommand::Set,
+                noreply,
+                ..
+            } => !noreply,
+            WriteOp::MetaSet { .. } => {
+                !self.op.is_conditional()
+                    && !self
+                        .flags
+                        .iter()
+                        .any(|f| matches!(f, MetaFlag::Quiet | MetaFlag::Base64Key))
+            }
+            _ => false,
+        }
+    }
+
+    /// This job keeping each of its `parts` groups' CAS receipt: a `set`
+    /// goes as `ms <key> <len> T<exptime> F<flags> c` (the same item), an
+    /// `ms` with `c` added.
+    pub(super) fn with_receipts(mut self, parts: usize) -> Job {
+        match self.op {
+            WriteOp::Store {
+                command: StoreCommand::Set,
+                flags,
+                exptime,
+                ..
+            } => {
+                self.flags = vec![
+                    MetaFlag::Ttl(exptime),
+                    MetaFlag::SetFlags(flags),
+                    MetaFlag::ReturnCas,
+                ];
+                self.op = WriteOp::MetaSet {
+                    data: &[],
+                    flags: &[],
+                };
+            }
+            WriteOp::MetaSet { .. } if !self.flags.contains(&MetaFlag::ReturnCas) => {
+                self.flags.push(MetaFlag::ReturnCas);
+            }
+            _ => {}
+        }
+        self.receipts = Some(super::converge::Receipts::new(parts));
+        self
     }
 
     /// The command's name (`set`, `add`, `ms`, …).

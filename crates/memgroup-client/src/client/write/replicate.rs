@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use memgroup_proto::{MetaStatus, Response, StoreCommand};
-use memgroup_topology::{GroupId, ServerId, Skipped, Target, Topology};
+use memgroup_topology::{GroupId, ServerId, Skipped, Target};
 
 use super::op::{Job, WriteOp};
+use super::policy::decided;
 use crate::client::repair::Tracking;
 use crate::client::trace::{self, Attempt};
 use crate::client::{Client, unexpected};
 use crate::error::{Error, ErrorKind};
-use crate::events::Event;
 use crate::item::{GroupOutcome, Settling, WriteOutcome};
 use crate::join::{BoxFuture, Unordered};
 use crate::longkey;
@@ -99,24 +99,6 @@ impl Part {
     }
 }
 
-/// Whether a write's policy is decided by the groups `answered`, with `outstanding`
-/// groups still to answer: met (and the local zone's read-write groups and
-/// the arbiter have answered, so a local `get`, and a `gets`, `cas` or other
-/// conditional write decided by the arbiter, see it), or out of reach even
-/// if every outstanding group succeeds.
-fn decided(
-    topology: &Topology,
-    answered: &[GroupOutcome],
-    mut outstanding: impl Iterator<Item = GroupId> + Clone,
-) -> bool {
-    let succeeded = || answered.iter().filter(|g| g.result.is_ok()).map(|g| g.id);
-    if topology.write_succeeded(succeeded()) {
-        let (local, arbiter) = (topology.local_groups(), topology.arbiter());
-        return !outstanding.any(|g| local.contains(&g) || g == arbiter);
-    }
-    !topology.write_succeeded(succeeded().chain(outstanding))
-}
-
 /// The group a write's target is in (passed over or not).
 fn group_of(target: &Result<Target, Skipped>) -> GroupId {
     match target {
@@ -198,6 +180,12 @@ impl Client {
                 ));
             }
         };
+        // With several groups, a plain store keeps each group's CAS receipt
+        // for the convergence check (`converge.rs`).
+        let groups = snap.topology.groups().len();
+        if self.inner.converge && judge && only.is_none() && groups > 1 && job.can_take_receipts() {
+            job = job.with_receipts(groups);
+        }
         // Numbered as it starts: nothing awaits between here and its parts'
         // registration.
         let (number, writing) = self.inner.repairs.start_write(&wire.bytes);
@@ -400,11 +388,16 @@ impl Client {
     /// group (it failed, or went to a failover replacement) — unless a later
     /// write was applied there while it ran; an applied part supersedes the
     /// older repairs of the key there.
-    fn repair_if_missed(&self, snap: &Snapshot, job: &Job, part: &mut Part) {
+    fn repair_if_missed(&self, snap: &Arc<Snapshot>, job: &Arc<Job>, part: &mut Part) {
+        let reached = part.reply.is_ok() && part.server == part.own;
+        if let Ok(reply) = &part.reply {
+            self.converge_part(snap, job, part.group, reached, reply);
+        } else {
+            self.converge_part(snap, job, part.group, false, &None);
+        }
         let Some(tracking) = part.tracking.as_mut() else {
             return;
         };
-        let reached = part.reply.is_ok() && part.server == part.own;
         let group = snap.topology.group(part.group).name();
         let write = (job.key(), job.number, job.op().supersedes_repair());
         let error = part.reply.as_ref().err();
@@ -440,57 +433,5 @@ impl Client {
             return;
         }
         self.queue_repair(own, group, key, number, error);
-    }
-
-    /// The write policy over an outcome: every group for a targeted write,
-    /// else the cluster's policy; a miss is an event and a typed error.
-    pub(super) fn judge(
-        &self,
-        snap: &Snapshot,
-        command: &'static str,
-        outcome: &WriteOutcome,
-        targeted: bool,
-    ) -> Result<(), Error> {
-        let succeeded = if targeted {
-            // A targeted write succeeds when every targeted group took it.
-            outcome.groups.iter().all(|g| g.result.is_ok())
-        } else {
-            snap.topology.write_succeeded(
-                outcome
-                    .groups
-                    .iter()
-                    .filter(|g| g.result.is_ok())
-                    .map(|g| g.id),
-            )
-        };
-        if succeeded {
-            return Ok(());
-        }
-        // The groups by name; the first one's error is the source (each
-        // group's own error is in its `GroupOutcome`).
-        let failed: Vec<&str> = outcome.failed().map(|(g, _)| g).collect();
-        // Groups still pending count among those written to.
-        let groups = outcome.groups.len() + outcome.pending.len();
-        self.inner.pool.events().emit(|| Event::PolicyMissed {
-            command,
-            failed: failed.iter().map(ToString::to_string).collect(),
-            groups,
-        });
-        // One group (a plain server list): no policy to speak of, the write
-        // failed, and its cause says where.
-        let message = if groups == 1 && failed.len() == 1 {
-            "write failed".to_string()
-        } else {
-            format!(
-                "write missed its policy ({} of {groups} groups failed: {})",
-                failed.len(),
-                failed.join(", ")
-            )
-        };
-        let mut error = Error::new(ErrorKind::WritePolicy, message);
-        if let Some((_, first)) = outcome.failed().next() {
-            error = error.with_source(first.clone());
-        }
-        Err(error)
     }
 }

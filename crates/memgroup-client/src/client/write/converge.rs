@@ -1,0 +1,226 @@
+//! Concurrent writers end in agreement. Two writers of one key, each
+//! sending its value to every group at once, can reach the groups in
+//! opposite orders: with no fault at all, one zone ends with A's value and
+//! another with B's, for good. memcached 1.6.18 cannot order a write across
+//! servers, but it can tell one copy from another: `ms … c` returns the CAS
+//! unique it stored (the write's *receipt* in that group), `me k` (meta
+//! debug) reads a copy's CAS without its value, and `md k C<cas>` deletes
+//! only that exact copy. (Not `mg k c`: on an invalidated item, any `mg`
+//! takes the one win token that [`Client::get_or_fill`] hands its refiller.)
+//!
+//! So a plain store to several groups keeps each group's receipt, and once
+//! every group has answered a check runs in the background (never in front
+//! of the caller), with the arbiter's copy as the judge
+//! ([`Topology::arbiter`](memgroup_topology::Topology::arbiter), the group
+//! conditional writes are decided by):
+//! - the arbiter still holds this write (its CAS is the receipt): every
+//!   other group whose copy is not this write's has that copy deleted, by
+//!   the CAS just read;
+//! - it holds something else, or nothing: this write lost there, so its own
+//!   copies elsewhere are deleted, by their receipts.
+//!
+//! Every delete names the exact copy it judged, so a copy written after the
+//! check read it is never touched; that copy's writer runs its own check.
+//! Whatever order the writes land in, after the writers stop the last
+//! write at the arbiter finds itself the winner and clears every other
+//! value, and every other write finds itself a loser and clears its own:
+//! each group holds the arbiter's value or nothing. A group that did not
+//! answer a write gives no receipt; its copy is the repair queue's
+//! ([`crate::client::repair`]). A check whose reads fail does nothing (the
+//! repair of that group's miss, if any, still runs).
+//!
+//! Not covered: writes from clients outside memgroup (they keep no
+//! receipts), `noreply` writes, binary (base64) keys, the warmer's and
+//! migration's fills, and servers without meta commands (turn it off with
+//! [`ClientBuilder::converge`](crate::ClientBuilder::converge)).
+
+use std::sync::Arc;
+
+use memgroup_proto::{Key, MetaFlag, Request, Response};
+use memgroup_topology::{GroupId, Target};
+use parking_lot::Mutex;
+
+use super::op::Job;
+use crate::client::Client;
+use crate::client::trace::Attempt;
+use crate::pool::Snapshot;
+
+/// A write's receipts, gathered as its groups answer.
+#[derive(Debug)]
+pub(super) struct Receipts {
+    /// Parts still to answer, and the receipts so far.
+    state: Mutex<(usize, Vec<Receipt>)>,
+}
+
+/// The CAS a group's copy got from this write.
+#[derive(Debug, Clone, Copy)]
+struct Receipt {
+    group: GroupId,
+    cas: u64,
+}
+
+impl Receipts {
+    /// For a write of `parts` groups.
+    pub(super) fn new(parts: usize) -> Receipts {
+        Receipts {
+            state: Mutex::new((parts, Vec::with_capacity(parts))),
+        }
+    }
+
+    /// One part ended, with the CAS its group stored (if it was applied on
+    /// the key's own server); every receipt once it was the last.
+    fn settle(&self, receipt: Option<Receipt>) -> Option<Vec<Receipt>> {
+        let mut state = self.state.lock();
+        state.1.extend(receipt);
+        state.0 = state.0.saturating_sub(1);
+        (state.0 == 0).then(|| std::mem::take(&mut state.1))
+    }
+}
+
+/// The CAS unique a store's reply carries (`HD c<cas>`).
+pub(super) fn receipt_of(reply: &Option<Response>) -> Option<u64> {
+    match reply {
+        Some(Response::Meta(m)) if m.status == memgroup_proto::MetaStatus::Hd => m.flag_u64(b'c'),
+        _ => None,
+    }
+}
+
+impl Client {
+    /// One part of `job` ended in `group`, on the key's own server
+    /// (`reached`) with `reply`; the last one starts the check.
+    pub(super) fn converge_part(
+        &self,
+        snap: &Arc<Snapshot>,
+        job: &Arc<Job>,
+        group: GroupId,
+        reached: bool,
+        reply: &Option<Response>,
+    ) {
+        let Some(receipts) = &job.receipts else {
+            return;
+        };
+        let receipt = reached
+            .then(|| receipt_of(reply))
+            .flatten()
+            .map(|cas| Receipt { group, cas });
+        let Some(all) = receipts.settle(receipt) else {
+            return;
+        };
+        let arbiter = snap.topology.arbiter();
+        // The arbiter missed it: nothing to judge by (its repair runs).
+        if !all.iter().any(|r| r.group == arbiter) {
+            return;
+        }
+        let background = self.inner.background();
+        let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
+        tokio::spawn(async move {
+            client.check(&snap, &job, &all).await;
+            drop(background);
+        });
+    }
+
+    /// The check of a write whose groups all answered (see the module doc).
+    async fn check(&self, snap: &Snapshot, job: &Job, receipts: &[Receipt]) {
+        let arbiter = snap.topology.arbiter();
+        let Some(mine) = receipts.iter().find(|r| r.group == arbiter) else {
+            return;
+        };
+        let Ok(held) = self.cas_at(snap, job, arbiter).await else {
+            return;
+        };
+        let mut deleted = 0;
+        if held == Some(mine.cas) {
+            // The winner: every other copy that is not this write's goes.
+            for group in snap.topology.groups() {
+                let group = group.id();
+                if group == arbiter {
+                    continue;
+                }
+                let Some(receipt) = receipts.iter().find(|r| r.group == group) else {
+                    continue;
+                };
+                if let Ok(Some(cas)) = self.cas_at(snap, job, group).await
+                    && cas != receipt.cas
+                {
+                    deleted += u64::from(self.delete_copy(snap, job, group, cas).await);
+                }
+            }
+        } else {
+            // A loser: its own copies go, wherever they still stand.
+            for receipt in receipts.iter().filter(|r| r.group != arbiter) {
+                deleted += u64::from(
+                    self.delete_copy(snap, job, receipt.group, receipt.cas)
+                        .await,
+                );
+            }
+        }
+        if deleted > 0 {
+            self.inner
+                .converged
+                .fetch_add(deleted, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The key's own server in `group`, as a target.
+    fn own_target(snap: &Snapshot, job: &Job, group: GroupId) -> Target {
+        let server = snap.topology.group(group).server_for(job.key());
+        Target {
+            group,
+            server,
+            slot: 0,
+        }
+    }
+
+    /// The CAS of `group`'s copy (`None`: absent), read by `me`.
+    async fn cas_at(
+        &self,
+        snap: &Snapshot,
+        job: &Job,
+        group: GroupId,
+    ) -> Result<Option<u64>, crate::Error> {
+        let key = Key::new(job.key()).expect("validated when made");
+        let request = Request::MetaDebug { key };
+        let target = Client::own_target(snap, job, group);
+        let reply = self
+            .meta_at(snap, target, &request, Attempt::Repair)
+            .await?;
+        reply
+            .map(|m| {
+                debug_cas(&m.flags)
+                    .ok_or_else(|| crate::client::unexpected(Some(&Response::Meta(m))))
+            })
+            .transpose()
+    }
+
+    /// Deletes `group`'s copy if it is still the one of CAS `cas`; whether
+    /// it was.
+    async fn delete_copy(&self, snap: &Snapshot, job: &Job, group: GroupId, cas: u64) -> bool {
+        let key = Key::new(job.key()).expect("validated when made");
+        let flags = [MetaFlag::CompareCas(cas)];
+        let request = Request::MetaDelete { key, flags: &flags };
+        let target = Client::own_target(snap, job, group);
+        matches!(
+            self.meta_at(snap, target, &request, Attempt::Repair).await,
+            Ok(Some(m)) if m.status == memgroup_proto::MetaStatus::Hd
+        )
+    }
+}
+
+/// The `cas=` field of a meta debug reply's `k=v` pairs.
+fn debug_cas(fields: &[u8]) -> Option<u64> {
+    fields
+        .split(|&b| b == b' ')
+        .find_map(|field| field.strip_prefix(b"cas="))
+        .and_then(|n| std::str::from_utf8(n).ok()?.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_cas_of_a_meta_debug_reply() {
+        let reply = b"k exp=-1 la=0 cas=4711 fetch=no cls=1 size=66";
+        assert_eq!(super::debug_cas(reply), Some(4711));
+        assert_eq!(super::debug_cas(b"k exp=-1 la=0"), None);
+        assert_eq!(super::debug_cas(b"k cas=x"), None);
+    }
+}
