@@ -361,3 +361,47 @@ fn load_during_a_stall_names_the_group_that_missed_and_exits_3() {
     );
     assert_eq!(raw::stat(sg1.addr(), "cmd_set"), 40);
 }
+
+/// A repair never removes a value this client wrote after the write it
+/// repairs: a set that timed out on a stalled group, then at once a new
+/// set applied everywhere, then the repair. The repair reads the copy's
+/// CAS: the later write's own copy (its receipt) stays, through the
+/// confirming pass too; only another copy would be deleted, by its CAS.
+/// (A plain delete there lost the newest value: 5 of 40 keys.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_repair_keeps_the_value_this_client_wrote_after_the_missed_write() {
+    let _clock = HeldClock::hold();
+    // Not marked down by the 40 timeouts: the next writes reach it.
+    let (sg1, sg2, client) = two_zones(|b| {
+        b.timeout(TIMEOUT)
+            .timeouts_until_down(0)
+            .repair_grace(GRACE)
+    });
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    sg2.stop();
+    for key in &keys {
+        client.set(key, "v1", 0).await.unwrap();
+    }
+    // sg2's parts time out (one timeout each, together: the server stays up).
+    tokio::time::advance(TIMEOUT).await;
+    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    assert_eq!(client.status().repairs.pending, 40);
+    sg2.resume();
+    for key in &keys {
+        let outcome = client.set(key, "v2", 0).await.unwrap().settled().await;
+        assert!(outcome.is_complete(), "{outcome:?}");
+    }
+    advance_until(GRACE + 10 * TICK, || client.status().repairs.pending == 0).await;
+    for key in &keys {
+        assert_eq!(
+            raw::get(sg1.addr(), key.as_bytes()).as_deref(),
+            Some(&b"v2"[..])
+        );
+        assert_eq!(
+            raw::get(sg2.addr(), key.as_bytes()).as_deref(),
+            Some(&b"v2"[..]),
+            "{key}: the repair removed the newer value"
+        );
+    }
+    client.close(Duration::ZERO).await.unwrap();
+}

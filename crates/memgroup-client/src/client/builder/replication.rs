@@ -37,10 +37,10 @@ impl ClientBuilder {
     }
 
     /// The repair queue's capacity (default 10,000; 0 turns repairs off): a
-    /// write that missed a key's own server in some group queues a delete of
-    /// the key there, retried until the server answers, so the group holds
-    /// the newest value or nothing; never over a newer value a later write
-    /// applied there. In memory: [`Client::close`] drains it. A full queue
+    /// write that missed a key's own server in some group queues a repair
+    /// of the key there, retried until the server answers, which deletes
+    /// the copy there by its CAS unless it is this client's own later write,
+    /// so the group holds the newest value or nothing. In memory: [`Client::close`] drains it. A full queue
     /// drops its oldest entry ([`Event::RepairsDropped`]).
     pub fn repair_queue(mut self, capacity: usize) -> Self {
         self.repair_queue = capacity;

@@ -54,9 +54,10 @@ impl Client {
         }
     }
 
-    /// Write number `write` of the wire key `key` was applied on `server`.
-    pub(crate) fn write_applied(&self, server: &str, key: &[u8], write: u64) {
-        self.inner.repairs.superseded(server, key, write);
+    /// Write number `write` of the wire key `key` was applied on `server`,
+    /// its copy there of CAS `receipt` when the reply said.
+    pub(crate) fn write_applied(&self, server: &str, key: &[u8], write: u64, receipt: Option<u64>) {
+        self.inner.repairs.superseded(server, key, write, receipt);
     }
 
     /// Sends one due repair's delete, unless its server is still in its
@@ -87,12 +88,45 @@ impl Client {
             slot: (self.rotation() as usize) % topology.server_slots(server).max(1),
         };
         let key = Key::new(&due.key).expect("queued as a valid wire key");
-        let request = Request::Delete {
-            key,
-            noreply: false,
+        if !self.inner.converge {
+            // Servers without meta commands: a plain delete.
+            let request = Request::Delete {
+                key,
+                noreply: false,
+            };
+            return match self.exec(&snap, target, &request, Attempt::Repair).await {
+                Ok(Some(Response::Deleted | Response::NotFound)) => Answer::Done,
+                _ => Answer::Later,
+            };
+        }
+        // The copy there now, by its CAS: absent, or this client's own later
+        // write (its receipt), is in line; any other is deleted by that CAS,
+        // so a copy written after this read is never touched.
+        let read = Request::MetaDebug { key };
+        let cas = match self.meta_at(&snap, target, &read, Attempt::Repair).await {
+            Ok(None) => return Answer::Done,
+            Ok(Some(m)) => match crate::client::debug_cas(&m.flags) {
+                Some(cas) => cas,
+                None => return Answer::Later,
+            },
+            Err(_) => return Answer::Later,
         };
-        match self.exec(&snap, target, &request, Attempt::Repair).await {
-            Ok(Some(Response::Deleted | Response::NotFound)) => Answer::Done,
+        if due.keep == Some(cas) {
+            return Answer::Done;
+        }
+        let flags = [memgroup_proto::MetaFlag::CompareCas(cas)];
+        let delete = Request::MetaDelete { key, flags: &flags };
+        match self.meta_at(&snap, target, &delete, Attempt::Repair).await {
+            Ok(None) => Answer::Done,
+            Ok(Some(m))
+                if matches!(
+                    m.status,
+                    memgroup_proto::MetaStatus::Hd | memgroup_proto::MetaStatus::Nf
+                ) =>
+            {
+                Answer::Done
+            }
+            // Changed since the read (`EX`), or no answer: read again.
             _ => Answer::Later,
         }
     }

@@ -1,18 +1,23 @@
 //! The repair queue: a write or delete that did not reach a key's own server
 //! in some group — the server dead or in backoff, a broken connection, a
 //! timeout, or the write sent to a failover replacement instead — becomes a
-//! `delete` of that key for that server, retried until the server answers.
-//! A group then holds the newest value or nothing, never the copy the missed
-//! write should have replaced.
+//! repair of that key on that server, retried until the server answers: the
+//! copy there is read by its CAS (`me k`) and, unless it is absent or this
+//! client's own later write, deleted by that CAS (`md k C<cas>`), so a copy
+//! written after the read is never touched. (With
+//! [`ClientBuilder::converge`](crate::ClientBuilder::converge) off, for
+//! servers without meta commands, a plain `delete`.) A group then holds
+//! the newest value or nothing, never the copy the missed write should have
+//! replaced.
 //!
 //! - **After the missed write could still land.** A `set` handed to a
 //!   stalled server's connection and not answered — timed out, or cut off
 //!   when the server was marked down or the connection broke
 //!   ([`Error::may_have_applied`](crate::Error::may_have_applied)) — may sit
 //!   in the server's socket and be applied when it resumes, after a
-//!   delete sent on a new connection. So the repair of a timed-out write is
-//!   two deletes: one once the server answers again, and a confirming one a
-//!   grace period later ([`ClientBuilder::repair_grace`](crate::ClientBuilder::repair_grace)),
+//!   repair sent on a new connection. So such a repair runs twice: once the
+//!   server answers again, and a confirming pass a grace period later
+//!   ([`ClientBuilder::repair_grace`](crate::ClientBuilder::repair_grace)),
 //!   by when the old socket's bytes have been read.
 //! - **Newest or nothing.** Writes are numbered as they start. A
 //!   part that misses ends — and queues its repair — when its timeout fires,
@@ -21,11 +26,12 @@
 //!   ([`inflight`]), and a miss that failed outright queues nothing when a
 //!   later write was applied there meanwhile. A write applied there later
 //!   supersedes a queued repair of an older one. Not so for a write that
-//!   may have been applied unanswered: it may still land from a stalled server's old socket after
-//!   the later write, so its repair stands and that server ends holding
-//!   nothing rather than the older value. The corner left: a repair's
-//!   delete in flight while a later write is applied (then it holds
-//!   nothing).
+//!   may have been applied unanswered: it may still land after the later
+//!   write, so its repair stands, keeping the later write's copy (the CAS
+//!   its reply carried) and deleting any other. A repair never removes a
+//!   value this client wrote after the write it repairs; a copy another
+//!   process wrote may be deleted (a miss for its readers, never a stale
+//!   copy).
 //! - **Bounded and in memory.** At most
 //!   [`ClientBuilder::repair_queue`](crate::ClientBuilder::repair_queue)
 //!   entries (one per server and key); a full queue drops its oldest entry,
@@ -147,6 +153,9 @@ struct Entry {
     may_land: bool,
     /// The first delete was answered: the next one confirms.
     confirming: bool,
+    /// The newest later write of this client applied there (its number,
+    /// and the CAS its copy got): a copy of that CAS is in line, not stale.
+    keep: Option<(u64, u64)>,
 }
 
 /// A due repair, as the drain task sends it.
@@ -155,6 +164,8 @@ struct Due {
     server: Arc<str>,
     group: Arc<str>,
     key: Box<[u8]>,
+    /// The CAS of this client's own later copy there, which stays.
+    pub(super) keep: Option<u64>,
 }
 
 /// What a push did.
@@ -256,15 +267,15 @@ impl Repairs {
         self.queue.read().servers.keys().cloned().collect()
     }
 
-    /// Whether a repair write number `write` supersedes is queued (read
-    /// lock only: the common answer during an outage is no).
-    fn blocks_superseded(&self, server: &str, key: &[u8], write: u64) -> bool {
+    /// Whether a repair of a write older than `write` is queued (read lock
+    /// only: the common answer during an outage is no).
+    fn blocks_older(&self, server: &str, key: &[u8], write: u64) -> bool {
         self.queue
             .read()
             .servers
             .get(server)
             .and_then(|keys| keys.get(key))
-            .is_some_and(|e| e.write < write && !e.may_land)
+            .is_some_and(|e| e.write < write)
     }
 
     /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
@@ -301,11 +312,14 @@ impl Repairs {
             due: now,
             may_land,
             confirming: false,
+            keep: None,
         };
         let keys = queue.servers.entry(server.clone()).or_default();
         if let Some(old) = keys.remove(key) {
             entry.may_land |= old.may_land;
             entry.write = entry.write.max(old.write);
+            // A copy kept for a write newer than every miss still stands.
+            entry.keep = old.keep.filter(|&(kept, _)| kept > entry.write);
             queue.age.remove(&old.number);
         }
         let keys = queue.servers.entry(server.clone()).or_default();
@@ -347,6 +361,7 @@ impl Repairs {
                         server: server.clone(),
                         group: e.group.clone(),
                         key: key.clone(),
+                        keep: e.keep.map(|(_, cas)| cas),
                     })
             })
             .collect();
@@ -400,27 +415,34 @@ impl Repairs {
         self.pending.store(queue.age.len(), Ordering::Release);
     }
 
-    /// A later write of `key` was applied on `server`: a repair for a missed
-    /// write that cannot land any more is superseded (the server holds the
-    /// newest value) and counted as done. One whose write may have been applied unanswered is not:
-    /// that write may still land after the later one (from another
-    /// connection of a server that was stalled), so the server ends with
-    /// nothing rather than the older value.
-    fn superseded(&self, server: &str, key: &[u8], write: u64) {
-        if self.pending.load(Ordering::Acquire) == 0 || !self.blocks_superseded(server, key, write)
-        {
+    /// Write `write` of `key` was applied on `server`, its copy of CAS
+    /// `receipt` when known: a repair for an older missed write that cannot
+    /// land any more is superseded (the server holds the newest value) and
+    /// counted as done. One whose write may have been applied unanswered is
+    /// not: that write may still land after this one (from another
+    /// connection of a server that was stalled). Its repair stands, keeping
+    /// this write's copy (by its CAS) and deleting any other, so that
+    /// server ends with the newest value or nothing, never the older one.
+    fn superseded(&self, server: &str, key: &[u8], write: u64, receipt: Option<u64>) {
+        if self.pending.load(Ordering::Acquire) == 0 || !self.blocks_older(server, key, write) {
             return;
         }
         let mut queue = self.queue.write();
-        let Some(number) = queue
+        let Some(entry) = queue
             .servers
-            .get(server)
-            .and_then(|keys| keys.get(key))
-            .filter(|e| e.write < write && !e.may_land)
-            .map(|e| e.number)
+            .get_mut(server)
+            .and_then(|keys| keys.get_mut(key))
+            .filter(|e| e.write < write)
         else {
             return;
         };
+        if entry.may_land {
+            if entry.keep.is_none_or(|(kept, _)| kept < write) {
+                entry.keep = receipt.map(|cas| (write, cas));
+            }
+            return;
+        }
+        let number = entry.number;
         queue.take(number, server, key);
         if queue.age.len() < self.capacity {
             queue.full = false;

@@ -305,7 +305,8 @@ impl Client {
             for ((&i, result), track) in share.keys.iter().zip(answers).zip(tracks) {
                 let own = group.server_for(&wires[i].bytes);
                 if let Some(track) = track {
-                    let reached = result.is_ok() && own == share.target.server;
+                    // Quiet batches carry no CAS receipt.
+                    let reached = (result.is_ok() && own == share.target.server).then_some(None);
                     let write = (&wires[i].bytes[..], numbers[i], true);
                     let error = result.as_ref().err();
                     self.settle_part(snap.name(own), group.name(), write, reached, error, track);

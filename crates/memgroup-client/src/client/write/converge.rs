@@ -207,7 +207,7 @@ impl Client {
 }
 
 /// The `cas=` field of a meta debug reply's `k=v` pairs.
-fn debug_cas(fields: &[u8]) -> Option<u64> {
+pub(crate) fn debug_cas(fields: &[u8]) -> Option<u64> {
     fields
         .split(|&b| b == b' ')
         .find_map(|field| field.strip_prefix(b"cas="))

@@ -14,6 +14,7 @@ mod policy;
 mod replicate;
 
 pub use batch::MultiWrite;
+pub(crate) use converge::debug_cas;
 
 use op::WriteOp;
 

@@ -400,29 +400,36 @@ impl Client {
         };
         let group = snap.topology.group(part.group).name();
         let write = (job.key(), job.number, job.op().supersedes_repair());
+        let receipt = part
+            .reply
+            .as_ref()
+            .ok()
+            .and_then(super::converge::receipt_of);
         let error = part.reply.as_ref().err();
+        let reached = reached.then_some(receipt);
         self.settle_part(snap.name(part.own), group, write, reached, error, tracking);
     }
 
     /// One group's part of write `(key, number, supersedes)` ended, on the
-    /// key's own server `own` (`reached`) or not (`error`, or a failover
-    /// server): a miss queues a repair unless a later write was applied
-    /// there meanwhile and this one cannot land after it; an applied write
-    /// that leaves the newest value supersedes older repairs there.
+    /// key's own server `own` (`reached`, with the CAS it stored when the
+    /// reply carried it) or not (`error`, or a failover server): a miss
+    /// queues a repair unless a later write was applied there meanwhile and
+    /// this one cannot land after it; an applied write that leaves the
+    /// newest value supersedes older repairs there.
     pub(super) fn settle_part(
         &self,
         own: &Arc<str>,
         group: &str,
         (key, number, supersedes): (&[u8], u64, bool),
-        reached: bool,
+        reached: Option<Option<u64>>,
         error: Option<&Error>,
         tracking: &mut Tracking,
     ) {
-        let applied = reached && supersedes;
+        let applied = reached.is_some() && supersedes;
         let newest = tracking.finish(applied.then_some(number));
-        if reached {
+        if let Some(receipt) = reached {
             if applied {
-                self.write_applied(own, key, number);
+                self.write_applied(own, key, number, receipt);
             }
             return;
         }
