@@ -281,6 +281,20 @@ pub struct ClusterFile {
     pub discover: Option<String>,
     /// How often discovery asks again (`discover_every_s`, default 60).
     pub discover_every: Option<Duration>,
+    /// Where repairs outlive the process (`repair_journal`: a directory, or
+    /// `"off"`): see [`ClientBuilder::repair_journal`](crate::client::ClientBuilder::repair_journal).
+    /// Absent: the library keeps repairs in memory; the tool uses its
+    /// default directory.
+    pub repair_journal: Option<RepairJournal>,
+}
+
+/// The file's `repair_journal`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepairJournal {
+    /// `"off"`: repairs in memory only.
+    Off,
+    /// A directory.
+    Dir(PathBuf),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -312,6 +326,7 @@ struct RawFile {
     migrate_from: Option<String>,
     discover: Option<String>,
     discover_every_s: Option<u64>,
+    repair_journal: Option<String>,
     #[serde(default)]
     groups: Vec<RawGroup>,
 }
@@ -464,8 +479,19 @@ impl ClusterFile {
             return Err(ConfigError::new("discover_every_s: give at least 1 second"));
         }
         let long_keys = long_keys(&raw)?;
+        let repair_journal = match raw.repair_journal.as_deref() {
+            None => None,
+            Some("off") => Some(RepairJournal::Off),
+            Some("") => {
+                return Err(ConfigError::new(
+                    "repair_journal: give a directory, or \"off\"",
+                ));
+            }
+            Some(dir) => Some(RepairJournal::Dir(PathBuf::from(dir))),
+        };
         Ok(ClusterFile {
             long_keys,
+            repair_journal,
             discover: raw.discover,
             discover_every: raw.discover_every_s.map(Duration::from_secs),
             overrides: SpecOverrides {

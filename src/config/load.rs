@@ -54,6 +54,9 @@ impl ClusterFile {
             builder = builder.value_format(format);
         }
         builder = self.limits.apply(builder);
+        if let Some(super::RepairJournal::Dir(dir)) = &self.repair_journal {
+            builder = builder.repair_journal(dir);
+        }
         if let Some(long_keys) = &self.long_keys {
             builder = builder.long_keys(long_keys.clone());
         }

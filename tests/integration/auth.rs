@@ -140,6 +140,8 @@ fn the_tool_logs_in_for_every_command() {
     let groups = format!("sg1={};sg2={}", a.addr_string(), b.addr_string());
     let memgroup = |args: &[&str], env_password: Option<&str>| {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"));
+        // Each test its own state: no repair journal shared across tests.
+        cmd.env("MEMGROUP_REPAIR_JOURNAL", "off");
         cmd.args(["--groups", &groups, "--username", "alice"])
             .args(args)
             .env_remove("MEMGROUP_PASSWORD")

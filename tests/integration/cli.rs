@@ -89,6 +89,8 @@ fn get_set_delete_touch_incr_decr() {
 
     // Value from stdin.
     let mut child = Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        // Each test its own state: no repair journal shared across tests.
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .args(["--servers", &addr, "set", "piped", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -104,6 +106,8 @@ fn get_set_delete_touch_incr_decr() {
     // A lone `-` as the value itself: stdin (closed, empty) is not read, or
     // the value stored would be empty.
     let o = Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        // Each test its own state: no repair journal shared across tests.
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .args(["--servers", &addr, "set", "dash", "-", "--literal"])
         .stdin(Stdio::piped())
         .output()
@@ -946,6 +950,8 @@ fn warm_gives_up_on_a_silent_metadump_source_after_the_timeout() {
 fn urls_and_environment_route_like_the_flags() {
     let route = |args: &[&str], env: &[(&str, &str)]| {
         let o = Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            // Each test its own state: no repair journal shared across tests.
+            .env("MEMGROUP_REPAIR_JOURNAL", "off")
             .args(args)
             .env_remove("MEMCACHED_SERVERS")
             .env_remove("MEMGROUP_GROUPS")
@@ -1041,6 +1047,8 @@ fn conditional_stores_gets_cas_exist_version_and_stats_sections() {
     // Every byte value round-trips exactly: set -, get, and --json (base64).
     let all: Vec<u8> = (0..=255u8).collect();
     let mut child = Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        // Each test its own state: no repair journal shared across tests.
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .args(["--servers", &addr, "set", "bin", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -1884,6 +1892,8 @@ fn status_watch_heads_each_round_with_its_time() {
 
     let s = Memcached::spawn();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        // Each test its own state: no repair journal shared across tests.
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .args(["--servers", &s.addr_string(), "status", "--watch", "0.1"])
         .env_remove("MEMCACHED_SERVERS")
         .stdout(std::process::Stdio::piped())

@@ -292,6 +292,8 @@ fn tool_with_peak_rss(addr: &str) -> (std::process::Output, u64) {
         .args(["-f", "%M", "-o"])
         .arg(&rss_file)
         .arg(env!("CARGO_BIN_EXE_memgroup"))
+        // Each test its own state: no repair journal shared across tests.
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .args([
             "--servers",
             addr,

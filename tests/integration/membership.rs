@@ -102,6 +102,8 @@ async fn a_watched_server_list_changes_under_load() {
 /// and stderr piped.
 fn status_watch(config: &std::path::Path, extra: &[&str]) -> std::process::Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        // Each test its own state: no repair journal shared across tests.
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .args([
             "--config",
             config.to_str().unwrap(),

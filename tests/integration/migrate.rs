@@ -23,7 +23,7 @@ fn key(i: usize) -> String {
 
 /// Keys with a TTL: every tenth.
 fn has_ttl(i: usize) -> bool {
-    i % 10 == 0
+    i.is_multiple_of(10)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

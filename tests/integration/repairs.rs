@@ -405,3 +405,146 @@ async fn a_repair_keeps_the_value_this_client_wrote_after_the_missed_write() {
     }
     client.close(Duration::ZERO).await.unwrap();
 }
+
+/// Repairs outlive the process: deletes that passed over a group whose
+/// server was down are repairs; the client closes before the server is
+/// back, so it journals them. A second client opening the journal (the
+/// next process) takes them: its reads never serve the stale copies, and
+/// once the server answers it deletes them there. (In memory only, the
+/// deleted values came back in that zone.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn repairs_a_client_could_not_drain_are_done_by_the_next_one() {
+    let _clock = HeldClock::hold();
+    let journal = crate::support::tempdir::Dir::new("journal");
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let client = |zone: &str| {
+        Client::builder()
+            .evcache_groups(&groups)
+            .unwrap()
+            .zone(zone)
+            .timeout(TIMEOUT)
+            .backoff(BACKOFF, Duration::from_secs(8))
+            .repair_grace(GRACE)
+            .repair_journal(journal.path())
+            .build()
+            .unwrap()
+    };
+    let first = client("sg1");
+    assert_eq!(first.repair_journal(), Some(journal.path()));
+    let keys: Vec<String> = (0..25).map(|i| format!("gone:{i}")).collect();
+    for key in &keys {
+        first.set(key, "old", 0).await.unwrap().settled().await;
+    }
+    sg2.stop();
+    // Three timeouts in a row mark sg2 down.
+    for i in 0..3 {
+        first.set(format!("other:{i}"), "x", 0).await.unwrap();
+    }
+    tokio::time::advance(TIMEOUT).await;
+    advance_until(3 * TICK, || first.status().background_writes == 0).await;
+    // The deletes pass sg2 over: known missed, a repair each.
+    for key in &keys {
+        let outcome = first.delete(key).await.unwrap();
+        assert!(outcome.is_partial(), "{outcome:?}");
+    }
+    assert_eq!(first.owed_repairs().len(), 28);
+    let (closed, ()) = tokio::join!(first.close(Duration::from_millis(500)), async {
+        tokio::time::advance(Duration::from_millis(500)).await;
+    });
+    let error = closed.unwrap_err().to_string();
+    assert!(error.contains("28 journaled in"), "{error}");
+    drop(first);
+    sg2.resume();
+    advance_until(3 * TICK, || raw::get(sg2.addr(), b"other:0").is_some()).await;
+    for key in &keys {
+        assert_eq!(
+            raw::get(sg2.addr(), key.as_bytes()).as_deref(),
+            Some(&b"old"[..])
+        );
+    }
+    // The next process, reading from sg2's zone.
+    let next = client("sg2");
+    assert_eq!(next.status().repairs.pending, 28);
+    for key in &keys {
+        assert_eq!(
+            next.get(key).await.unwrap(),
+            None,
+            "{key}: a stale copy served"
+        );
+    }
+    advance_until(BACKOFF + GRACE + 10 * TICK, || {
+        next.status().repairs.pending == 0
+    })
+    .await;
+    for key in &keys {
+        assert_eq!(
+            raw::get(sg2.addr(), key.as_bytes()),
+            None,
+            "{key}: came back"
+        );
+    }
+    next.close(Duration::ZERO).await.unwrap();
+    assert!(
+        memgroup::client::list_repair_journal(journal.path()).is_empty(),
+        "nothing left journaled"
+    );
+}
+
+/// The tool: a write command during a stall waits `--drain` for its
+/// repairs, journals the rest, names the keys and exits 3; `repair --list`
+/// shows them (held by no one); once the server is back, `repair` takes
+/// and does them: every copy there is deleted or agrees, and the journal
+/// is empty.
+#[test]
+fn the_tool_journals_what_it_could_not_repair_and_memgroup_repair_does_it() {
+    let journal = crate::support::tempdir::Dir::new("tool-journal");
+    let dir = journal.path().to_str().unwrap().to_string();
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let tool = |args: &[&str]| {
+        let mut all = vec![
+            "--groups",
+            &groups,
+            "--zone",
+            "sg1",
+            "--repair-journal",
+            &dir,
+        ];
+        all.extend_from_slice(args);
+        crate::support::memgroup(&all)
+    };
+    sg2.stop();
+    let out = tool(&["--timeout-ms", "200", "--drain", "0.5", "set", "k", "new"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("1 journaled in"), "{stderr}");
+    assert!(
+        stderr.contains("k: not yet repaired in group sg2"),
+        "{stderr}"
+    );
+    let listed = tool(&["--json", "repair", "--list"]);
+    let text = String::from_utf8_lossy(&listed.stdout);
+    let records: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(records.as_array().unwrap().len(), 1, "{text}");
+    assert_eq!(records[0]["key"], "k");
+    assert_eq!(records[0]["server"], sg2.addr_string());
+    assert_eq!(records[0]["held"], false);
+    sg2.resume();
+    let out = tool(&["--json", "repair", "--wait", "10"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(report[0]["taken"], 1, "{text}");
+    assert_eq!(report[0]["left"].as_array().unwrap().len(), 0, "{text}");
+    // The set that sat in sg2's socket landed, then the repair read its
+    // CAS and deleted it: sg2 holds nothing, never an older value.
+    assert_eq!(raw::get(sg2.addr(), b"k"), None);
+    assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"new"[..]));
+    assert!(memgroup::client::list_repair_journal(journal.path()).is_empty());
+}

@@ -63,14 +63,13 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
             while !stop.load(Ordering::Relaxed) {
                 let key = format!("soak:{w}:{i}");
                 i += 1;
-                if let Ok(outcome) = client.set(&key, value_of(&key), 0).await {
-                    if outcome
+                if let Ok(outcome) = client.set(&key, value_of(&key), 0).await
+                    && outcome
                         .groups
                         .iter()
                         .any(|g| &*g.group == "steady" && matches!(g.result, Ok(true)))
-                    {
-                        acked.push(key);
-                    }
+                {
+                    acked.push(key);
                 }
             }
             acked

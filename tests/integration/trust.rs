@@ -451,6 +451,8 @@ fn configuration_sources_rank_by_one_rule() {
     let file = file.to_string_lossy().into_owned();
     let run = |args: &[&str], env: &[(&str, &str)]| {
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"));
+        // Each test its own state: no repair journal shared across tests.
+        command.env("MEMGROUP_REPAIR_JOURNAL", "off");
         command
             .args(args)
             .env_remove("MEMCACHED_SERVERS")

@@ -235,6 +235,11 @@ impl Error {
         self
     }
 
+    /// The message alone (no server, no cause).
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         self.kind

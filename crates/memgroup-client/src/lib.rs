@@ -183,8 +183,8 @@ pub use client::crawler;
 pub use client::discover;
 pub use client::{
     ClientBuilder, ClientUrl, DEFAULT_DISCOVER_EVERY, Fill, Filled, Freshness, GroupStatus, Hedge,
-    LOWER_AGREEING, MigrationStatus, MultiWrite, NearCache, NearStatus, Probe, RepairStatus,
-    ServerState, ServerStatus, Status, Watcher,
+    JournalEntry, LOWER_AGREEING, MigrationStatus, MultiWrite, NearCache, NearStatus, OwedRepair,
+    Probe, RepairStatus, ServerState, ServerStatus, Status, Watcher, list_repair_journal,
 };
 #[cfg(feature = "serde")]
 pub use client::{SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS, SerdeCodec};

@@ -180,7 +180,7 @@ pub fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
         };
         Some(u32::from(v))
     }
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(text.len() / 4 * 3);

@@ -1203,8 +1203,8 @@ proptest! {
         prop_assert_eq!(dec.decode(&mut buf, expect_of(&r)), Ok(None));
         // A data block whose announced length is shorter than the data: the
         // bytes where its `\r\n` should be are data, so it is an error.
-        if let Response::Values(values) = &r {
-            if let Some(v) = values.first().filter(|v| v.data.len() >= lie) {
+        if let Response::Values(values) = &r
+            && let Some(v) = values.first().filter(|v| v.data.len() >= lie) {
                 let head = format!("VALUE {} {} {}\r\n", String::from_utf8_lossy(&v.key), v.flags, v.data.len() - lie);
                 let mut wire = head.into_bytes();
                 let announced_end = wire.len() + v.data.len() - lie;
@@ -1223,7 +1223,6 @@ proptest! {
                     prop_assert_eq!(got, Err(ProtoError::BadDataTerminator));
                 }
             }
-        }
     }
 }
 

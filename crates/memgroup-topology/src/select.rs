@@ -66,10 +66,10 @@ fn resolve(
     if !dead.is_dead(primary, now) {
         return Ok((primary, 0));
     }
-    if topology.failover {
-        if let Some(found) = walk(group, key, 0, dead, now) {
-            return Ok(found);
-        }
+    if topology.failover
+        && let Some(found) = walk(group, key, 0, dead, now)
+    {
+        return Ok(found);
     }
     Err(primary)
 }
@@ -379,18 +379,18 @@ impl ReadCursor<'_> {
     #[inline(always)]
     pub fn next(&mut self, dead: &DeadHosts, now: Instant) -> Option<Target> {
         let topology = self.topology;
-        if let Some(current) = self.current.take() {
-            if topology.failover && dead.is_dead(current.target.server, now) {
-                let group = topology.group(current.target.group);
-                if let Some((server, position)) = walk(group, self.key, current.position, dead, now)
-                {
-                    let target = Target {
-                        server,
-                        ..current.target
-                    };
-                    self.current = Some(Current { target, position });
-                    return Some(target);
-                }
+        if let Some(current) = self.current.take()
+            && topology.failover
+            && dead.is_dead(current.target.server, now)
+        {
+            let group = topology.group(current.target.group);
+            if let Some((server, position)) = walk(group, self.key, current.position, dead, now) {
+                let target = Target {
+                    server,
+                    ..current.target
+                };
+                self.current = Some(Current { target, position });
+                return Some(target);
             }
         }
         while self.tried < self.limit && self.next_pos < topology.read_order.len() {

@@ -143,15 +143,14 @@ fn model_server(
     if !dead.is_dead(primary, now) {
         return Ok(primary);
     }
-    if topology.failover() {
-        if let Some(s) = g
+    if topology.failover()
+        && let Some(s) = g
             .locator()
             .failover(key)
             .map(|n| g.servers()[n])
             .find(|&s| !dead.is_dead(s, now))
-        {
-            return Ok(s);
-        }
+    {
+        return Ok(s);
     }
     Err(primary)
 }
@@ -387,7 +386,7 @@ proptest! {
                 .collect();
             prop_assert_eq!(&got, &expected);
 
-            let keep = |a: &ServerAddr| a.host.len() % filter_mod == 0;
+            let keep = |a: &ServerAddr| a.host.len().is_multiple_of(filter_mod);
             let filtered: Vec<_> = topology
                 .targeted_write_targets(&key, &ids, &dead, base, rotation, Some(&keep))
                 .collect();

@@ -21,6 +21,7 @@ use crate::flags::ClusterFlags;
 use crate::sources::{self, ConfigFile, Servers};
 
 mod clients;
+mod journal;
 
 pub(crate) use clients::{close_clients, only_group};
 
@@ -75,6 +76,8 @@ pub(crate) struct ClientSettings {
     discover_every: Option<Duration>,
     /// Long keys, if on.
     long_keys: Option<LongKeys>,
+    /// The repair journal's directory, unless off.
+    pub(crate) repair_journal: Option<std::path::PathBuf>,
 }
 
 /// A group's own login and TLS (from the file).
@@ -297,6 +300,7 @@ impl Cluster {
                 .long_keys
                 .clone()
                 .or_else(|| flags.long_keys.then(LongKeys::default)),
+            repair_journal: journal::dir(flags, env, file.repair_journal.as_ref(), warnings),
         };
         let origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
         Ok(Cluster {

@@ -207,6 +207,23 @@ pub(crate) struct ClusterFlags {
     /// long_keys_max_len, long_keys_prefix) in cluster.toml.
     #[arg(long, global = true, hide_short_help = true)]
     pub(crate) long_keys: bool,
+    /// Where repairs this run could not finish are journaled for the next
+    /// run (or `memgroup repair`) to do, and where it takes those an
+    /// earlier run left: a directory, or `off`. Default
+    /// $XDG_STATE_HOME/memgroup/repairs (~/.local/state/memgroup/repairs).
+    /// Also MEMGROUP_REPAIR_JOURNAL, and `repair_journal` in cluster.toml.
+    #[arg(long, global = true, hide_short_help = true, value_name = "DIR|off")]
+    pub(crate) repair_journal: Option<String>,
+    /// How long a command waits at its end for its repairs (a group that
+    /// missed a write) before journaling the rest, in seconds (default 5).
+    #[arg(
+        long,
+        global = true,
+        hide_short_help = true,
+        value_name = "SECS",
+        default_value_t = 5.0
+    )]
+    pub(crate) drain: f64,
 }
 
 /// A count that must be at least 1 (0 would let nothing through).

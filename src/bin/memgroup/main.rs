@@ -41,11 +41,21 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return output::fail(&format!("cannot start the runtime: {e}"), 1),
     };
+    let writes = cli.command.writes();
+    let drain = std::time::Duration::try_from_secs_f64(cli.cluster.drain.max(0.0))
+        .unwrap_or(std::time::Duration::from_secs(5));
     let run = async {
         let result = cli.command.run(&cli.cluster, cli.json).await;
         // A repair's confirming delete comes a second after its first.
-        cluster::close_clients(std::time::Duration::from_secs(2)).await;
-        result
+        let owed = cluster::close_clients(drain).await;
+        // A write done everywhere it could be, with repairs still owed
+        // (journaled, or lost): partly done.
+        match result {
+            Ok(code) if writes && owed > 0 && code == ExitCode::SUCCESS => {
+                Ok(ExitCode::from(exit::PARTIAL))
+            }
+            other => other,
+        }
     };
     match runtime.block_on(run) {
         Ok(code) => code,

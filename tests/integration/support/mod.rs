@@ -396,6 +396,8 @@ pub async fn metadump_lists(client: &memgroup::client::Client, server: &str, key
 /// settings inherited and nothing on stdin.
 pub fn memgroup(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        // Each test its own state: no repair journal shared across tests.
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .args(args)
         .env_remove("MEMGROUP_PASSWORD")
         .env_remove("MEMCACHED_SERVERS")

@@ -16,6 +16,7 @@ use memgroup_topology::{ClusterSpec, GroupId, Topology};
 
 mod admin;
 mod builder;
+mod close;
 pub mod crawler;
 pub mod discover;
 mod exec;
@@ -46,12 +47,12 @@ pub use hedge::Hedge;
 pub use migrate::MigrationStatus;
 pub use near::{NearCache, NearStatus};
 pub use repair::RepairStatus;
+pub use repair::journal::{JournalEntry, OwedRepair, list_repair_journal};
 pub use status::{GroupStatus, ServerState, ServerStatus, Status};
 pub use url::ClientUrl;
 pub use watch::Watcher;
 pub use write::MultiWrite;
 
-use crate::clock::now;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::Observe;
@@ -170,6 +171,8 @@ pub(crate) struct Parts {
     pub(crate) converge: bool,
     /// The repair queue's capacity (0: off) and grace period.
     pub(crate) repairs: (usize, Duration),
+    /// The repair journal's directory, when on.
+    pub(crate) journal: Option<std::path::PathBuf>,
     /// Hedged reads, and the read queue bound (0: off).
     pub(crate) hedge: (Hedge, usize),
     /// Read repair on.
@@ -181,6 +184,20 @@ pub(crate) struct Parts {
 impl Client {
     /// A client of `parts.topology`; see [`ClientBuilder`](crate::ClientBuilder).
     pub(crate) fn new(parts: Parts) -> Client {
+        // A journal that cannot be opened (no such place, a read-only
+        // filesystem): the client runs without, which
+        // [`Client::repair_journal`] tells.
+        let journal = parts
+            .journal
+            .as_deref()
+            .filter(|_| parts.repairs.0 > 0)
+            .and_then(|dir| repair::journal::Journal::open(dir).ok());
+        let client = Client::with_journal(parts, journal);
+        client.adopt_journal();
+        client
+    }
+
+    fn with_journal(parts: Parts, journal: Option<repair::journal::Journal>) -> Client {
         Client {
             inner: Arc::new(Inner {
                 pool: Pool::new(
@@ -197,7 +214,11 @@ impl Client {
                 write_wait: parts.write_wait,
                 converge: parts.converge,
                 converged: AtomicU64::new(0),
-                repairs: Arc::new(repair::Repairs::new(parts.repairs.0, parts.repairs.1)),
+                repairs: Arc::new(repair::Repairs::new(
+                    parts.repairs.0,
+                    parts.repairs.1,
+                    journal,
+                )),
                 read_repair: parts.read_repair,
                 read_repairs: AtomicU64::new(0),
                 flights: Arc::default(),
@@ -220,66 +241,6 @@ impl Client {
             timeout,
             values: Codec::default(),
         }
-    }
-
-    /// Waits, for at most `deadline`, until the writes still finishing in
-    /// the background (groups a write did not wait for, see
-    /// [`WriteWait::Policy`]) are done and the repair queue is drained
-    /// ([`RepairStatus`]): call it before the process exits, since both
-    /// live in memory. The client stays usable. A repair whose server is
-    /// down cannot drain: then the error, an [`ErrorKind::Timeout`], says
-    /// what is left — at once when every such server stays in its backoff
-    /// past the deadline.
-    pub async fn close(&self, deadline: Duration) -> Result<(), Error> {
-        let until = now() + deadline;
-        loop {
-            let settled = self.inner.settled.notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
-            let background = self.inner.background.load(Ordering::Acquire);
-            let repairs = self.inner.repairs.status().pending;
-            if background == 0 && repairs == 0 {
-                return Ok(());
-            }
-            let left = until.saturating_duration_since(now());
-            let stuck = background == 0 && self.repairs_stuck_until(until);
-            if left.is_zero() || stuck {
-                let why = match (stuck, repairs) {
-                    (true, 1) => "its server is down past the deadline".to_string(),
-                    (true, _) => "their servers are down past the deadline".to_string(),
-                    (false, _) => format!("after {deadline:?}"),
-                };
-                let counted = |n: usize, what: &str| match n {
-                    1 => format!("1 {what}"),
-                    n => format!("{n} {what}s"),
-                };
-                let left = match (background, repairs) {
-                    (0, r) => counted(r, "repair"),
-                    (b, 0) => counted(b, "background write"),
-                    (b, r) => format!(
-                        "{} and {}",
-                        counted(b, "background write"),
-                        counted(r, "repair")
-                    ),
-                };
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("closing: {left} still pending ({why})"),
-                ));
-            }
-            let _ = tokio::time::timeout(left, settled).await;
-        }
-    }
-
-    /// Whether every pending repair's server stays in its backoff past
-    /// `until`: then waiting cannot drain them.
-    fn repairs_stuck_until(&self, until: std::time::Instant) -> bool {
-        let snap = self.snapshot();
-        let dead = self.inner.pool.dead();
-        self.inner.repairs.servers().iter().all(|name| {
-            snap.server_by_name(name)
-                .is_ok_and(|id| dead.dead_until(id).is_some_and(|t| t > until))
-        })
     }
 
     /// A handle to the same client whose operations use `timeout`.

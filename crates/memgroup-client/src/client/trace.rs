@@ -320,10 +320,11 @@ fn span_of(
                 i64::try_from(size).unwrap_or(i64::MAX),
             );
         }
-        if client.inner.trace_keys && !span.is_disabled() {
-            if let Some(key) = key {
-                span.record("key", String::from_utf8_lossy(key).as_ref());
-            }
+        if client.inner.trace_keys
+            && !span.is_disabled()
+            && let Some(key) = key
+        {
+            span.record("key", String::from_utf8_lossy(key).as_ref());
         }
         span
     }

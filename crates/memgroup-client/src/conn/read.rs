@@ -30,10 +30,10 @@ impl Shared {
     /// back. The caller then waits on its reply channel, where its reply is.
     pub(super) fn read_some(&self, caller: Option<u64>) -> bool {
         let mut side = self.read_side.lock();
-        if let Some(epoch) = caller {
-            if !self.state.lock().may_read(epoch) {
-                return false;
-            }
+        if let Some(epoch) = caller
+            && !self.state.lock().may_read(epoch)
+        {
+            return false;
         }
         self.read_into(&mut side);
         true

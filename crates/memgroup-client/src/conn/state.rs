@@ -778,11 +778,10 @@ impl State {
             && !owed
             && self.callers <= DIRECT_WRITE_CALLERS
             && self.caller_writes < CALLER_EXTRA_WRITES
+            && let Some(cut) = self.cut()
         {
-            if let Some(cut) = self.cut() {
-                self.caller_writes += 1;
-                return Next::Write(self.take_out(cut));
-            }
+            self.caller_writes += 1;
+            return Next::Write(self.take_out(cut));
         }
         if self.can_send() {
             self.role = Role::Writer;

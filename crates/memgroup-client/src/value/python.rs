@@ -150,10 +150,11 @@ pub(crate) fn encode(value: &Value, min_compress_len: usize) -> Result<(Bytes, u
             ));
         }
     };
-    if min_compress_len > 0 && data.len() > min_compress_len {
-        if let Some(packed) = compress::compress(Codec::Zlib, &data) {
-            return Ok((packed, flags | COMPRESSED));
-        }
+    if min_compress_len > 0
+        && data.len() > min_compress_len
+        && let Some(packed) = compress::compress(Codec::Zlib, &data)
+    {
+        return Ok((packed, flags | COMPRESSED));
     }
     Ok((data, flags))
 }

@@ -164,10 +164,10 @@ pub(crate) fn encode(
             ));
         }
     };
-    if data.len() > threshold {
-        if let Some(packed) = compress::compress(Codec::Gzip, &data) {
-            return Ok((packed, flags | COMPRESSED));
-        }
+    if data.len() > threshold
+        && let Some(packed) = compress::compress(Codec::Gzip, &data)
+    {
+        return Ok((packed, flags | COMPRESSED));
     }
     Ok((data, flags))
 }

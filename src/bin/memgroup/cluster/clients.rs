@@ -50,6 +50,9 @@ impl ClientSettings {
         if let Some(long_keys) = self.long_keys.clone() {
             builder = builder.long_keys(long_keys);
         }
+        if let Some(dir) = &self.repair_journal {
+            builder = builder.repair_journal(dir);
+        }
         if let Some(old) = self.migrate_from.clone() {
             builder = builder.migrate_from(old);
         }
@@ -81,6 +84,22 @@ impl ClientSettings {
             })
             .map_err(Failure::from)?
         };
+        if self.repair_journal.is_some() && client.repair_journal().is_none() {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            let dir = self
+                .repair_journal
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""));
+            WARNED.call_once(|| {
+                crate::output::warn(
+                    None,
+                    &format!(
+                        "cannot use the repair journal {}: running without (repairs left at exit are lost)",
+                        dir.display()
+                    ),
+                );
+            });
+        }
         OPEN.lock().push(client.clone());
         Ok(client)
     }
@@ -91,20 +110,47 @@ static OPEN: parking_lot::Mutex<Vec<Client>> = parking_lot::Mutex::new(Vec::new(
 
 /// Closes every client the command built, within `deadline` each: writes
 /// still finishing and queued repairs are drained, and what cannot be (a
-/// server still down) is said on stderr, since it lives only in memory.
-pub(crate) async fn close_clients(deadline: Duration) {
+/// server still down) is journaled for the next run, or said lost when the
+/// journal is off. Each key not yet repaired is named on stderr. Returns
+/// how many repairs are still owed.
+pub(crate) async fn close_clients(deadline: Duration) -> usize {
     let clients = std::mem::take(&mut *OPEN.lock());
+    let mut owed = 0;
     for client in clients {
-        if let Err(e) = client.close(deadline).await {
-            // Repairs live in this process: say what their loss means.
+        let Err(e) = client.close(deadline).await else {
+            continue;
+        };
+        let left = client.owed_repairs();
+        owed += left.len();
+        let lost = client.repair_journal().is_none();
+        crate::output::warn(
+            None,
+            &if lost {
+                format!(
+                    "{e}; dropped at exit (no repair journal): a server that comes back with its data may keep an old copy of what was written now"
+                )
+            } else {
+                e.to_string()
+            },
+        );
+        const NAMED: usize = 10;
+        for repair in left.iter().take(NAMED) {
             crate::output::warn(
-                None,
+                Some(&String::from_utf8_lossy(&repair.key)),
                 &format!(
-                    "{e}; dropped at exit: a server that comes back with its data may keep an old copy of what was written now"
+                    "not yet repaired in group {} ({}): its copy there may be stale",
+                    repair.group, repair.server
                 ),
             );
         }
+        if left.len() > NAMED {
+            crate::output::warn(
+                None,
+                &format!("… and {} more keys not yet repaired", left.len() - NAMED),
+            );
+        }
     }
+    owed
 }
 
 /// `spec` reduced to group `name`, read as it is: no fallback, no failover,

@@ -7,6 +7,7 @@ mod keys;
 mod load;
 mod meta;
 mod read;
+mod repair;
 mod route;
 mod server;
 mod settings;
@@ -132,9 +133,39 @@ pub(crate) enum Command {
         after_help = "Examples:\n  memgroup --servers h1:11211 bench --ratio 9:1 --keys 10000 --concurrency 32 --duration 10\n  memgroup --config cluster.toml --json bench --ops 100000\n  memgroup --servers h1:11211 --timeout-ms 100 bench --rate 20000 --duration 30"
     )]
     Bench(bench::Args),
+    /// Do the repairs earlier runs journaled (a group's copies they could
+    /// not fix before they ended), or list them.
+    #[command(
+        after_help = "Exit 0 when no repair is left, 3 when some are (each named), 2 when the journal is off.\n\nExamples:\n  memgroup --config cluster.toml repair --wait 60\n  memgroup --config cluster.toml repair --list"
+    )]
+    Repair(repair::Args),
 }
 
 impl Command {
+    /// Whether the command writes keys (a repair it leaves makes it partly
+    /// done).
+    pub(crate) fn writes(&self) -> bool {
+        matches!(
+            self,
+            Command::Set(_)
+                | Command::Add(_)
+                | Command::Replace(_)
+                | Command::Append(_)
+                | Command::Prepend(_)
+                | Command::Cas(_)
+                | Command::Ms(_)
+                | Command::Md(_)
+                | Command::Ma(_)
+                | Command::Invalidate(_)
+                | Command::Cp(_)
+                | Command::Delete(_)
+                | Command::Touch(_)
+                | Command::Incr(_)
+                | Command::Decr(_)
+                | Command::Load(_)
+        )
+    }
+
     /// Runs the command on the cluster `flags` describe (each command
     /// resolves them when, and only if, it needs them), printing JSON with
     /// `json`.
@@ -171,6 +202,7 @@ impl Command {
             Command::Flush(args) => server::flush(&args, flags, json).await,
             Command::Stats(args) => server::stats(&args, flags, json).await,
             Command::Load(args) => load::load(&args, flags, json).await,
+            Command::Repair(args) => repair::run(&args, flags, json).await,
             Command::Warm(args) => warm::run(&args, flags, json).await,
             Command::Bench(args) => bench::run(&args, flags, json).await,
         }

@@ -47,6 +47,24 @@ impl ClientBuilder {
         self
     }
 
+    /// Repairs that outlive the process (off by default): a journal in the
+    /// directory `dir` (made, mode 0700, if missing; segments mode 0600).
+    /// Each repair is recorded as it is queued and as it is done;
+    /// [`Client::close`] leaves in it only what it could not drain. The
+    /// next client that opens the journal — any process, any cluster that
+    /// has the server — takes the repairs a dead client left (a segment no
+    /// living client holds) and does them in the background; those of
+    /// servers outside its topology are kept. A process that dies loses no
+    /// record the kernel took; a machine crash, at most the last second.
+    /// A directory that cannot be used (no such place, read-only) leaves the
+    /// client without a journal: [`Client::repair_journal`] says which.
+    /// The tool's default is `$XDG_STATE_HOME/memgroup/repairs` (or
+    /// `~/.local/state/memgroup/repairs`).
+    pub fn repair_journal(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.repair_journal = Some(dir.into());
+        self
+    }
+
     /// How long after a repair's first delete is answered a second one
     /// confirms it (default 1 s): a write that timed out on a stalled server
     /// may still be applied from its old socket when the server resumes.

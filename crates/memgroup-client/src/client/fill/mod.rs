@@ -379,10 +379,8 @@ impl Client {
             self.at_arbiter(wire, &request).await,
             Ok(m) if m.status == MetaStatus::Hd
         );
-        if stored {
-            if let Some(near) = &self.inner.near {
-                near.forget(wire);
-            }
+        if stored && let Some(near) = &self.inner.near {
+            near.forget(wire);
         }
         stored
     }

@@ -46,12 +46,55 @@ impl Client {
             }
         }
         if pushed.start_drain {
-            tokio::spawn(drain(
-                Arc::downgrade(&self.inner),
-                self.inner.repairs.clone(),
-                self.timeout,
-            ));
+            self.start_drain();
         }
+    }
+
+    /// Starts the drain task (the queue's `draining` role was just taken),
+    /// or gives the role back when no runtime is there to run it (a client
+    /// built outside one: its first repair queued starts it).
+    pub(crate) fn start_drain(&self) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(drain(
+                    Arc::downgrade(&self.inner),
+                    self.inner.repairs.clone(),
+                    self.timeout,
+                ));
+            }
+            Err(_) => self.inner.repairs.queue.write().draining = false,
+        }
+    }
+
+    /// Takes the repairs a dead client left in the journal (see
+    /// [`journal`](super::journal)): queued here, done in the background.
+    pub(crate) fn adopt_journal(&self) {
+        let snap = self.snapshot();
+        let known = |name: &str| {
+            snap.server_by_name(name)
+                .ok()
+                .map(|id| snap.name(id).clone())
+        };
+        if self.inner.repairs.adopt(known, now()) {
+            self.start_drain();
+        }
+    }
+
+    /// The repair journal's directory, when the client has one
+    /// ([`ClientBuilder::repair_journal`](crate::ClientBuilder::repair_journal)).
+    pub fn repair_journal(&self) -> Option<&std::path::Path> {
+        self.inner
+            .repairs
+            .journal
+            .as_ref()
+            .map(super::journal::Journal::dir)
+    }
+
+    /// Every repair this client still owes: queued (in the order queued),
+    /// and journaled for servers outside its topology. Each such server's
+    /// copy of the key may be stale until the repair is done.
+    pub fn owed_repairs(&self) -> Vec<super::journal::OwedRepair> {
+        self.inner.repairs.owed()
     }
 
     /// Write number `write` of the wire key `key` was applied on `server`,
@@ -168,6 +211,7 @@ async fn drain(client: Weak<Inner>, repairs: Arc<Repairs>, timeout: Duration) {
             for (due, answer) in due.iter().zip(&answers) {
                 repairs.answered(due, answer, now);
             }
+            repairs.sync_journal(now);
             client.inner.settled.notify_waiters();
         }
         if repairs.release_if_empty() {

@@ -52,7 +52,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 /// How often the drain task looks for due repairs.
 pub(crate) const REPAIR_TICK: Duration = Duration::from_millis(100);
@@ -95,6 +95,13 @@ pub(crate) struct Repairs {
     /// Writes in flight per bucket: one that began before a read may still
     /// be landing in the groups the read did not see it in.
     writing: Box<[AtomicU32]>,
+    /// Where repairs outlive the process, when on ([`journal`]).
+    pub(crate) journal: Option<journal::Journal>,
+    /// Journaled repairs of servers outside the topology: kept for a client
+    /// that has them, never done or dropped here.
+    foreign: Mutex<Vec<journal::OwedRepair>>,
+    /// When the journal was last synced.
+    synced: Mutex<Option<Instant>>,
 }
 
 /// A write in flight, counted in its key's bucket until dropped.
@@ -189,8 +196,15 @@ enum Answer {
 }
 
 impl Repairs {
-    pub(crate) fn new(capacity: usize, grace: Duration) -> Repairs {
+    pub(crate) fn new(
+        capacity: usize,
+        grace: Duration,
+        journal: Option<journal::Journal>,
+    ) -> Repairs {
         Repairs {
+            journal,
+            foreign: Mutex::default(),
+            synced: Mutex::default(),
             capacity,
             grace,
             queue: RwLock::new(Queue::default()),
@@ -267,17 +281,6 @@ impl Repairs {
         self.queue.read().servers.keys().cloned().collect()
     }
 
-    /// Whether a repair of a write older than `write` is queued (read lock
-    /// only: the common answer during an outage is no).
-    fn blocks_older(&self, server: &str, key: &[u8], write: u64) -> bool {
-        self.queue
-            .read()
-            .servers
-            .get(server)
-            .and_then(|keys| keys.get(key))
-            .is_some_and(|e| e.write < write)
-    }
-
     /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
     pub(crate) fn blocks(&self, server: &str, key: &[u8]) -> bool {
         if self.pending.load(Ordering::Acquire) == 0 {
@@ -321,6 +324,14 @@ impl Repairs {
             // A copy kept for a write newer than every miss still stands.
             entry.keep = old.keep.filter(|&(kept, _)| kept > entry.write);
             queue.age.remove(&old.number);
+        }
+        if let Some(journal) = &self.journal {
+            journal.added(&journal::OwedRepair {
+                server: server.to_string(),
+                group: group.to_string(),
+                key: key.to_vec(),
+                may_land: entry.may_land,
+            });
         }
         let keys = queue.servers.entry(server.clone()).or_default();
         keys.insert(key.into(), entry);
@@ -405,50 +416,26 @@ impl Repairs {
             }
             Answer::Done => {
                 self.repaired.fetch_add(1, Ordering::Relaxed);
+                if let Some(journal) = &self.journal {
+                    journal.done(&due.server, &due.key);
+                }
             }
-            Answer::Gone => {}
+            // Kept in the journal for a client whose topology has it.
+            Answer::Gone => {
+                let record = journal::OwedRepair {
+                    server: due.server.to_string(),
+                    group: entry.group.to_string(),
+                    key: due.key.to_vec(),
+                    may_land: entry.may_land,
+                };
+                self.foreign.lock().push(record);
+            }
         }
         queue.take(due.number, &due.server, &due.key);
         if queue.age.len() < self.capacity {
             queue.full = false;
         }
         self.pending.store(queue.age.len(), Ordering::Release);
-    }
-
-    /// Write `write` of `key` was applied on `server`, its copy of CAS
-    /// `receipt` when known: a repair for an older missed write that cannot
-    /// land any more is superseded (the server holds the newest value) and
-    /// counted as done. One whose write may have been applied unanswered is
-    /// not: that write may still land after this one (from another
-    /// connection of a server that was stalled). Its repair stands, keeping
-    /// this write's copy (by its CAS) and deleting any other, so that
-    /// server ends with the newest value or nothing, never the older one.
-    fn superseded(&self, server: &str, key: &[u8], write: u64, receipt: Option<u64>) {
-        if self.pending.load(Ordering::Acquire) == 0 || !self.blocks_older(server, key, write) {
-            return;
-        }
-        let mut queue = self.queue.write();
-        let Some(entry) = queue
-            .servers
-            .get_mut(server)
-            .and_then(|keys| keys.get_mut(key))
-            .filter(|e| e.write < write)
-        else {
-            return;
-        };
-        if entry.may_land {
-            if entry.keep.is_none_or(|(kept, _)| kept < write) {
-                entry.keep = receipt.map(|cas| (write, cas));
-            }
-            return;
-        }
-        let number = entry.number;
-        queue.take(number, server, key);
-        if queue.age.len() < self.capacity {
-            queue.full = false;
-        }
-        self.pending.store(queue.age.len(), Ordering::Release);
-        self.repaired.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -472,5 +459,7 @@ impl Queue {
 
 mod drain;
 mod inflight;
+pub(crate) mod journal;
+mod owed;
 
 pub(crate) use inflight::{Inflight, Tracking};
