@@ -190,6 +190,8 @@ fn the_status_command_lists_an_unreachable_server_and_exits_1() {
     let groups = format!("sg1={},{dead};sg2={}", a.addr_string(), b.addr_string());
     let run = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            // Each test its own state: no repair journal shared across tests.
+            .env("MEMGROUP_REPAIR_JOURNAL", "off")
             .args(["--groups", &groups])
             .args(args)
             .env_remove("RUST_LOG")
@@ -240,6 +242,8 @@ fn the_status_command_lists_an_unreachable_server_and_exits_1() {
 
     // With every server up: exit 0.
     let all_up = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+        // Each test its own state: no repair journal shared across tests.
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .args(["--servers", &a.addr_string(), "status"])
         .output()
         .unwrap();
@@ -303,15 +307,21 @@ async fn requests_waiting_on_a_stalled_server_are_counted_live() {
 fn status_never_shows_up_for_a_server_it_could_not_reach() {
     let (live, stopped, mut killed) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
     let (stopped_addr, killed_addr) = (stopped.addr_string(), killed.addr_string());
+    // sg2's own server, stalled too (a server is in one group only).
+    let far = Memcached::spawn();
+    let far_addr = far.addr_string();
     killed.kill();
     stopped.stop();
+    far.stop();
     let groups = format!(
-        "sg1={},{stopped_addr},{killed_addr};sg2={stopped_addr}",
+        "sg1={},{stopped_addr},{killed_addr};sg2={far_addr}",
         live.addr_string()
     );
     let run = |args: &[&str]| {
         let started = std::time::Instant::now();
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            // Each test its own state: no repair journal shared across tests.
+            .env("MEMGROUP_REPAIR_JOURNAL", "off")
             .args(["--groups", &groups, "--timeout-ms", "200"])
             .args(["--connect-timeout-ms", "200"])
             .args(args)
@@ -330,7 +340,7 @@ fn status_never_shows_up_for_a_server_it_could_not_reach() {
             .map(str::to_string)
             .collect()
     };
-    for down in [&stopped_addr, &killed_addr] {
+    for down in [&stopped_addr, &killed_addr, &far_addr] {
         for row in rows(down) {
             assert!(row.contains("NO"), "{text}");
             assert!(!row.split_whitespace().any(|w| w == "up"), "{text}");
@@ -362,6 +372,7 @@ fn status_never_shows_up_for_a_server_it_could_not_reach() {
     assert_eq!(group("sg2")["servers_up"], 0);
 
     stopped.resume();
+    far.resume();
     let o = run(&["status"]);
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("2/3 up") && text.contains("1/1 up"), "{text}");

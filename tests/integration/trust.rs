@@ -348,8 +348,12 @@ fn nonsense_is_refused_with_one_line_naming_it() {
     );
     let password = file("password", "secret\n");
     let spaced = file("a b", "value");
-    let groups = format!("sg1={addr};sg2={addr}");
+    let groups = format!("sg1={addr};sg2=127.0.0.1:1");
     let cases: &[(&[&str], &str)] = &[
+        (
+            &["--groups", &format!("a={addr};b={addr}"), "set", "k", "v"],
+            "is in two groups (\"a\" and \"b\")",
+        ),
         (
             &["--groups", &groups, "--zone", "sg3", "get", "k"],
             "\"sg3\"",

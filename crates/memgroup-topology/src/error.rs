@@ -40,11 +40,21 @@ pub enum TopologyError {
         /// The server entry (for a [`ServerSpec`](crate::ServerSpec), `host:port:0`).
         token: String,
     },
-    /// The same `host:port` appears twice in one group. (The same address in two groups is
-    /// allowed: both groups then share one [`ServerId`](crate::ServerId).)
+    /// The same `host:port` appears twice in one group.
     DuplicateServer {
         /// The second occurrence.
         token: String,
+    },
+    /// The same `host:port` is in two groups: every write would reach it
+    /// twice and count as two replicas, and one zone's outage would take
+    /// both copies.
+    ServerInTwoGroups {
+        /// The server.
+        token: String,
+        /// The group that lists it first.
+        first: String,
+        /// The group that lists it again.
+        second: String,
     },
     /// An EVCache node-list segment is not `name=servers`, or a group name is empty.
     BadGroup {
@@ -185,6 +195,14 @@ impl fmt::Display for TopologyError {
                 "invalid server group {token:?} (expected name=host:port,...)"
             ),
             TopologyError::EmptyGroup { name } => write!(f, "server group {name:?} is empty"),
+            TopologyError::ServerInTwoGroups {
+                token,
+                first,
+                second,
+            } => write!(
+                f,
+                "server {token} is in two groups ({first:?} and {second:?}): each group needs servers of its own"
+            ),
             TopologyError::DuplicateGroup { name } => {
                 write!(f, "server group {name:?} is defined twice")
             }

@@ -694,7 +694,8 @@ mod tests {
             assert_eq!(group.pool_size, 1);
             assert!(!group.write_only);
         }
-        // The same server in two groups is allowed (they then share its dead-host state).
+        // The parser takes the same server in two groups; the topology
+        // refuses it (`TopologyError::ServerInTwoGroups`).
         let shared = ClusterSpec::parse_evcache("a=h:1;b=h:1,h:2:7").unwrap();
         assert_eq!(shared.groups[1].servers[1].weight, 7);
     }

@@ -15,8 +15,7 @@ use crate::{
 pub struct GroupId(pub usize);
 
 /// A server's position in [`Topology::servers`]: the distinct addresses of all groups, in
-/// order of first appearance. A server listed in two groups has one id, and one dead-host
-/// state.
+/// order of first appearance (a server is in one group: [`TopologyError::ServerInTwoGroups`]).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
 pub struct ServerId(pub usize);
 
@@ -177,6 +176,7 @@ impl Topology {
     /// [`TopologyError::MixedSanitize`], [`TopologyError::BadKeyPrefix`],
     /// [`TopologyError::BadAddress`] (empty host), [`TopologyError::BadPort`] (port 0),
     /// [`TopologyError::ZeroWeight`], [`TopologyError::DuplicateServer`] (within a group),
+    /// [`TopologyError::ServerInTwoGroups`],
     /// [`TopologyError::NoReadableGroup`], and [`TopologyError::Locator`] for anything the
     /// hash crate refuses.
     pub fn new(spec: ClusterSpec) -> Result<Topology, TopologyError> {
@@ -247,9 +247,20 @@ impl Topology {
                         *e.insert(id)
                     }
                 };
-                // Listed earlier in this group (the topology is dropped with the error).
-                if std::mem::replace(&mut listed_by[id.0], index) == index {
-                    return Err(TopologyError::DuplicateServer { token: token() });
+                // Listed earlier in this group, or in another (the topology
+                // is dropped with the error).
+                match std::mem::replace(&mut listed_by[id.0], index) {
+                    usize::MAX => {}
+                    earlier if earlier == index => {
+                        return Err(TopologyError::DuplicateServer { token: token() });
+                    }
+                    earlier => {
+                        return Err(TopologyError::ServerInTwoGroups {
+                            token: token(),
+                            first: spec.groups[earlier].name.clone(),
+                            second: g.name.clone(),
+                        });
+                    }
                 }
                 server_slots[id.0] = server_slots[id.0].max(g.pool_size);
                 ids.push(id);

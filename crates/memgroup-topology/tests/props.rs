@@ -72,11 +72,16 @@ fn arb_cluster() -> impl Strategy<Value = ClusterSpec> {
         any::<bool>(),
     )
         .prop_map(|(groups, settings, sanitize)| {
+            let count = groups.len();
             let groups = groups.into_iter().enumerate().map(
                 |(g, (servers, zone, write_only, pool_size, choice))| {
                     let mut seen = HashSet::new();
+                    // Each group its own hosts (those of index g modulo the
+                    // number of groups): a server is in one group only.
+                    let span = HOSTS - HOSTS % count;
                     let servers = servers
                         .into_iter()
+                        .map(|(h, w)| (h % span - h % span % count + g, w))
                         .filter(|&(h, _)| seen.insert(h))
                         .map(|(h, w)| ServerSpec::new(host(h)).with_weight(w));
                     let mut group = GroupSpec::new(format!("g{g}"), servers)
@@ -562,13 +567,20 @@ proptest! {
         let sanitize = old.sanitizes_keys();
 
         let name = old.groups()[pick.index(old.groups().len())].name().to_owned();
+        let in_group = |g: &memgroup_topology::Group, h: usize| {
+            g.servers().iter().any(|&id| old.servers()[id.0] == host(h))
+        };
+        let others_have = |h: usize| old.groups().iter().any(|g| g.name() != name && in_group(g, h));
+        let in_any = |h: usize| old.groups().iter().any(|g| in_group(g, h));
         let new = old.change(|spec| {
             let group = spec.group_mut(&name).unwrap();
             match change {
-                0 => {
+                // A host no other group has (a server is in one group).
+                0 if !others_have(new_host) => {
                     let _ = group.remove_server(&host(new_host));
                     group.servers.push(ServerSpec::new(host(new_host)).with_weight(weight));
                 }
+                0 => {}
                 1 if group.servers.len() > 1 => {
                     let addr = group.servers[pick.index(group.servers.len())].addr.clone();
                     group.remove_server(&addr);
@@ -579,7 +591,7 @@ proptest! {
                     group.set_weight(&addr, weight);
                 }
                 3 => group.locator = locator(choice, sanitize),
-                4 => {
+                4 if !in_any(new_host) => {
                     let g = GroupSpec::new("added", [ServerSpec::new(host(new_host))])
                         .with_locator(locator(choice, sanitize));
                     spec.groups.push(g);
@@ -681,6 +693,16 @@ fn model_validation(
             if members[..i].iter().any(|&(o, _)| o == h) {
                 return Err(E::DuplicateServer {
                     token: host(h).to_string(),
+                });
+            }
+            if let Some((first, _)) = groups[..index]
+                .iter()
+                .find(|(_, others)| others.iter().any(|&(o, _)| o == h))
+            {
+                return Err(E::ServerInTwoGroups {
+                    token: host(h).to_string(),
+                    first: format!("g{first}"),
+                    second: format!("g{name}"),
                 });
             }
             let id = match servers.iter().position(|s| *s == host(h)) {
@@ -847,17 +869,23 @@ fn topology_validation_names_the_culprit() {
         build(vec![group("a", "h:1:2147483647,h:2:2")]),
         Err(E::Locator(_))
     ));
-    // The same address in two groups is one server with the larger pool.
-    let t = Topology::new(ClusterSpec::new([
-        group("a", "h:1,h:2").with_pool_size(2),
-        group("b", "h:2").with_pool_size(5),
-    ]))
-    .unwrap();
-    assert_eq!(t.servers().len(), 2);
-    assert_eq!(t.groups()[1].servers(), [ServerId(1)]);
+    // The same address in two groups: every write would reach it twice.
     assert_eq!(
-        (t.server_slots(ServerId(0)), t.server_slots(ServerId(1))),
-        (2, 5)
+        build(vec![group("a", "h:1,h:2"), group("b", "h:2")]),
+        Err(E::ServerInTwoGroups {
+            token: "h:2".into(),
+            first: "a".into(),
+            second: "b".into()
+        })
+    );
+    assert_eq!(
+        E::ServerInTwoGroups {
+            token: "127.0.0.1:22101".into(),
+            first: "a".into(),
+            second: "b".into()
+        }
+        .to_string(),
+        "server 127.0.0.1:22101 is in two groups (\"a\" and \"b\"): each group needs servers of its own"
     );
 }
 

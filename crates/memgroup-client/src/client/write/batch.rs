@@ -225,8 +225,7 @@ impl Client {
                     .enumerate()
                 {
                     match target {
-                        // Per group too: a server listed in two groups gets a
-                        // batch for each, so each key's answer is its group's.
+                        // Per target: each key's answer is its group's.
                         Ok(t) => {
                             join_share(&mut shares, t, i);
                         }
