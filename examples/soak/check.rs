@@ -194,3 +194,39 @@ pub(crate) async fn convergence(
     }
     out
 }
+
+/// The short-lived writers' keys after the heal and the journal's
+/// repairs: every group's copy of a key the last writer acknowledged is
+/// its version or absent; an older one is stale (a repair it journaled
+/// was not done). Returns (keys checked, stale copies, divergent keys).
+pub(crate) async fn short_keys(
+    verifiers: &[Client],
+    runs: &crate::writers::ShortRuns,
+    examples: &mut Vec<String>,
+) -> (u64, u64, u64) {
+    let (mut stale, mut divergent) = (0, 0);
+    for &i in &runs.last_acked {
+        let k = crate::writers::short_key(i);
+        let mut versions = Vec::new();
+        for verifier in verifiers {
+            if let Ok(Some(item)) = verifier.get(&k).await {
+                versions.push(parse(&item.value).map_or(0, |(_, v)| v));
+            }
+        }
+        for &v in &versions {
+            if v < runs.last_version {
+                stale += 1;
+                if examples.len() < 5 {
+                    examples.push(format!(
+                        "{k}: a copy of version {v} after run {}",
+                        runs.last_version
+                    ));
+                }
+            }
+        }
+        if versions.windows(2).any(|w| w[0] != w[1]) {
+            divergent += 1;
+        }
+    }
+    (runs.last_acked.len() as u64, stale, divergent)
+}

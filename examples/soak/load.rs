@@ -45,7 +45,7 @@ pub(crate) fn counter_key(j: usize) -> String {
     format!("soak:counter:{j}")
 }
 
-fn value(key: &str, version: u64) -> Vec<u8> {
+pub(crate) fn value(key: &str, version: u64) -> Vec<u8> {
     let mut v = format!("{key}|{version}|").into_bytes();
     v.resize(v.len() + 64 + (version as usize % 200), b'x');
     v

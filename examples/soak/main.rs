@@ -27,12 +27,21 @@
 //! - the p99 latency of operations while a fault was active stays below the
 //!   operation timeout.
 //!
+//! Beside the main client, two kinds of writers in processes of their own
+//! (`writers.rs`) race it: a second writer in another zone on the same keys
+//! for the whole run, and short-lived writers that write and exit at once
+//! (during a stall, leaving repairs to the journal). After the heal a
+//! client takes the journal, as the next process would, before the
+//! verdicts: the short writers' keys must hold the last one's value or
+//! nothing.
+//!
 //! Prints a summary and exits 1 on any violation.
 
 mod check;
 mod faults;
 mod load;
 mod measure;
+mod writers;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -59,6 +68,23 @@ const TIMEOUT: Duration = Duration::from_millis(500);
 fn main() -> ExitCode {
     let mut secs = 60u64;
     let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--second-writer") => {
+            return writers::second_writer(
+                &args[1],
+                args[2].parse().expect("seconds"),
+                std::path::Path::new(&args[3]),
+            );
+        }
+        Some("--short-writer") => {
+            return writers::short_writer(
+                &args[1],
+                args[2].parse().expect("version"),
+                std::path::Path::new(&args[3]),
+            );
+        }
+        _ => {}
+    }
     let mut i = 0;
     while i < args.len() {
         match (args[i].as_str(), args.get(i + 1)) {
@@ -105,10 +131,19 @@ async fn soak(duration: Duration) -> ExitCode {
             .pool_size(2)
     };
     let fds_with_servers = open_fds();
+    let journal = std::env::temp_dir().join(format!("memgroup-soak-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&journal);
     let client = build("sg1", ReadFallback::AllCopies)
         .read_repair(true)
+        .repair_journal(&journal)
         .build()
         .unwrap();
+    let second = writers::spawn(&[
+        "--second-writer".into(),
+        spec_text.clone(),
+        duration.as_secs().to_string(),
+        journal.display().to_string(),
+    ]);
 
     let stop = Arc::new(AtomicBool::new(false));
     let faulting = Arc::new(AtomicBool::new(false));
@@ -140,6 +175,7 @@ async fn soak(duration: Duration) -> ExitCode {
         faulting.clone(),
         killed.clone(),
     );
+    let short = writers::short_writers(spec_text.clone(), journal.clone(), stop.clone());
 
     let started = Instant::now();
     let warm_up = (duration / 10).min(Duration::from_secs(10));
@@ -164,12 +200,38 @@ async fn soak(duration: Duration) -> ExitCode {
         }
     }
     let elapsed = started.elapsed();
+    let short_runs = tokio::task::spawn_blocking(move || short.join())
+        .await
+        .expect("join")
+        .expect("short writers");
+    let second_out = tokio::task::spawn_blocking(move || second.wait_with_output())
+        .await
+        .expect("join")
+        .expect("second writer");
+    let second_said = String::from_utf8_lossy(&second_out.stdout).into_owned();
+    let mut second_numbers = second_said
+        .split_whitespace()
+        .map(|n| n.parse::<u64>().unwrap_or(0));
+    let (second_writes, second_converged) = (
+        second_numbers.next().unwrap_or(0),
+        second_numbers.next().unwrap_or(0),
+    );
 
     // The heal: every server is back; the client's background writes and
     // repairs drain (past the backoff of the last restarted servers).
     let healing = Instant::now();
     let closed = client.close(Duration::from_secs(30)).await;
     let healed_in = healing.elapsed();
+    // The next process: takes what the writers journaled, and does it.
+    let taker = build("sg1", ReadFallback::AllCopies)
+        .repair_journal(&journal)
+        .build()
+        .unwrap();
+    let taken = taker.status().repairs.pending;
+    let taken_closed = taker.close(Duration::from_secs(30)).await;
+    let journal_left = memgroup::client::list_repair_journal(&journal).len();
+    drop(taker);
+    let _ = std::fs::remove_dir_all(&journal);
     // Verification, group by group, past the backoff.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let verifiers: Vec<Client> = (1..=GROUPS)
@@ -181,8 +243,10 @@ async fn soak(duration: Duration) -> ExitCode {
         .collect();
     let killed_at = killed.lock().clone();
     let losses = check::losses(&verifiers, &topology, &acked_keys, &killed_at).await;
-    let converged =
+    let mut converged =
         check::convergence(&verifiers, &topology, &acked_keys, &counts, &killed_at).await;
+    let (short_checked, short_stale, short_divergent) =
+        check::short_keys(&verifiers, &short_runs, &mut converged.examples).await;
     let status = client.status();
     drop(verifiers);
     drop(client);
@@ -271,6 +335,22 @@ async fn soak(duration: Duration) -> ExitCode {
         converged.divergent,
         converged.examples.join("; ")
     );
+    println!(
+        "| second writer (zone sg2, same keys) | {second_writes} sets; copies its convergence checks deleted: {second_converged}, the main client's: {} |",
+        status.converged
+    );
+    println!(
+        "| short-lived writers | {} runs of {} keys, each exiting 200 ms after its writes; the next process took {taken} journaled repairs ({}), {journal_left} left journaled |",
+        short_runs.runs,
+        writers::SHORT_KEYS,
+        match &taken_closed {
+            Ok(()) => "all done".to_string(),
+            Err(e) => e.to_string(),
+        }
+    );
+    println!(
+        "| short-lived writers' keys after the journal | **{short_stale}** stale copies, **{short_divergent}** divergent keys ({short_checked} keys the last run acknowledged) |"
+    );
     println!("| values for another key | **{misdelivered}** |");
     println!(
         "| resident memory | {rss_warm} KiB after warm-up, {rss_half} KiB halfway, {rss_end} KiB at the end ({:+.1} % over the second half) |",
@@ -327,6 +407,14 @@ async fn soak(duration: Duration) -> ExitCode {
     }
     if closed.is_err() {
         violations.push("the client could not drain its repairs".into());
+    }
+    if short_stale > 0 || short_divergent > 0 {
+        violations.push(format!(
+            "short-lived writers' keys: {short_stale} stale copies, {short_divergent} divergent"
+        ));
+    }
+    if taken_closed.is_err() || journal_left > 0 {
+        violations.push(format!("{journal_left} journaled repairs left undone"));
     }
     if misdelivered > 0 {
         violations.push(format!("{misdelivered} values for another key"));

@@ -27,16 +27,21 @@ fn user(snap: &Snapshot, server: &str) -> Option<String> {
         .map(|c| c.username().to_string())
 }
 
-/// A server takes the login of the first of its groups that has one;
-/// names are found exactly, and unknown ones are refused by name.
+/// A server takes its group's own login, or none; names are found
+/// exactly, and unknown ones are refused by name.
 #[test]
-fn servers_take_the_first_own_settings_and_are_found_by_name() {
-    let t = topology("a=h:1,h:2;b=h:2,h:3;c=h:3,h:4,h:1");
+fn servers_take_their_groups_settings_and_are_found_by_name() {
+    let t = topology("a=h:1,h:2;b=h:3;c=h:4");
     let groups = [login("c"), login("b")];
     let snap = Snapshot::new(Arc::new(t), None, &ConnSettings::default(), &groups);
     assert_eq!(snap.server_count(), 4);
-    for (server, expected) in [("h:1", "c"), ("h:2", "b"), ("h:3", "b"), ("h:4", "c")] {
-        assert_eq!(user(&snap, server).as_deref(), Some(expected), "{server}");
+    for (server, expected) in [
+        ("h:1", None),
+        ("h:2", None),
+        ("h:3", Some("b")),
+        ("h:4", Some("c")),
+    ] {
+        assert_eq!(user(&snap, server).as_deref(), expected, "{server}");
         assert_eq!(&**snap.name(snap.server_by_name(server).unwrap()), server);
     }
     for unknown in ["h:5", "h:1 ", "h"] {

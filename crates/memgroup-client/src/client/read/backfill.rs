@@ -254,7 +254,7 @@ impl Client {
                 _ => {
                     let number = self.inner.repairs.number_write(key);
                     let group = snap.topology.group(t.group).name();
-                    self.queue_repair(snap.name(t.server), group, key, number, None);
+                    self.queue_repair(snap.name(t.server), group, key, number, None, None);
                 }
             }
         }

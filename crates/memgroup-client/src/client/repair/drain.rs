@@ -26,6 +26,7 @@ impl Client {
         key: &[u8],
         write: u64,
         error: Option<&Error>,
+        keep: Option<(u64, u64)>,
     ) {
         let repairs = &self.inner.repairs;
         if repairs.capacity == 0 {
@@ -34,7 +35,12 @@ impl Client {
         // A write handed over and unanswered may sit in the server's socket; one sent to
         // a failover replacement (no error) or refused cannot land there.
         let may_land = error.is_some_and(Error::may_have_applied);
-        let pushed = repairs.push(server, group, key, write, may_land, now());
+        let missed = super::Missed {
+            write,
+            may_land,
+            keep,
+        };
+        let pushed = repairs.push(server, group, key, missed, now());
         if pushed.dropped > 0 {
             repairs.dropped.fetch_add(pushed.dropped, Ordering::Relaxed);
             if pushed.became_full {

@@ -63,8 +63,10 @@ pub(crate) struct Inflight {
 struct Track {
     /// Parts in flight.
     parts: u32,
-    /// The highest write number applied while tracked.
+    /// The highest write number applied while tracked, with the CAS its
+    /// copy got (when its reply said).
     applied: u64,
+    cas: Option<u64>,
 }
 
 fn shard(digest: u64) -> usize {
@@ -84,15 +86,17 @@ impl Inflight {
         }
     }
 
-    fn end(&self, at: (usize, u64), applied: Option<u64>) -> u64 {
+    fn end(&self, at: (usize, u64), applied: Option<(u64, Option<u64>)>) -> (u64, Option<u64>) {
         let mut shard = self.shards[shard(at.1)].lock();
         let Some(track) = shard.get_mut(&at) else {
-            return 0;
+            return (0, None);
         };
-        if let Some(number) = applied {
-            track.applied = track.applied.max(number);
+        if let Some((number, cas)) = applied
+            && number > track.applied
+        {
+            (track.applied, track.cas) = (number, cas);
         }
-        let newest = track.applied;
+        let newest = (track.applied, track.cas);
         track.parts -= 1;
         if track.parts == 0 {
             shard.remove(&at);
@@ -111,9 +115,9 @@ pub(crate) struct Tracking {
 
 impl Tracking {
     /// The part ended, applied on the key's own server as write `applied`
-    /// (if so): returns the highest write number applied there while it was
-    /// in flight.
-    pub(crate) fn finish(&mut self, applied: Option<u64>) -> u64 {
+    /// (if so, with the CAS its copy got): returns the highest write number
+    /// applied there while it was in flight, and that copy's CAS.
+    pub(crate) fn finish(&mut self, applied: Option<(u64, Option<u64>)>) -> (u64, Option<u64>) {
         self.done = true;
         self.inflight.end(self.at, applied)
     }
@@ -139,11 +143,11 @@ mod tests {
         let mut later = inflight.begin(server, digest(b"k"));
         let mut other = inflight.begin(server, digest(b"other"));
         let mut elsewhere = inflight.begin(ServerId(4), digest(b"k"));
-        assert_eq!(later.finish(Some(7)), 7);
+        assert_eq!(later.finish(Some((7, Some(70)))), (7, Some(70)));
         // The first part, ending (failed) after the later one was applied.
-        assert_eq!(first.finish(None), 7);
-        assert_eq!(other.finish(None), 0);
-        assert_eq!(elsewhere.finish(None), 0, "another server's copy");
+        assert_eq!(first.finish(None), (7, Some(70)));
+        assert_eq!(other.finish(None), (0, None));
+        assert_eq!(elsewhere.finish(None), (0, None), "another server's copy");
         // Nothing in flight: nothing kept.
         assert!(inflight.shards.iter().all(|s| s.lock().is_empty()));
     }
@@ -157,7 +161,7 @@ mod tests {
         let mut alone = inflight.begin(ServerId(0), digest(b"k"));
         assert_eq!(
             alone.finish(None),
-            0,
+            (0, None),
             "an old registration would carry over"
         );
     }

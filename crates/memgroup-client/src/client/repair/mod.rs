@@ -175,6 +175,18 @@ struct Due {
     pub(super) keep: Option<u64>,
 }
 
+/// The write a repair is for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Missed {
+    /// Its number (0: older than any of this client's).
+    pub(crate) write: u64,
+    /// Sent and not answered: it may still land.
+    pub(crate) may_land: bool,
+    /// A later write of this client applied there meanwhile: its number and
+    /// the CAS its copy got, which the repair keeps.
+    pub(crate) keep: Option<(u64, u64)>,
+}
+
 /// What a push did.
 struct Pushed {
     /// Entries dropped to make room.
@@ -267,6 +279,13 @@ impl Repairs {
             || self.marks[bucket].load(Ordering::Acquire) >= since
     }
 
+    /// Whether a write of `key` (or of a key sharing its bucket) started
+    /// as number `since` or later (writes in flight before it not counted).
+    pub(crate) fn started_since(&self, key: &[u8], since: u64) -> bool {
+        let bucket = inflight::digest(key) as usize % MARKS;
+        self.marks[bucket].load(Ordering::Acquire) >= since
+    }
+
     /// The counters now.
     pub(crate) fn status(&self) -> RepairStatus {
         RepairStatus {
@@ -293,18 +312,22 @@ impl Repairs {
             .is_some_and(|keys| keys.contains_key(key))
     }
 
-    /// Queues a repair of `key` on `server` (a member of `group`); one
-    /// already queued starts over, since the write that just missed may land
-    /// after its deletes.
+    /// Queues a repair of `key` on `server` (a member of `group`) for the
+    /// `missed` write; one already queued starts over, since the write that
+    /// just missed may land after its deletes.
     fn push(
         &self,
         server: &Arc<str>,
         group: &str,
         key: &[u8],
-        write: u64,
-        may_land: bool,
+        missed: Missed,
         now: Instant,
     ) -> Pushed {
+        let Missed {
+            write,
+            may_land,
+            keep,
+        } = missed;
         let mut queue = self.queue.write();
         let number = queue.next;
         queue.next += 1;
@@ -315,14 +338,15 @@ impl Repairs {
             due: now,
             may_land,
             confirming: false,
-            keep: None,
+            keep,
         };
         let keys = queue.servers.entry(server.clone()).or_default();
         if let Some(old) = keys.remove(key) {
             entry.may_land |= old.may_land;
             entry.write = entry.write.max(old.write);
             // A copy kept for a write newer than every miss still stands.
-            entry.keep = old.keep.filter(|&(kept, _)| kept > entry.write);
+            let kept = [entry.keep, old.keep].into_iter().flatten().max();
+            entry.keep = kept.filter(|&(kept, _)| kept > entry.write);
             queue.age.remove(&old.number);
         }
         if let Some(journal) = &self.journal {

@@ -114,8 +114,17 @@ impl Repairs {
             match known(&record.server) {
                 Some(server) => {
                     // Number 0: older than any write of this client.
-                    let pushed =
-                        self.push(&server, &record.group, &record.key, 0, record.may_land, now);
+                    let pushed = self.push(
+                        &server,
+                        &record.group,
+                        &record.key,
+                        super::Missed {
+                            write: 0,
+                            may_land: record.may_land,
+                            keep: None,
+                        },
+                        now,
+                    );
                     start |= pushed.start_drain;
                 }
                 None => {

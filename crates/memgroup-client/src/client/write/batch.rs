@@ -238,6 +238,7 @@ impl Client {
                                 &wire.bytes,
                                 numbers[i],
                                 None,
+                                None,
                             );
                             results[i][g.min(groups.len() - 1)] = Some(GroupOutcome {
                                 id: skip.group,

@@ -16,8 +16,14 @@
 //! - the arbiter still holds this write (its CAS is the receipt): every
 //!   other group whose copy is not this write's has that copy deleted, by
 //!   the CAS just read;
-//! - it holds something else, or nothing: this write lost there, so its own
-//!   copies elsewhere are deleted, by their receipts.
+//! - it holds something else: this write lost there, so its own copies
+//!   elsewhere are deleted, by their receipts;
+//! - it holds nothing: a later write of this client there (a delete) means
+//!   this one lost, as above; else the copy went to another process's
+//!   delete or repair, a concurrent write, and this write's copies stay
+//!   where every copy present elsewhere is its own (they agree: deleting
+//!   them would turn another process's repair, which may cost a miss, into
+//!   the loss of the write everywhere), and go otherwise.
 //!
 //! Every delete names the exact copy it judged, so a copy written after the
 //! check read it is never touched; that copy's writer runs its own check.
@@ -129,7 +135,31 @@ impl Client {
             return;
         };
         let mut deleted = 0;
-        if held == Some(mine.cas) {
+        let mine_everywhere = async || {
+            for receipt in receipts.iter().filter(|r| r.group != arbiter) {
+                match self.cas_at(snap, job, receipt.group).await {
+                    Ok(None) => {}
+                    Ok(Some(cas)) if cas == receipt.cas => {}
+                    _ => return false,
+                }
+            }
+            true
+        };
+        let lost = match held {
+            Some(cas) => cas != mine.cas,
+            // Nothing at the arbiter: a later write of this client there (a
+            // delete) means this one lost; otherwise it may be another
+            // process's delete or a repair's, a concurrent write either
+            // way, and this write's copies stand where every copy present
+            // is its own (they agree); any other copy means a race, lost.
+            None => {
+                self.inner.repairs.started_since(job.key(), job.number + 1)
+                    || !mine_everywhere().await
+            }
+        };
+        if !lost && held.is_none() {
+            // Agreeing copies of this write, the arbiter's gone: kept.
+        } else if !lost {
             // The winner: every other copy that is not this write's goes.
             for group in snap.topology.groups() {
                 let group = group.id();

@@ -425,10 +425,12 @@ impl Client {
         error: Option<&Error>,
         tracking: &mut Tracking,
     ) {
-        let applied = reached.is_some() && supersedes;
-        let newest = tracking.finish(applied.then_some(number));
+        let applied = reached
+            .filter(|_| supersedes)
+            .map(|receipt| (number, receipt));
+        let (newest, newest_cas) = tracking.finish(applied);
         if let Some(receipt) = reached {
-            if applied {
+            if applied.is_some() {
                 self.write_applied(own, key, number, receipt);
             }
             return;
@@ -439,6 +441,10 @@ impl Client {
             // this one cannot land after it.
             return;
         }
-        self.queue_repair(own, group, key, number, error);
+        // A later write applied there meanwhile: its copy stays.
+        let keep = (newest > number)
+            .then_some(newest_cas.map(|cas| (newest, cas)))
+            .flatten();
+        self.queue_repair(own, group, key, number, error, keep);
     }
 }

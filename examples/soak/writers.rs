@@ -1,0 +1,166 @@
+//! Writers in processes of their own, the soak re-run in another mode:
+//!
+//! - **the second writer** (`--second-writer SPEC SECS JOURNAL`): a
+//!   long-lived process in zone sg2 writing the main load's own keys for
+//!   the whole run, its versions above any the main writer uses (so a copy
+//!   of it is never "older" than the main writer's last acknowledgement);
+//!   the two race on every key, and only the convergence check keeps the
+//!   groups agreeing;
+//! - **short-lived writers** (`--short-writer SPEC VERSION JOURNAL`): one
+//!   after another, each writes the [`SHORT_KEYS`] keys `soak:short:<i>`
+//!   with its version and exits at once (a drain of 200 ms), leaving to
+//!   the repair journal whatever a stalled server kept it from repairing.
+//!   After the heal, `soak` takes the journal (a client of its own, as the
+//!   next process would) before the verdicts: every group's copy of such a
+//!   key is the last writer's version or absent.
+
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use memgroup::client::Client;
+use memgroup::topology::WritePolicy;
+
+use crate::TIMEOUT;
+use crate::load::key;
+use crate::measure::Rng;
+
+/// Keys each short-lived writer writes.
+pub(crate) const SHORT_KEYS: u64 = 200;
+
+/// The second writer's versions start here: above any of the main load.
+pub(crate) const SECOND_VERSIONS: u64 = 1 << 40;
+
+/// The short-lived writers' keys.
+pub(crate) fn short_key(i: u64) -> String {
+    format!("soak:short:{i}")
+}
+
+fn client(spec: &str, zone: &str, journal: &Path) -> Client {
+    Client::builder()
+        .evcache_groups(spec)
+        .expect("groups")
+        .zone(zone)
+        .write_policy(WritePolicy::All)
+        .backoff(Duration::from_millis(100), Duration::from_secs(1))
+        .timeout(TIMEOUT)
+        .pool_size(2)
+        .repair_journal(journal)
+        .build()
+        .expect("client")
+}
+
+/// `--second-writer`: sets of the main load's keys from zone sg2 for
+/// `secs`, 8 tasks; prints how many it wrote and how many copies its
+/// convergence checks deleted.
+pub(crate) fn second_writer(spec: &str, secs: u64, journal: &Path) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = client(spec, "sg2", journal);
+        let until = Instant::now() + Duration::from_secs(secs);
+        let tasks: Vec<_> = (0..8u64)
+            .map(|w| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let mut rng = Rng(0xD1B5_4A32_D192_ED03 ^ (w + 1));
+                    let mut written = 0u64;
+                    while Instant::now() < until {
+                        let t = rng.below(crate::TASKS as u64) as usize;
+                        let k = key(t, rng.below(crate::KEYS_PER_TASK));
+                        let version = SECOND_VERSIONS + (w << 32) + written;
+                        let _ = client.set(&k, crate::load::value(&k, version), 0).await;
+                        written += 1;
+                    }
+                    written
+                })
+            })
+            .collect();
+        let mut written = 0;
+        for task in tasks {
+            written += task.await.unwrap_or(0);
+        }
+        let _ = client.close(Duration::from_secs(30)).await;
+        println!("{written} {}", client.status().converged);
+    });
+    ExitCode::SUCCESS
+}
+
+/// `--short-writer`: every short key at `version`, then exit after a
+/// drain of 200 ms; prints the keys whose write met its policy.
+pub(crate) fn short_writer(spec: &str, version: u64, journal: &Path) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = client(spec, "sg3", journal);
+        let mut acked = Vec::new();
+        for i in 0..SHORT_KEYS {
+            let k = short_key(i);
+            if client
+                .set(&k, crate::load::value(&k, version), 0)
+                .await
+                .is_ok_and(|o| o.applied())
+            {
+                acked.push(i.to_string());
+            }
+        }
+        let _ = client.close(Duration::from_millis(200)).await;
+        println!("{}", acked.join(" "));
+    });
+    ExitCode::SUCCESS
+}
+
+/// Runs this program in one of the modes above; its stdout.
+pub(crate) fn spawn(args: &[String]) -> std::process::Child {
+    Command::new(std::env::current_exe().expect("own path"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn a writer")
+}
+
+/// What the short-lived writers did: the last one's version, and which
+/// keys it acknowledged.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ShortRuns {
+    pub(crate) runs: u64,
+    pub(crate) last_version: u64,
+    pub(crate) last_acked: Vec<u64>,
+}
+
+/// Short-lived writers one after another until `stop`, a pause between.
+pub(crate) fn short_writers(
+    spec: String,
+    journal: std::path::PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<ShortRuns> {
+    std::thread::spawn(move || {
+        let mut runs = ShortRuns::default();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let version = runs.runs + 1;
+            let child = spawn(&[
+                "--short-writer".into(),
+                spec.clone(),
+                version.to_string(),
+                journal.display().to_string(),
+            ]);
+            let Ok(out) = child.wait_with_output() else {
+                break;
+            };
+            runs.runs = version;
+            runs.last_version = version;
+            runs.last_acked = String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .filter_map(|i| i.parse().ok())
+                .collect();
+            std::thread::sleep(Duration::from_millis(700));
+        }
+        runs
+    })
+}
