@@ -548,3 +548,82 @@ fn the_tool_journals_what_it_could_not_repair_and_memgroup_repair_does_it() {
     assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"new"[..]));
     assert!(memgroup::client::list_repair_journal(journal.path()).is_empty());
 }
+
+/// `warm` into a group whose only server is stalled stops once the client
+/// marks it down, with one line saying so, instead of a line per key for
+/// minutes; exit 1.
+#[test]
+fn warm_stops_when_the_target_group_has_no_live_server() {
+    let (c1, c2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("c1={};c2={}", c1.addr_string(), c2.addr_string());
+    for i in 0..3000 {
+        raw::set(c1.addr(), format!("w:{i}").as_bytes(), b"v");
+    }
+    c2.stop();
+    let started = std::time::Instant::now();
+    let out = crate::support::memgroup(&[
+        "--groups",
+        &groups,
+        "--timeout-ms",
+        "200",
+        "warm",
+        "--from",
+        "c1",
+        "--to",
+        "c2",
+    ]);
+    c2.resume();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("warm stopped: target group c2 has no live server")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let per_key = stderr.matches("copying failed").count();
+    assert!(per_key < 50, "{per_key} lines, one per key");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// `incr` while the other zone's server is stalled: the arbiter's count is
+/// the answer, and the zone whose copy could not be cleared is named with
+/// the key (its repair journaled); exit 3.
+#[test]
+fn incr_with_a_zone_stalled_names_the_copy_not_cleared_and_exits_3() {
+    let journal = crate::support::tempdir::Dir::new("incr-journal");
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    raw::set(sg1.addr(), b"n", b"10");
+    raw::set(sg2.addr(), b"n", b"10");
+    sg2.stop();
+    let out = crate::support::memgroup(&[
+        "--groups",
+        &groups,
+        "--timeout-ms",
+        "200",
+        "--drain",
+        "0.3",
+        "--repair-journal",
+        journal.path().to_str().unwrap(),
+        "incr",
+        "n",
+        "1",
+    ]);
+    sg2.resume();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(stdout.trim(), "11", "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("n: not yet repaired in group sg2"),
+        "{stderr}"
+    );
+}

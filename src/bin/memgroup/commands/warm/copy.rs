@@ -43,6 +43,9 @@ pub(super) async fn copy(
     let mut batches = tokio::task::JoinSet::new();
     let mut scheduled = 0u64;
     for chunk in jobs.chunks(args.batch.max(1)) {
+        if counters.stopped.load(Ordering::Relaxed) {
+            break;
+        }
         if args.rate > 0 {
             // Pace batch starts so that keys/s stays under the rate.
             let due = started + Duration::from_secs_f64(scheduled as f64 / args.rate as f64);
@@ -134,6 +137,9 @@ async fn copy_batch(
     };
     let target_refs: Vec<&str> = targets.iter().map(String::as_str).collect();
     for job in jobs {
+        if counters.stopped.load(Ordering::Relaxed) {
+            return;
+        }
         let item = match found.outcome(&job.key.key) {
             Some(Ok(Some(item))) => item,
             Some(Err(e)) => {
@@ -195,12 +201,39 @@ async fn copy_batch(
                 copied_keys.lock().insert(job.key.key.clone(), copied);
             }
             Err(e) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                if let Some(group) = e
+                    .is_transient()
+                    .then(|| dead_target(writer, targets))
+                    .flatten()
+                {
+                    // One line, not one per key still to come.
+                    if !counters.stopped.swap(true, Ordering::Relaxed) {
+                        output::warn(
+                            None,
+                            &format!(
+                                "warm stopped: target group {group} has no live server ({}); run it again once it is back",
+                                e.chain()
+                            ),
+                        );
+                    }
+                    return;
+                }
                 output::warn(
                     Some(&output::show(&job.key.key)),
                     &format!("copying failed: {}", e.chain()),
                 );
-                counters.errors.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
+}
+
+/// A target group none of whose servers is up (all marked dead), if any.
+fn dead_target(writer: &Client, targets: &[String]) -> Option<String> {
+    writer
+        .status()
+        .groups
+        .into_iter()
+        .find(|g| targets.contains(&g.group) && g.servers_up == 0)
+        .map(|g| g.group)
 }

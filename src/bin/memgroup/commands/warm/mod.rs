@@ -82,6 +82,8 @@ struct Counters {
     expired: AtomicU64,
     vanished: AtomicU64,
     errors: AtomicU64,
+    /// A target group has no live server: the copy stopped.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 /// What the copy did with a key, for `--verify`.
@@ -189,8 +191,9 @@ pub(crate) async fn run(
     bar.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();
 
+    let stopped = counters.stopped.load(Ordering::Relaxed);
     let mut missing: Vec<(String, Vec<u8>)> = Vec::new();
-    if args.verify {
+    if args.verify && !stopped {
         let copied = copied_keys.lock().clone();
         let mut listed: Vec<Vec<u8>> = seen.iter().cloned().collect();
         listed.sort_unstable();
@@ -268,7 +271,7 @@ pub(crate) async fn run(
         }
     }
     Ok(exit::code(
-        errors == 0 && missing.is_empty() && short_servers.is_empty(),
+        !stopped && errors == 0 && missing.is_empty() && short_servers.is_empty(),
     ))
 }
 
