@@ -15,13 +15,69 @@ use crate::{Lat, SEQ_OPS, SEQ_WARMUP, VALUE, cpu_time};
 
 /// A client of two groups, `sg1` (its zone and the arbiter) and `sg2`.
 fn two_groups(rt: &Runtime, a: &str, b: &str) -> Client {
+    in_zone(rt, a, b, "sg1", true)
+}
+
+/// A client of two groups, `sg1` (the arbiter) and `sg2`, in `zone`, with
+/// the convergence check on or off.
+fn in_zone(rt: &Runtime, a: &str, b: &str, zone: &str, converge: bool) -> Client {
     let _guard = rt.enter();
     Client::builder()
         .evcache_groups(&format!("sg1={a};sg2={b}"))
         .expect("groups")
-        .zone("sg1")
+        .zone(zone)
+        .converge(converge)
         .build()
         .expect("client")
+}
+
+/// `COMPARE_CONVERGE=1`: what the convergence check costs a `set` from the
+/// zone that is not the arbiter's: sequential sets with it on and off,
+/// alternated over `rounds`; latency, client CPU per set (the check's
+/// background requests included: the process's CPU) and requests per set
+/// on the servers' side, as the client counted them.
+pub fn converge_cost(rounds: usize) {
+    let rt = crate::runtime();
+    let (a, b) = (crate::spawn_server(), crate::spawn_server());
+    let (a, b) = (a.addr_string(), b.addr_string());
+    let (ops, warmup) = (SEQ_OPS / 2, SEQ_WARMUP / 2);
+    let mut rows: Vec<(&str, Vec<Lat>, Vec<f64>)> = vec![
+        ("set from sg2, converge on", Vec::new(), Vec::new()),
+        ("set from sg2, converge off", Vec::new(), Vec::new()),
+    ];
+    for round in 0..rounds {
+        for k in 0..2 {
+            let which = (k + round) % 2;
+            let client = in_zone(&rt, &a, &b, "sg2", which == 0);
+            let c = client.clone();
+            let lat = time(&rt, warmup, ops, move |i| {
+                let c = c.clone();
+                async move {
+                    c.set(format!("g:conv:{}", i % 1000), &VALUE[..], 0)
+                        .await
+                        .unwrap();
+                }
+            });
+            rt.block_on(client.close(Duration::from_secs(10))).expect("close");
+            let requests: u64 = client.status().servers.iter().map(|s| s.counters.requests).sum();
+            rows[which].1.push(lat);
+            rows[which].2.push(requests as f64 / (ops + warmup) as f64);
+        }
+    }
+    println!("| set, two groups, zone sg2 (the arbiter is sg1) | mean / p50 / p99 µs | client CPU µs/set | requests/set |");
+    println!("|---|---|---|---|");
+    for (name, lats, requests) in &rows {
+        let med = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let mean = med(lats.iter().map(|l| l.mean).collect());
+        let p50 = med(lats.iter().map(|l| l.p50).collect());
+        let p99 = med(lats.iter().map(|l| l.p99).collect());
+        let cpu = med(lats.iter().map(|l| l.cpu_us).collect());
+        let req = med(requests.clone());
+        println!("| {name} | {mean:.1} / {p50:.1} / {p99:.1} | {cpu:.1} | {req:.2} |");
+    }
 }
 
 /// Times `ops` sequential calls of `op(i)` after `warmup` untimed ones.

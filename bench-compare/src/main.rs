@@ -977,6 +977,9 @@ fn main() {
     if let Ok(rows) = std::env::var("COMPARE_QUICK") {
         return quick::run(&rows, secs);
     }
+    if std::env::var("COMPARE_CONVERGE").is_ok() {
+        return groups::converge_cost(env_num("COMPARE_ROUNDS", 5) as usize);
+    }
     let rounds = env_num("COMPARE_ROUNDS", 3) as usize;
     let load_before = loadavg();
     let version = Command::new("memcached")

@@ -104,7 +104,11 @@ fn join_share(shares: &mut Vec<Share>, target: Target, i: usize) -> usize {
 impl Client {
     /// Stores every `(key, value)` in every group: one quiet batch per
     /// connection, concurrently (`ms … q O<i>` … `mn`: the server answers
-    /// only what did not go as expected). Each key's outcome comes back in
+    /// only what did not go as expected). With several groups and
+    /// [`ClientBuilder::converge`](crate::ClientBuilder::converge) on, each
+    /// key goes as a single [`Client::set`] instead, all at once on the
+    /// pipelined connections: a quiet batch returns no CAS receipts, and
+    /// concurrent writers of these keys end in agreement as with `set`. Each key's outcome comes back in
     /// the order given, the write policy judged per key; a group that
     /// missed a key queues its repair, as for [`Client::set`]. Every key
     /// and value is checked before a byte is sent.
@@ -132,6 +136,9 @@ impl Client {
         }
         let keys: Vec<&[u8]> = items.iter().map(|(k, _)| k.as_ref()).collect();
         let values: Vec<&[u8]> = items.iter().map(|(_, v)| v.as_ref()).collect();
+        if self.inner.converge && self.snapshot().topology.groups().len() > 1 {
+            return self.set_each(&keys, &values, options).await;
+        }
         self.batch(
             &keys,
             &values,

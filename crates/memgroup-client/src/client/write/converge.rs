@@ -46,9 +46,12 @@ use memgroup_proto::{Key, MetaFlag, Request, Response};
 use memgroup_topology::{GroupId, Target};
 use parking_lot::Mutex;
 
+use super::MultiWrite;
 use super::op::Job;
 use crate::client::Client;
 use crate::client::trace::Attempt;
+use crate::join::{BoxFuture, join_all};
+use crate::options::WriteOptions;
 use crate::pool::Snapshot;
 
 /// A write's receipts, gathered as its groups answer.
@@ -123,6 +126,39 @@ impl Client {
             client.check(&snap, &job, &all).await;
             drop(background);
         });
+    }
+
+    /// [`Client::set_multi`] with several groups: a quiet batch returns no
+    /// CAS receipts, so each key goes as a single `set` (all at once,
+    /// pipelined), each outcome settled as a batch reports it.
+    pub(super) async fn set_each(
+        &self,
+        keys: &[&[u8]],
+        values: &[&[u8]],
+        options: WriteOptions,
+    ) -> Result<MultiWrite, crate::Error> {
+        let snap = self.snapshot();
+        for key in keys {
+            self.wire_key(&snap, key)?;
+        }
+        let sets: Vec<BoxFuture<'_, _>> = keys
+            .iter()
+            .zip(values)
+            .map(|(k, v)| {
+                let set = async move {
+                    match self.set(k, v, options).await {
+                        Ok(outcome) => Ok(outcome.settled().await),
+                        failed => failed,
+                    }
+                };
+                Box::pin(set) as BoxFuture<'_, _>
+            })
+            .collect();
+        let mut written = MultiWrite::default();
+        for (key, outcome) in keys.iter().zip(join_all(sets).await) {
+            written.keys.push((key.to_vec(), outcome));
+        }
+        Ok(written)
     }
 
     /// The check of a write whose groups all answered (see the module doc).

@@ -92,6 +92,16 @@ impl Client {
     /// a [`SystemTime`](std::time::SystemTime)) or [`WriteOptions`] with
     /// client flags too.
     ///
+    /// With several groups, what it guarantees (by default,
+    /// [`ClientBuilder::converge`](crate::ClientBuilder::converge) on): once
+    /// the writers of a key stop, every group holds the arbiter's value of
+    /// it or nothing, whichever memgroup clients wrote it and in whatever
+    /// order their writes reached the groups (it goes as `ms … c`, and a
+    /// background check deletes by CAS the copies that lost at the
+    /// arbiter); a group that missed it is repaired once it answers, never
+    /// over a later write of this client. Writers outside memgroup are not
+    /// covered.
+    ///
     /// ```no_run
     /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
     /// use std::time::Duration;
