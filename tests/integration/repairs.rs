@@ -322,11 +322,36 @@ async fn healthy_writes_are_never_partial_and_settle_complete() {
         assert_eq!((partial, incomplete), (0, 0), "{groups} groups");
         // The default wait does return before the other zones answer.
         assert!(pending > 0, "{groups} groups: no write returned early");
+        client.close(Duration::from_secs(5)).await.unwrap();
+        // One write per key per group; the convergence check's cost: one
+        // `me` per set in each group (the arbiter's copy, then each other
+        // group's), no delete where nobody raced.
         for server in &servers {
             assert_eq!(raw::stat(server.addr(), "cmd_set"), 1000);
+            assert_eq!(raw::stat(server.addr(), "cmd_meta"), 1000);
+            assert_eq!(raw::stat(server.addr(), "delete_hits"), 0);
         }
-        client.close(Duration::from_secs(5)).await.unwrap();
     }
+}
+
+/// A cluster of one group sends nothing beyond the writes: a classic
+/// `set` each, no check, no `me`.
+#[tokio::test]
+async fn one_group_sends_nothing_extra() {
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .build()
+        .unwrap();
+    for i in 0..200 {
+        let outcome = client.set(format!("k{i}"), "v", 0).await.unwrap();
+        assert!(outcome.is_complete(), "{outcome:?}");
+    }
+    client.close(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(raw::stat(server.addr(), "cmd_set"), 200);
+    assert_eq!(raw::stat(server.addr(), "cmd_meta"), 0);
+    assert_eq!(raw::stat(server.addr(), "cmd_get"), 0);
 }
 
 /// `load` while a group's server is stalled: every write met its policy,
