@@ -196,3 +196,52 @@ async fn two_groups_that_differ_agree_on_the_arbiters_copy() {
     assert_eq!(local.get_consistent("k").await.unwrap(), None);
     advance_until(3 * TICK, || raw::get(sg2.addr(), b"k").is_none()).await;
 }
+
+/// Read repair follows the arbiter as writes do: a hit in a group that is
+/// not the arbiter is copied only into groups that include the arbiter
+/// (there, with the arbiter missing it, it becomes the arbiter's copy);
+/// into the rest alone it would spread a value the arbiter may disagree
+/// with.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn read_repair_copies_nothing_the_arbiter_may_disagree_with() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, sg3) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
+    // The arbiter is sg1; this client reads sg3, then sg2, then sg1.
+    let groups = format!(
+        "sg3={};sg2={};sg1={}",
+        sg3.addr_string(),
+        sg2.addr_string(),
+        sg1.addr_string()
+    );
+    let client = Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .zone("sg3")
+        .read_fallback(memgroup::topology::ReadFallback::AllCopies)
+        .read_repair(true)
+        .timeout(TIMEOUT)
+        .build()
+        .unwrap();
+    // sg2 holds a value the arbiter does not: not copied into sg3. (Reads
+    // rotate over sg2 and sg1 after the local miss: until one hits sg2.)
+    raw::set(sg2.addr(), b"k", b"sg2's");
+    raw::set(sg1.addr(), b"k", b"the arbiter's");
+    let mut from_sg2 = false;
+    for _ in 0..20 {
+        raw::delete(sg3.addr(), b"k");
+        let item = client.get("k").await.unwrap().unwrap();
+        advance_until(3 * TICK, || client.status().background_writes == 0).await;
+        if item.value == "sg2's" {
+            from_sg2 = true;
+            assert_eq!(raw::get(sg3.addr(), b"k"), None, "sg2's value spread");
+            break;
+        }
+        // The arbiter's copy is copied where it missed.
+        assert_eq!(
+            raw::get(sg3.addr(), b"k").as_deref(),
+            Some(&b"the arbiter's"[..])
+        );
+    }
+    assert!(from_sg2, "no read fell back to sg2");
+    client.close(Duration::ZERO).await.unwrap();
+}

@@ -12,8 +12,11 @@
 //! with the CAS unique the copy got), so a replica never ends older than the
 //! write and a newer value is never deleted. Deletes of differing copies
 //! are conditional the same way, on the CAS unique read. A write from
-//! another process in that window is not seen: that group may then hold the
-//! value read until it expires or the key is written again.
+//! another process in that window is caught by the arbiter: read repair
+//! copies only the arbiter's copy, or into groups that include it, and
+//! once added deletes its copies again (by CAS) if the arbiter no longer
+//! holds what it copied. (The consistent read copies its majority winner
+//! without that check.)
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -104,7 +107,13 @@ impl Client {
     }
 
     /// One key's read repair: its copy at the source read again with its
-    /// TTL, then added where it missed.
+    /// TTL, then added where it missed. As writes converge on the arbiter's
+    /// copy (`write/converge.rs`), so does a read repair: it copies the
+    /// arbiter's copy, or another group's into groups that include the
+    /// arbiter (never a copy the arbiter may disagree with into the rest);
+    /// once added, if the arbiter no longer holds what was copied (the
+    /// copy read there changed, or the one added there was replaced),
+    /// every copy it made is deleted again by its CAS.
     async fn repair_read(&self, snap: &Snapshot, fill: &Backfill, since: u64) {
         let repairs = &self.inner.repairs;
         if repairs.written_since(&fill.key, since)
@@ -112,11 +121,61 @@ impl Client {
         {
             return;
         }
+        let arbiter = snap.topology.arbiter();
+        let from_arbiter = fill.source.group == arbiter;
+        if snap.topology.groups().len() > 1
+            && !from_arbiter
+            && !fill.missed.iter().any(|t| t.group == arbiter)
+        {
+            return;
+        }
         let Ok(Some(copy)) = self.read_copy(snap, fill.source, &fill.key).await else {
             return;
         };
-        self.copy_into(snap, &fill.key, &copy, &fill.missed, since)
+        let stored = self
+            .copy_into(snap, &fill.key, &copy, &fill.missed, since)
             .await;
+        if stored.is_empty() || !self.inner.converge {
+            return;
+        }
+        let expected = if from_arbiter {
+            Some(copy.cas)
+        } else {
+            stored
+                .iter()
+                .find(|(t, _)| t.group == arbiter)
+                .map(|&(_, cas)| cas)
+        };
+        let at_arbiter = self.copy_cas(snap, arbiter, &fill.key).await;
+        if expected.is_none() || at_arbiter.is_ok_and(|held| held != expected) {
+            let deleted = self.delete_if_unchanged(snap, &fill.key, &stored).await;
+            self.inner
+                .read_repairs
+                .fetch_sub(deleted.min(stored.len() as u64), Ordering::Relaxed);
+        }
+    }
+
+    /// The CAS of `group`'s copy of the wire key `key` (`me`), on its own
+    /// server for the key.
+    async fn copy_cas(
+        &self,
+        snap: &Snapshot,
+        group: memgroup_topology::GroupId,
+        key: &[u8],
+    ) -> Result<Option<u64>, Error> {
+        let server = snap.topology.group(group).server_for(key);
+        let target = Target {
+            group,
+            server,
+            slot: 0,
+        };
+        let request = Request::MetaDebug {
+            key: Key::new(key).expect("a valid wire key"),
+        };
+        let reply = self
+            .meta_at(snap, target, &request, Attempt::Repair)
+            .await?;
+        Ok(reply.and_then(|m| crate::client::debug_cas(&m.flags)))
     }
 
     /// `mg key v f t` at `target`: the copy there, `None` when absent or
@@ -169,7 +228,8 @@ impl Client {
     /// Adds `copy` of `key` at each of `targets` not awaiting a repair,
     /// unless a write of the key started since `since`; if one started
     /// while the copies were on their way, each copy made is deleted again
-    /// if it is still there. Returns how many stayed.
+    /// if it is still there. Returns those that stayed, with the CAS each
+    /// got.
     pub(super) async fn copy_into(
         &self,
         snap: &Snapshot,
@@ -177,10 +237,10 @@ impl Client {
         copy: &Copy,
         targets: &[Target],
         since: u64,
-    ) -> u64 {
+    ) -> Vec<(Target, u64)> {
         let repairs = &self.inner.repairs;
         if repairs.written_since(key, since) {
-            return 0;
+            return Vec::new();
         }
         let flags = [
             MetaFlag::SetMode(SetMode::Add),
@@ -215,12 +275,12 @@ impl Client {
         if repairs.written_since(key, since) {
             // Possibly landed after that write's own copy was deleted.
             self.delete_if_unchanged(snap, key, &stored).await;
-            return 0;
+            return Vec::new();
         }
         self.inner
             .read_repairs
             .fetch_add(stored.len() as u64, Ordering::Relaxed);
-        stored.len() as u64
+        stored
     }
 
     /// Deletes `key` at each target whose copy still has the CAS unique

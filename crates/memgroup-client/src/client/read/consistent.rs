@@ -159,7 +159,7 @@ impl Client {
                 .read_repairs
                 .fetch_add(deleted, Ordering::Relaxed);
             if let Some(winner) = winner {
-                client.copy_into(&snap, &key, &winner, &absent, since).await;
+                let _ = client.copy_into(&snap, &key, &winner, &absent, since).await;
             }
         });
     }
