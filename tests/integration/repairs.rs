@@ -652,3 +652,36 @@ fn incr_with_a_zone_stalled_names_the_copy_not_cleared_and_exits_3() {
         "{stderr}"
     );
 }
+
+/// A close whose deadline passes while a write is still outstanding in a
+/// stalled group journals that group's repair (the write may still land
+/// there): nothing a process leaves unfinished is only in its memory.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_write_still_outstanding_at_close_is_journaled() {
+    let _clock = HeldClock::hold();
+    let journal = crate::support::tempdir::Dir::new("outstanding");
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let client = Client::builder()
+        .evcache_groups(&groups)
+        .unwrap()
+        .zone("sg1")
+        .timeout(TIMEOUT)
+        .repair_journal(journal.path())
+        .build()
+        .unwrap();
+    client.set("k", "v1", 0).await.unwrap().settled().await;
+    sg2.stop();
+    let outcome = client.set("k", "v2", 0).await.unwrap();
+    assert_eq!(outcome.pending, [Arc::from("sg2")], "{outcome:?}");
+    let error = client.close(Duration::ZERO).await.unwrap_err().to_string();
+    assert!(error.contains("1 journaled in"), "{error}");
+    let journaled = memgroup::client::list_repair_journal(journal.path());
+    assert_eq!(journaled.len(), 1, "{journaled:?}");
+    let repair = &journaled[0].repair;
+    assert_eq!(
+        (repair.server.as_str(), &repair.key[..], repair.may_land),
+        (sg2.addr_string().as_str(), &b"k"[..], true)
+    );
+    sg2.resume();
+}

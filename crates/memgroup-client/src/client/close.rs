@@ -21,6 +21,18 @@ impl Client {
     /// past the deadline.
     pub async fn close(&self, deadline: Duration) -> Result<(), Error> {
         let waited = self.drain_until(deadline).await;
+        if waited.is_err() && self.inner.background.load(Ordering::Acquire) > 0 {
+            // Writes still outstanding in some group: each such group owes
+            // a repair, queued (and so journaled) by the task finishing it.
+            self.inner.closing.send_replace(true);
+            for _ in 0..100 {
+                if self.inner.background.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            self.inner.closing.send_replace(false);
+        }
         // What is still owed goes to the journal, compacted to just that.
         let journaled = match (
             &self.inner.repairs.journal,

@@ -112,6 +112,9 @@ pub(crate) struct Inner {
     /// Woken when a background write ends or repairs are drained
     /// ([`Client::close`] waits on it).
     pub(crate) settled: tokio::sync::Notify,
+    /// Set by a close past its deadline: the writes still finishing in the
+    /// background queue repairs for their outstanding groups and end.
+    pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// Counts one background write while it lives.
@@ -226,6 +229,7 @@ impl Client {
                 hedging: hedge::Hedging::new(parts.hedge.0, parts.hedge.1),
                 background: AtomicUsize::new(0),
                 settled: tokio::sync::Notify::new(),
+                closing: tokio::sync::watch::Sender::new(false),
                 durations: crate::metrics::Durations::new(),
             }),
             timeout: parts.timeout,

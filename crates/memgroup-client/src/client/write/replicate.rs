@@ -47,18 +47,60 @@ impl Drop for Rest {
         let (client, snap, job) = (self.client.clone(), self.snap.clone(), self.job.clone());
         let settling = self.settling.take();
         let background = client.inner.background();
+        let mut closing = client.inner.closing.subscribe();
         runtime.spawn(async move {
             // However the task ends, the caller's settled outcome does not
             // wait for groups nobody will report.
             let _abandon = settling.clone().map(Abandon);
-            while let Some(mut part) = running.next().await {
-                client.repair_if_missed(&snap, &job, &mut part);
-                if let Some(settling) = &settling {
-                    settling.answered(part.outcome(&snap));
+            loop {
+                tokio::select! {
+                    part = running.next() => {
+                        let Some(mut part) = part else { break };
+                        client.repair_if_missed(&snap, &job, &mut part);
+                        if let Some(settling) = &settling {
+                            settling.answered(part.outcome(&snap));
+                        }
+                    }
+                    // A close past its deadline: each group still
+                    // outstanding owes a repair (its write may still land),
+                    // which the close journals.
+                    Ok(_) = closing.wait_for(|c| *c) => {
+                        client.owe_outstanding(&snap, &job, &running);
+                        break;
+                    }
                 }
             }
             drop(background);
         });
+    }
+}
+
+impl Client {
+    /// The groups of `job` whose parts in `running` are still outstanding
+    /// owe a repair on the key's own server, as a write that may still land.
+    fn owe_outstanding(
+        &self,
+        snap: &Snapshot,
+        job: &Job,
+        running: &Unordered<Result<Target, Skipped>, Part>,
+    ) {
+        if !job.op().repairs_on_miss() {
+            return;
+        }
+        let cut_off = Error::new(ErrorKind::Timeout, "outstanding when the client closed").handed();
+        for at in running.pending() {
+            let group = group_of(&running.tag(at));
+            let own = snap.topology.group(group).server_for(job.key());
+            let name = snap.topology.group(group).name();
+            self.queue_repair(
+                snap.name(own),
+                name,
+                job.key(),
+                job.number,
+                Some(&cut_off),
+                None,
+            );
+        }
     }
 }
 
