@@ -245,3 +245,24 @@ async fn read_repair_copies_nothing_the_arbiter_may_disagree_with() {
     assert!(from_sg2, "no read fell back to sg2");
     client.close(Duration::ZERO).await.unwrap();
 }
+
+/// The consistent read's fill follows the arbiter too: the majority's
+/// value is added where it was absent, and deleted again if the arbiter's
+/// copy it agreed with was replaced meanwhile (another process's write),
+/// so no group is left holding the older value beside the arbiter's new.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_consistent_reads_fill_is_undone_when_the_arbiter_moved_on() {
+    let _clock = HeldClock::hold();
+    let ([sg1, sg2, sg3], client) = three_zones();
+    for server in [&sg1, &sg2] {
+        raw::set(server.addr(), b"k", b"v");
+    }
+    let item = client.get_consistent("k").await.unwrap().unwrap();
+    assert_eq!(&item.value[..], b"v");
+    // Another process writes the arbiter before the fill runs.
+    raw::set(sg1.addr(), b"k", b"new");
+    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    assert_eq!(raw::get(sg3.addr(), b"k"), None, "the older value stayed");
+    assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"new"[..]));
+    client.close(Duration::from_secs(1)).await.unwrap();
+}

@@ -135,9 +135,6 @@ impl Client {
         let stored = self
             .copy_into(snap, &fill.key, &copy, &fill.missed, since)
             .await;
-        if stored.is_empty() || !self.inner.converge {
-            return;
-        }
         let expected = if from_arbiter {
             Some(copy.cas)
         } else {
@@ -146,9 +143,27 @@ impl Client {
                 .find(|(t, _)| t.group == arbiter)
                 .map(|&(_, cas)| cas)
         };
-        let at_arbiter = self.copy_cas(snap, arbiter, &fill.key).await;
+        self.keep_if_arbiter_holds(snap, &fill.key, expected, &stored)
+            .await;
+    }
+
+    /// After copies were added (`stored`): unless the arbiter still holds
+    /// the copy of CAS `expected` (what was copied, read there or added
+    /// there), they are deleted again by their CAS — another process wrote
+    /// the key meanwhile, and the arbiter's copy is the one groups agree on.
+    pub(super) async fn keep_if_arbiter_holds(
+        &self,
+        snap: &Snapshot,
+        key: &[u8],
+        expected: Option<u64>,
+        stored: &[(Target, u64)],
+    ) {
+        if stored.is_empty() || !self.inner.converge {
+            return;
+        }
+        let at_arbiter = self.copy_cas(snap, snap.topology.arbiter(), key).await;
         if expected.is_none() || at_arbiter.is_ok_and(|held| held != expected) {
-            let deleted = self.delete_if_unchanged(snap, &fill.key, &stored).await;
+            let deleted = self.delete_if_unchanged(snap, key, stored).await;
             self.inner
                 .read_repairs
                 .fetch_sub(deleted.min(stored.len() as u64), Ordering::Relaxed);

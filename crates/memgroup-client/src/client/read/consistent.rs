@@ -30,7 +30,10 @@ impl Client {
     /// are then brought in line on a task of their own: the winning value
     /// added where it was absent (with its remaining TTL), other copies
     /// deleted if unchanged since they were read (`md … C<cas>`) — unless a
-    /// write of the key is in flight or began meanwhile. A group that does
+    /// write of the key is in flight or began meanwhile; and, as writes
+    /// converge on the arbiter's copy, the values added are deleted again
+    /// if the arbiter no longer holds the copy they agree with (another
+    /// process wrote the key meanwhile). A group that does
     /// not answer, or answers with a lease stub or a stale value
     /// (`get_or_fill`, `invalidate`), has no vote; with no majority and no answer from the arbiter the read
     /// fails with [`ErrorKind::ServerDead`]. It costs one `mg` per group,
@@ -149,6 +152,18 @@ impl Client {
         if differ.is_empty() && winner.is_none() {
             return;
         }
+        // What the arbiter must still hold for the copies added to stay:
+        // its copy of the winner as read, or the one added there. (A
+        // differing arbiter copy is deleted by its CAS: nothing to keep to.)
+        let arbiter = snap.topology.arbiter();
+        let arbiter_at = targets
+            .iter()
+            .position(|t| t.as_ref().is_ok_and(|t| t.group == arbiter));
+        let arbiter_held = arbiter_at.and_then(|at| match (&votes[at], &winner) {
+            (Vote::Held(c), Some(w)) if same(c, w) => Some(c.cas),
+            _ => None,
+        });
+        let arbiter_absent = arbiter_at.is_some_and(|at| matches!(votes[at], Vote::Absent));
         let (client, snap, key) = (self.clone(), snap.clone(), Box::<[u8]>::from(key));
         let background = self.inner.background();
         tokio::spawn(async move {
@@ -159,7 +174,22 @@ impl Client {
                 .read_repairs
                 .fetch_add(deleted, Ordering::Relaxed);
             if let Some(winner) = winner {
-                let _ = client.copy_into(&snap, &key, &winner, &absent, since).await;
+                let stored = client.copy_into(&snap, &key, &winner, &absent, since).await;
+                let expected = match (arbiter_held, arbiter_absent) {
+                    (Some(cas), _) => Some(Some(cas)),
+                    (None, true) => Some(
+                        stored
+                            .iter()
+                            .find(|(t, _)| t.group == arbiter)
+                            .map(|&(_, cas)| cas),
+                    ),
+                    (None, false) => None,
+                };
+                if let Some(expected) = expected {
+                    client
+                        .keep_if_arbiter_holds(&snap, &key, expected, &stored)
+                        .await;
+                }
             }
         });
     }
