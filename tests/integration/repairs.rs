@@ -685,3 +685,44 @@ async fn a_write_still_outstanding_at_close_is_journaled() {
     );
     sg2.resume();
 }
+
+/// `memgroup config` shows where the repair journal is and where that came
+/// from: the flag over the environment over the file; `off` anywhere.
+#[test]
+fn config_shows_the_repair_journal_and_its_origin() {
+    let row = |args: &[&str], env: Option<&str>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"));
+        command
+            .args(["--servers", "127.0.0.1:1"])
+            .args(args)
+            .arg("config")
+            .env_remove("MEMGROUP_CONFIG")
+            .env_remove("MEMCACHED_SERVERS")
+            .env_remove("MEMGROUP_GROUPS");
+        match env {
+            Some(dir) => command.env("MEMGROUP_REPAIR_JOURNAL", dir),
+            None => command.env_remove("MEMGROUP_REPAIR_JOURNAL"),
+        };
+        let out = command.output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("repair_journal"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        row(&["--repair-journal", "/j/flag"], Some("/j/env")),
+        "/j/flag flag --repair-journal"
+    );
+    assert_eq!(
+        row(&[], Some("/j/env")),
+        "/j/env environment MEMGROUP_REPAIR_JOURNAL"
+    );
+    assert_eq!(
+        row(&[], Some("off")),
+        "off environment MEMGROUP_REPAIR_JOURNAL"
+    );
+}

@@ -261,6 +261,13 @@ impl Cluster {
                 });
             }
         }
+        let (repair_journal, journal_origin) = journal::dir(
+            flags,
+            env,
+            file.repair_journal.as_ref(),
+            config.as_ref(),
+            warnings,
+        );
         let settings = ClientSettings {
             timeout: flags
                 .timeout_ms
@@ -300,9 +307,10 @@ impl Cluster {
                 .long_keys
                 .clone()
                 .or_else(|| flags.long_keys.then(LongKeys::default)),
-            repair_journal: journal::dir(flags, env, file.repair_journal.as_ref(), warnings),
+            repair_journal,
         };
-        let origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
+        let mut origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
+        origins.push(("repair_journal", journal_origin));
         Ok(Cluster {
             spec,
             settings,
@@ -373,6 +381,10 @@ impl Cluster {
                     .long_keys
                     .as_ref()
                     .map_or("off".into(), ToString::to_string),
+                "repair_journal" => s
+                    .repair_journal
+                    .as_ref()
+                    .map_or("off".into(), |d| d.display().to_string()),
                 "migrate_from" => if s.migrate_from.is_some() {
                     "on"
                 } else {

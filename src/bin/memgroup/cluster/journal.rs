@@ -6,22 +6,28 @@ use crate::flags::ClusterFlags;
 /// `MEMGROUP_REPAIR_JOURNAL`, else the file's `repair_journal`, else
 /// `$XDG_STATE_HOME/memgroup/repairs` or `~/.local/state/memgroup/repairs`
 /// (with neither, a warning and none). `off` at any of them: none.
+/// With the directory, where it came from (for `memgroup config`).
 pub(super) fn dir(
     flags: &ClusterFlags,
     env: &impl Fn(&str) -> Option<String>,
     file: Option<&memgroup::config::RepairJournal>,
+    config: Option<&crate::sources::ConfigFile>,
     warnings: &mut Vec<String>,
-) -> Option<std::path::PathBuf> {
+) -> (Option<std::path::PathBuf>, String) {
     use memgroup::config::RepairJournal;
-    let given = flags
-        .repair_journal
-        .clone()
-        .or_else(|| env("MEMGROUP_REPAIR_JOURNAL").filter(|d| !d.is_empty()));
-    match (given.as_deref(), file) {
+    let (given, origin) = match (&flags.repair_journal, env("MEMGROUP_REPAIR_JOURNAL")) {
+        (Some(dir), _) => (Some(dir.clone()), "flag --repair-journal".to_string()),
+        (None, Some(dir)) if !dir.is_empty() => {
+            (Some(dir), "environment MEMGROUP_REPAIR_JOURNAL".to_string())
+        }
+        _ => (None, String::new()),
+    };
+    let in_file = || config.map_or("file".to_string(), |c| format!("file ({})", c.name));
+    let dir = match (given.as_deref(), file) {
         (Some("off"), _) => None,
         (Some(dir), _) => Some(dir.into()),
-        (None, Some(RepairJournal::Off)) => None,
-        (None, Some(RepairJournal::Dir(dir))) => Some(dir.clone()),
+        (None, Some(RepairJournal::Off)) => return (None, in_file()),
+        (None, Some(RepairJournal::Dir(dir))) => return (Some(dir.clone()), in_file()),
         (None, None) => {
             let state = env("XDG_STATE_HOME")
                 .filter(|d| d.starts_with('/'))
@@ -37,7 +43,11 @@ pub(super) fn dir(
                         .to_string(),
                 );
             }
-            state.map(|s| s.join("memgroup").join("repairs"))
+            return (
+                state.map(|s| s.join("memgroup").join("repairs")),
+                "default".to_string(),
+            );
         }
-    }
+    };
+    (dir, origin)
 }
