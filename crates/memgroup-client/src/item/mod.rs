@@ -141,11 +141,21 @@ impl GroupOutcome {
 
 /// The groups of a write still in flight when its call returned, filled
 /// in as they answer (shared with the task that finishes them).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Settling {
     /// Their outcomes so far, and how many are still to come.
     answers: parking_lot::Mutex<(Vec<GroupOutcome>, usize)>,
     done: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for Settling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let answers = self.answers.lock();
+        f.debug_struct("Settling")
+            .field("answered", &answers.0.len())
+            .field("to_come", &answers.1)
+            .finish()
+    }
 }
 
 impl Settling {
