@@ -2127,3 +2127,43 @@ fn the_key_prefix_from_a_flag_a_url_and_a_file() {
         raw::stat(s.addr(), "curr_items")
     );
 }
+
+/// `config` prints the settings as resolved, and refuses (exit 2, one
+/// line) a cluster every other command refuses: a zone no group has.
+/// `-q load` prints nothing on success (its summary is information).
+#[test]
+fn config_refuses_what_the_commands_refuse_and_quiet_load_is_quiet() {
+    let dir = crate::support::tempdir::Dir::new("config-check");
+    let file = dir.path().join("zone.toml");
+    std::fs::write(
+        &file,
+        "zone = \"nowhere\"\n[[groups]]\nname = \"a\"\nzone = \"z1\"\nservers = [\"127.0.0.1:1\"]\n",
+    )
+    .unwrap();
+    let out = memgroup(&["--config", file.to_str().unwrap(), "config"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("zone \"nowhere\" is no group's zone"),
+        "{stderr}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("zone"),
+        "settings still shown"
+    );
+    let server = crate::support::Memcached::spawn();
+    let out = memgroup(&[
+        "-q",
+        "--servers",
+        &server.addr_string(),
+        "load",
+        "--count",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -104,6 +104,16 @@ async fn the_legacy_item_of_a_real_memcached_lists_the_cluster() {
         .unwrap_err();
     assert_eq!(none.kind(), ErrorKind::Config, "{}", none.chain());
     assert!(none.chain().contains("no cluster list"), "{}", none.chain());
+    // An endpoint that cannot be reached is a failure of the moment, not of
+    // the settings: its own kind (the tool exits 1, not 2).
+    let down = Client::builder()
+        .discover("127.0.0.1:1")
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(down.kind(), ErrorKind::Connection, "{}", down.chain());
+    let out = crate::support::memgroup(&["--discover", "127.0.0.1:1", "get", "x"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -50,6 +50,9 @@ mod response;
 #[cfg(test)]
 mod tests;
 
+/// The buffers the codec reads and writes (the `bytes` crate's), so a user
+/// of this crate alone needs no dependency of their own to call it.
+pub use bytes::{Bytes, BytesMut};
 pub use decode::{Decoder, Expect, ITEM_OVERHEAD, Limits, MAX_ITEM_SIZE, ProtoError};
 pub use discovery::{ClusterConfig, ConfigError, ConfigNode, LEGACY_CONFIG_KEY, MAX_CONFIG_NODES};
 pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};

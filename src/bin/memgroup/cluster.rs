@@ -400,6 +400,23 @@ impl Cluster {
             .collect()
     }
 
+    /// That the cluster is one every command takes (a topology can be built
+    /// from it), unless its servers come from discovery (known only once
+    /// an endpoint answers): what `config` checks after printing.
+    pub(crate) fn check(&self) -> Result<(), Failure> {
+        if !self.settings.discovery.is_empty() {
+            return Ok(());
+        }
+        // Built as every command builds it (the builder's checks too: a
+        // zone no group has); no connection opens.
+        Client::builder()
+            .cluster(self.spec.clone())
+            .repair_queue(0)
+            .build()
+            .map(drop)
+            .map_err(Failure::from)
+    }
+
     /// Long keys, if on (`--long-keys`, or the file's `long_keys`).
     pub(crate) fn long_keys(&self) -> Option<&LongKeys> {
         self.settings.long_keys.as_ref()

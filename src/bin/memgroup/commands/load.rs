@@ -11,7 +11,7 @@ use crate::exit::Done;
 use crate::exit::{self, Failure};
 use crate::expiry::ExpiryArgs;
 use crate::flags::ClusterFlags;
-use crate::output::{self, Refused, outln};
+use crate::output::{self, Refused};
 
 /// The files to store.
 #[derive(Debug, clap::Args)]
@@ -177,10 +177,11 @@ pub(crate) async fn load(
             "keys_per_second": count as f64 / secs,
         }));
     } else {
-        outln!(
+        // A summary: information, quiet under `-q`.
+        output::info(&format!(
             "loaded {count} keys ({errors} errors, {partial} partly) in {secs:.2} s: {:.0} keys/s",
             count as f64 / secs
-        );
+        ));
         for (group, n) in &missed {
             output::warn(
                 None,

@@ -11,7 +11,8 @@ use crate::exit::Failure;
 use crate::flags::ClusterFlags;
 use crate::output::Report;
 
-/// `config`: one row per setting, `SETTING VALUE ORIGIN`.
+/// `config`: one row per setting, `SETTING VALUE ORIGIN`; exit 2 when the
+/// cluster they describe is one the other commands refuse.
 pub(crate) fn run(flags: &ClusterFlags, json: bool) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
     let mut report = Report::new(&["SETTING", "VALUE", "ORIGIN"]);
@@ -20,5 +21,7 @@ pub(crate) fn run(flags: &ClusterFlags, json: bool) -> Result<ExitCode, Failure>
         report.row(vec![name.to_string(), value, origin]);
     }
     report.print(json);
+    // Shown as resolved, and refused as every other command refuses it.
+    cluster.check()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::ClientBuilder;
 use crate::client::Client;
 use crate::conn::ConnSettings;
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::events::Event;
 
 impl ClientBuilder {
@@ -78,9 +78,12 @@ impl ClientBuilder {
                         versions.push(0);
                         failures.push((group.clone(), endpoint.clone(), error));
                     }
+                    // What kept discovery from answering (an endpoint
+                    // down, a timeout, a reply that is no configuration),
+                    // not a mistake in the settings.
                     Err(error) => {
                         return Err(Error::new(
-                            ErrorKind::Config,
+                            error.kind(),
                             format!("group {group}: no servers: discovery at {endpoint} failed"),
                         )
                         .with_source(error));
