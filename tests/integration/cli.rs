@@ -2167,3 +2167,19 @@ fn config_refuses_what_the_commands_refuse_and_quiet_load_is_quiet() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A value outside a flag's list is one line naming it, the list and the
+/// likely one (`--hash ketma`), exit 2.
+#[test]
+fn a_mistyped_choice_names_the_valid_ones_on_one_line() {
+    let out = memgroup(&["--servers", "127.0.0.1:1", "--hash", "ketma", "get", "k"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("invalid value 'ketma'")
+            && stderr.contains("one of: native, old-compat")
+            && stderr.contains("did you mean \"ketama\"?"),
+        "{stderr}"
+    );
+}

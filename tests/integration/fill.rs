@@ -248,8 +248,9 @@ fn the_tool_get_leaves_out_a_stale_value_unless_stale_ok() {
     };
     assert!(run(&["set", "k", "v1"]).status.success());
     assert!(run(&["set", "fresh", "f"]).status.success());
+    // `--stale-for` takes a unit, as `--exptime` does.
     assert!(
-        run(&["invalidate", "k", "--stale-for", "20"])
+        run(&["invalidate", "k", "--stale-for", "2m"])
             .status
             .success()
     );
@@ -268,6 +269,9 @@ fn the_tool_get_leaves_out_a_stale_value_unless_stale_ok() {
     let lease = run(&["--json", "mg", "k", "v", "N30"]);
     let reply = &serde_json::from_slice::<serde_json::Value>(&lease.stdout).unwrap()[0];
     assert_eq!(reply["won"].as_bool(), Some(true), "{reply}");
+    // (Read last: a meta get of a stale value takes its win.)
+    let (_, _, ttl) = crate::support::raw::copy(server.addr(), b"k").unwrap();
+    assert!((115..=120).contains(&ttl), "the 2m stale period: {ttl}");
 }
 
 /// `bench --herd`: through leases each expiry costs one fill; cache-aside

@@ -105,7 +105,17 @@ fn usage_error(e: &clap::Error) -> ExitCode {
             .map(str::trim)
             .collect()
     };
-    output::fail(&message.join(" "), 2)
+    let mut message = message.join(" ");
+    // A value outside a fixed list: the list, and the likely one, on the
+    // same line.
+    use clap::error::{ContextKind, ContextValue};
+    if let Some(ContextValue::Strings(valid)) = e.get(ContextKind::ValidValue) {
+        message.push_str(&format!(" (one of: {})", valid.join(", ")));
+    }
+    if let Some(ContextValue::String(like)) = e.get(ContextKind::SuggestedValue) {
+        message.push_str(&format!("; did you mean {like:?}?"));
+    }
+    output::fail(&message, 2)
 }
 
 /// Sends the client's tracing output to stderr: RUST_LOG if set, else by

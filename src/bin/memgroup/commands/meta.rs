@@ -44,9 +44,10 @@ pub(crate) struct InvalidateArgs {
     /// The keys.
     #[arg(required = true)]
     keys: Vec<String>,
-    /// How long the stale value may still be served, in seconds.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
-    stale_for: u32,
+    /// How long the stale value may still be served: seconds, or with a
+    /// unit as `--exptime` takes it (`90s`, `10m`, `2h`).
+    #[arg(long, default_value = "30", value_name = "TTL", value_parser = crate::expiry::parse_ttl)]
+    stale_for: memgroup::client::Expiry,
 }
 
 fn parse(command: &str, tokens: &[String]) -> Result<Vec<MetaFlag>, Failure> {
