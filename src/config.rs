@@ -281,6 +281,9 @@ pub struct ClusterFile {
     pub discover: Option<String>,
     /// How often discovery asks again (`discover_every_s`, default 60).
     pub discover_every: Option<Duration>,
+    /// Read repair (`read_repair = true`; off when absent): see
+    /// [`ClientBuilder::read_repair`](crate::client::ClientBuilder::read_repair).
+    pub read_repair: Option<bool>,
     /// Where repairs outlive the process (`repair_journal`: a directory, or
     /// `"off"`): see [`ClientBuilder::repair_journal`](crate::client::ClientBuilder::repair_journal).
     /// Absent: the library keeps repairs in memory; the tool uses its
@@ -327,6 +330,7 @@ struct RawFile {
     discover: Option<String>,
     discover_every_s: Option<u64>,
     repair_journal: Option<String>,
+    read_repair: Option<bool>,
     #[serde(default)]
     groups: Vec<RawGroup>,
 }
@@ -492,6 +496,7 @@ impl ClusterFile {
         Ok(ClusterFile {
             long_keys,
             repair_journal,
+            read_repair: raw.read_repair,
             discover: raw.discover,
             discover_every: raw.discover_every_s.map(Duration::from_secs),
             overrides: SpecOverrides {

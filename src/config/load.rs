@@ -57,6 +57,9 @@ impl ClusterFile {
         if let Some(super::RepairJournal::Dir(dir)) = &self.repair_journal {
             builder = builder.repair_journal(dir);
         }
+        if let Some(on) = self.read_repair {
+            builder = builder.read_repair(on);
+        }
         if let Some(long_keys) = &self.long_keys {
             builder = builder.long_keys(long_keys.clone());
         }

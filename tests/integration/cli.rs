@@ -2183,3 +2183,34 @@ fn a_mistyped_choice_names_the_valid_ones_on_one_line() {
         "{stderr}"
     );
 }
+
+/// `--read-repair` (or the file's `read_repair`): a zone restarted empty
+/// fills as the tool reads it; without it nothing is copied.
+#[test]
+fn read_repair_fills_an_empty_zone_as_the_tool_reads() {
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    raw::set(sg1.addr(), b"k", b"v");
+    raw::set(sg1.addr(), b"j", b"w");
+    let plain = memgroup(&["--groups", &groups, "--zone", "sg2", "get", "k"]);
+    assert_eq!(&plain.stdout[..], b"v");
+    assert_eq!(raw::get(sg2.addr(), b"k"), None, "copied without the flag");
+    let repaired = memgroup(&[
+        "--groups",
+        &groups,
+        "--zone",
+        "sg2",
+        "--read-repair",
+        "get",
+        "j",
+    ]);
+    assert_eq!(&repaired.stdout[..], b"w");
+    assert_eq!(raw::get(sg2.addr(), b"j").as_deref(), Some(&b"w"[..]));
+    let shown = memgroup(&["--groups", &groups, "--read-repair", "config"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    let row = text.lines().find(|l| l.starts_with("read_repair")).unwrap();
+    assert!(
+        row.contains("on") && row.contains("flag --read-repair"),
+        "{row}"
+    );
+}

@@ -79,6 +79,8 @@ pub(crate) struct ClientSettings {
     long_keys: Option<LongKeys>,
     /// The repair journal's directory, unless off.
     pub(crate) repair_journal: Option<std::path::PathBuf>,
+    /// Read repair on (`--read-repair`, the file's `read_repair`).
+    read_repair: bool,
 }
 
 /// A group's own login and TLS (from the file).
@@ -309,9 +311,19 @@ impl Cluster {
                 .clone()
                 .or_else(|| flags.long_keys.then(LongKeys::default)),
             repair_journal,
+            read_repair: flags.read_repair || file.read_repair == Some(true),
         };
         let mut origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
         origins.push(("repair_journal", journal_origin));
+        let in_file = config.as_ref().map(|c| format!("file ({})", c.name));
+        origins.push((
+            "read_repair",
+            match (flags.read_repair, file.read_repair.is_some(), in_file) {
+                (true, _, _) => "flag --read-repair".to_string(),
+                (false, true, Some(file)) => file,
+                _ => "default".to_string(),
+            },
+        ));
         Ok(Cluster {
             spec,
             settings,

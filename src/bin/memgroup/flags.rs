@@ -214,6 +214,12 @@ pub(crate) struct ClusterFlags {
     /// Also MEMGROUP_REPAIR_JOURNAL, and `repair_journal` in cluster.toml.
     #[arg(long, global = true, hide_short_help = true, value_name = "DIR|off")]
     pub(crate) repair_journal: Option<String>,
+    /// Read repair: a key a read found in a later group than one that
+    /// answered with a miss is copied there (with its flags and remaining
+    /// TTL), so a zone restarted empty fills as it is read. Also
+    /// `read_repair = true` in cluster.toml.
+    #[arg(long, global = true, hide_short_help = true)]
+    pub(crate) read_repair: bool,
     /// How long a command waits at its end for its repairs (a group that
     /// missed a write) before journaling the rest, in seconds (default 5).
     #[arg(

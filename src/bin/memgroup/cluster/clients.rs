@@ -53,6 +53,9 @@ impl ClientSettings {
         if let Some(dir) = &self.repair_journal {
             builder = builder.repair_journal(dir);
         }
+        if self.read_repair {
+            builder = builder.read_repair(true);
+        }
         if let Some(old) = self.migrate_from.clone() {
             builder = builder.migrate_from(old);
         }

@@ -25,6 +25,11 @@ pub(super) trait ReadOp: Sync {
     fn hedges(&self) -> bool {
         false
     }
+    /// Whether read repair may follow a single-key read (when it is on): a
+    /// plain `get`, and the client's own meta reads of a value.
+    fn repairs(&self) -> bool {
+        self.hedges()
+    }
     /// The request for `keys` (exactly one key unless `BATCHES`).
     fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a>;
     /// A hit for a long key stored in an envelope ([`crate::longkey`]): its

@@ -119,7 +119,9 @@ impl Client {
         wire: &[u8],
         flags: &[MetaFlag],
     ) -> Result<Option<MetaResponse>, Error> {
-        let (found, at, snap) = self.read_one_at(key, &MetaGet(flags)).await;
+        // With the value asked for, a fallback hit may be read-repaired.
+        let op = MetaGet(flags, flags.contains(&MetaFlag::ReturnValue));
+        let (found, at, snap) = self.read_one_at(key, &op).await;
         let Some(meta) = found? else {
             return Ok(None);
         };

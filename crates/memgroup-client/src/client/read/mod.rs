@@ -90,11 +90,17 @@ impl ReadOp for Retrieve {
 }
 
 /// A meta get (`mg`) with its flags; one key per request.
-struct MetaGet<'f>(&'f [MetaFlag]);
+/// A meta get with these flags; `.1`: read repair may follow it (the
+/// client's own reads of a value, not a caller's `meta_get`).
+struct MetaGet<'f>(&'f [MetaFlag], bool);
 
 impl ReadOp for MetaGet<'_> {
     type Hit = MetaResponse;
     const BATCHES: bool = false;
+
+    fn repairs(&self) -> bool {
+        self.1
+    }
 
     /// Without the value (no `v` flag) the envelope cannot be checked: the
     /// reply is returned as it is.
@@ -147,7 +153,7 @@ impl Client {
             Ok(wire) => wire,
             Err(e) => return (Err(e), None, snap),
         };
-        let repairing = self.inner.read_repair && op.hedges();
+        let repairing = self.inner.read_repair && op.repairs();
         let since = self.inner.repairs.reading();
         let mut reads = [KeyRead::new(&snap, &wire, self.rotation()).noting_misses(repairing)];
         let name = op.request(std::slice::from_ref(&reads[0].key)).command();
@@ -401,6 +407,6 @@ impl Client {
                 .meta_at(&snap, target, &request, crate::client::Attempt::First)
                 .await;
         }
-        self.read_one(&key, &MetaGet(flags)).await
+        self.read_one(&key, &MetaGet(flags, false)).await
     }
 }
