@@ -48,6 +48,8 @@ fn bench(groups: &str, args: &[&str]) -> Result<Figures> {
     let out = Command::new(&tool)
         .args(["--json", "--groups", groups, "--zone", "sg1", "bench"])
         .args(args)
+        // A throwaway cluster: nothing for the user's repair journal.
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .output()
         .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
     let json = String::from_utf8_lossy(&out.stdout);
