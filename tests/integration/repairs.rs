@@ -555,6 +555,16 @@ fn the_tool_journals_what_it_could_not_repair_and_memgroup_repair_does_it() {
     assert_eq!(records[0]["key"], "k");
     assert_eq!(records[0]["server"], sg2.addr_string());
     assert_eq!(records[0]["held"], false);
+    // Forgetting another server's repairs leaves this one's.
+    let forgot = tool(&["repair", "--forget", "127.0.0.1:1"]);
+    assert!(
+        String::from_utf8_lossy(&forgot.stdout).contains("forgot 0 repairs owed to 127.0.0.1:1"),
+        "{forgot:?}"
+    );
+    assert_eq!(
+        memgroup::client::list_repair_journal(journal.path()).len(),
+        1
+    );
     sg2.resume();
     let out = tool(&["--json", "repair", "--wait", "10"]);
     let text = String::from_utf8_lossy(&out.stdout);

@@ -184,7 +184,8 @@ pub use client::discover;
 pub use client::{
     ClientBuilder, ClientUrl, DEFAULT_DISCOVER_EVERY, Fill, Filled, Freshness, GroupStatus, Hedge,
     JournalEntry, LOWER_AGREEING, MigrationStatus, MultiWrite, NearCache, NearStatus, OwedRepair,
-    Probe, RepairStatus, ServerState, ServerStatus, Status, Watcher, list_repair_journal,
+    Probe, RepairStatus, ServerState, ServerStatus, Status, Watcher, forget_repairs,
+    list_repair_journal,
 };
 #[cfg(feature = "serde")]
 pub use client::{SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS, SerdeCodec};

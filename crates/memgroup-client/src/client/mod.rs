@@ -47,7 +47,7 @@ pub use hedge::Hedge;
 pub use migrate::MigrationStatus;
 pub use near::{NearCache, NearStatus};
 pub use repair::RepairStatus;
-pub use repair::journal::{JournalEntry, OwedRepair, list_repair_journal};
+pub use repair::journal::{JournalEntry, OwedRepair, forget_repairs, list_repair_journal};
 pub use status::{GroupStatus, ServerState, ServerStatus, Status};
 pub use url::ClientUrl;
 pub use watch::Watcher;

@@ -4,6 +4,7 @@
 //! does them in front: it takes every segment no living process holds,
 //! waits up to `--wait` for the servers to answer, and journals again what
 //! is left. Exit 0 when nothing is left, 3 when some is (each named).
+//! `--forget SERVER` drops what is owed to a server gone for good.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,6 +26,11 @@ pub(crate) struct Args {
     /// How long to wait for the servers to answer, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     wait: f64,
+    /// Drop the repairs owed to this server (`host:port`), gone for good
+    /// (whose address another memcached may take), from the segments no
+    /// running process holds; do nothing else. Repeatable.
+    #[arg(long, value_name = "SERVER", conflicts_with = "list")]
+    forget: Vec<String>,
 }
 
 /// `repair`: do (or `--list`) the journal's repairs.
@@ -39,6 +45,21 @@ pub(crate) async fn run(
             "the repair journal is off (--repair-journal off, MEMGROUP_REPAIR_JOURNAL or the file's repair_journal)".to_string(),
         ));
     };
+    if !args.forget.is_empty() {
+        let mut records = Vec::new();
+        for server in &args.forget {
+            let dropped = memgroup::client::forget_repairs(&dir, server)
+                .map_err(|e| Failure::Op(format!("{}: {e}", dir.display())))?;
+            records.push(json!({"server": server, "forgotten": dropped}));
+            if !json {
+                output::info(&format!("forgot {dropped} repairs owed to {server}"));
+            }
+        }
+        if json {
+            output::records(&records);
+        }
+        return Ok(exit::code(true));
+    }
     if args.list {
         let entries = memgroup::client::list_repair_journal(&dir);
         if json {

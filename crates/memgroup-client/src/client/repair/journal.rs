@@ -249,6 +249,43 @@ pub fn list_repair_journal(dir: &Path) -> Vec<JournalEntry> {
     out
 }
 
+/// Drops from the journal in `dir` every repair owed to `server`
+/// (`host:port`), in the segments no living client holds: for a server gone
+/// for good, whose address another memcached may take later. Returns how
+/// many were dropped.
+pub fn forget_repairs(dir: &Path, server: &str) -> io::Result<usize> {
+    let mut dropped = 0;
+    for path in segments(dir) {
+        let Ok(file) = OpenOptions::new().read(true).write(true).open(&path) else {
+            continue;
+        };
+        if file.try_lock().is_err() {
+            continue;
+        }
+        let owed = pending(io::BufReader::new(&file));
+        let kept: Vec<OwedRepair> = owed
+            .iter()
+            .filter(|r| r.server != server)
+            .cloned()
+            .collect();
+        if kept.len() == owed.len() {
+            continue;
+        }
+        dropped += owed.len() - kept.len();
+        if !kept.is_empty() {
+            let (_, mut rewritten) = new_segment(dir)?;
+            let mut text = Vec::new();
+            for record in &kept {
+                record.encode(&mut text);
+            }
+            rewritten.write_all(&text)?;
+            rewritten.sync_data()?;
+        }
+        std::fs::remove_file(&path)?;
+    }
+    Ok(dropped)
+}
+
 /// The entries added and not done, in the order first added.
 fn pending(reader: impl BufRead) -> Vec<OwedRepair> {
     let mut entries: Vec<OwedRepair> = Vec::new();
@@ -357,6 +394,30 @@ mod tests {
         );
         assert!(!segment.exists());
         assert!(second.claim().is_empty(), "claimed once");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_gone_servers_repairs_are_forgotten_from_unheld_segments_only() {
+        let dir = dir("forget");
+        let dead = Journal::open(&dir).unwrap();
+        dead.added(&record("h:1", "a", false));
+        dead.added(&record("h:2", "b", false));
+        drop(dead);
+        let living = Journal::open(&dir).unwrap();
+        living.added(&record("h:1", "c", false));
+        assert_eq!(
+            forget_repairs(&dir, "h:1").unwrap(),
+            1,
+            "the held one stays"
+        );
+        let left: Vec<OwedRepair> = list_repair_journal(&dir)
+            .into_iter()
+            .map(|e| e.repair)
+            .collect();
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left.contains(&record("h:2", "b", false)));
+        assert!(left.contains(&record("h:1", "c", false)));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
