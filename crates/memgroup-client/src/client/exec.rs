@@ -27,6 +27,48 @@ impl Client {
         }
     }
 
+    /// The CAS unique of the copy of the wire key `key` at `target`, read
+    /// by `me` (meta debug: no value, no LRU bump, and no win token taken
+    /// from an invalidated item, as any `mg` would); `None` when absent.
+    pub(crate) async fn cas_at(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        key: &[u8],
+    ) -> Result<Option<u64>, Error> {
+        let request = Request::MetaDebug {
+            key: memgroup_proto::Key::new(key).expect("a valid wire key"),
+        };
+        match self
+            .meta_at(snap, target, &request, Attempt::Repair)
+            .await?
+        {
+            None => Ok(None),
+            Some(m) => match debug_cas(&m.flags) {
+                Some(cas) => Ok(Some(cas)),
+                None => Err(unexpected(Some(&Response::Meta(m)))),
+            },
+        }
+    }
+
+    /// Deletes the copy of the wire key `key` at `target` only if it still
+    /// has the CAS unique `cas` (`md … C<cas>`): a copy written since stays.
+    /// The server's answer (`HD` deleted, `NF` absent, `EX` another copy).
+    pub(crate) async fn delete_if_cas(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        key: &[u8],
+        cas: u64,
+    ) -> Result<Option<memgroup_proto::MetaResponse>, Error> {
+        let flags = [memgroup_proto::MetaFlag::CompareCas(cas)];
+        let request = Request::MetaDelete {
+            key: memgroup_proto::Key::new(key).expect("a valid wire key"),
+            flags: &flags,
+        };
+        self.meta_at(snap, target, &request, Attempt::Repair).await
+    }
+
     /// Sends one request to one target within the timeout. A broken
     /// connection marks the server dead (backoff) and frees the slot; error
     /// replies (`SERVER_ERROR`, `CLIENT_ERROR`, `ERROR`) become errors.
@@ -177,5 +219,34 @@ fn check_reply(reply: Response, server: &str) -> Result<Response, Error> {
         .at(server)),
         Response::Error => Err(Error::new(ErrorKind::Client, "ERROR (unknown command)").at(server)),
         other => Ok(other),
+    }
+}
+
+/// The key's own server in `group` (whatever its state), as a target:
+/// where a copy is read or deleted by CAS.
+pub(crate) fn own_target(snap: &Snapshot, group: memgroup_topology::GroupId, key: &[u8]) -> Target {
+    Target {
+        group,
+        server: snap.topology.group(group).server_for(key),
+        slot: 0,
+    }
+}
+
+/// The `cas=` field of a meta debug reply's `k=v` pairs.
+fn debug_cas(fields: &[u8]) -> Option<u64> {
+    fields
+        .split(|&b| b == b' ')
+        .find_map(|field| field.strip_prefix(b"cas="))
+        .and_then(|n| std::str::from_utf8(n).ok()?.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_cas_of_a_meta_debug_reply() {
+        let reply = b"k exp=-1 la=0 cas=4711 fetch=no cls=1 size=66";
+        assert_eq!(super::debug_cas(reply), Some(4711));
+        assert_eq!(super::debug_cas(b"k exp=-1 la=0"), None);
+        assert_eq!(super::debug_cas(b"k cas=x"), None);
     }
 }

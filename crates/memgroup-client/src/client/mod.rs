@@ -35,8 +35,6 @@ mod url;
 mod watch;
 mod write;
 
-pub(crate) use write::debug_cas;
-
 #[cfg(feature = "serde")]
 pub use self::serde::{SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS, SerdeCodec};
 pub use admin::Probe;

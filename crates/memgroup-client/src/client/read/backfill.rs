@@ -161,36 +161,14 @@ impl Client {
         if stored.is_empty() || !self.inner.converge {
             return;
         }
-        let at_arbiter = self.copy_cas(snap, snap.topology.arbiter(), key).await;
+        let arbiter = crate::client::exec::own_target(snap, snap.topology.arbiter(), key);
+        let at_arbiter = self.cas_at(snap, arbiter, key).await;
         if expected.is_none() || at_arbiter.is_ok_and(|held| held != expected) {
             let deleted = self.delete_if_unchanged(snap, key, stored).await;
             self.inner
                 .read_repairs
                 .fetch_sub(deleted.min(stored.len() as u64), Ordering::Relaxed);
         }
-    }
-
-    /// The CAS of `group`'s copy of the wire key `key` (`me`), on its own
-    /// server for the key.
-    async fn copy_cas(
-        &self,
-        snap: &Snapshot,
-        group: memgroup_topology::GroupId,
-        key: &[u8],
-    ) -> Result<Option<u64>, Error> {
-        let server = snap.topology.group(group).server_for(key);
-        let target = Target {
-            group,
-            server,
-            slot: 0,
-        };
-        let request = Request::MetaDebug {
-            key: Key::new(key).expect("a valid wire key"),
-        };
-        let reply = self
-            .meta_at(snap, target, &request, Attempt::Repair)
-            .await?;
-        Ok(reply.and_then(|m| crate::client::debug_cas(&m.flags)))
     }
 
     /// `mg key v f t` at `target`: the copy there, `None` when absent or

@@ -151,21 +151,15 @@ impl Client {
         // The copy there now, by its CAS: absent, or this client's own later
         // write (its receipt), is in line; any other is deleted by that CAS,
         // so a copy written after this read is never touched.
-        let read = Request::MetaDebug { key };
-        let cas = match self.meta_at(&snap, target, &read, Attempt::Repair).await {
+        let cas = match self.cas_at(&snap, target, &due.key).await {
             Ok(None) => return Answer::Done,
-            Ok(Some(m)) => match crate::client::debug_cas(&m.flags) {
-                Some(cas) => cas,
-                None => return Answer::Later,
-            },
+            Ok(Some(cas)) => cas,
             Err(_) => return Answer::Later,
         };
         if due.keep == Some(cas) {
             return Answer::Done;
         }
-        let flags = [memgroup_proto::MetaFlag::CompareCas(cas)];
-        let delete = Request::MetaDelete { key, flags: &flags };
-        match self.meta_at(&snap, target, &delete, Attempt::Repair).await {
+        match self.delete_if_cas(&snap, target, &due.key, cas).await {
             Ok(None) => Answer::Done,
             Ok(Some(m))
                 if matches!(

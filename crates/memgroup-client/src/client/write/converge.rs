@@ -42,14 +42,14 @@
 
 use std::sync::Arc;
 
-use memgroup_proto::{Key, MetaFlag, Request, Response};
+use memgroup_proto::Response;
 use memgroup_topology::{GroupId, Target};
 use parking_lot::Mutex;
 
 use super::MultiWrite;
 use super::op::Job;
 use crate::client::Client;
-use crate::client::trace::Attempt;
+use crate::client::exec::own_target;
 use crate::join::{BoxFuture, join_all};
 use crate::options::WriteOptions;
 use crate::pool::Snapshot;
@@ -167,13 +167,15 @@ impl Client {
         let Some(mine) = receipts.iter().find(|r| r.group == arbiter) else {
             return;
         };
-        let Ok(held) = self.cas_at(snap, job, arbiter).await else {
+        let key = job.key();
+        let at = |group| own_target(snap, group, key);
+        let Ok(held) = self.cas_at(snap, at(arbiter), key).await else {
             return;
         };
         let mut deleted = 0;
         let mine_everywhere = async || {
             for receipt in receipts.iter().filter(|r| r.group != arbiter) {
-                match self.cas_at(snap, job, receipt.group).await {
+                match self.cas_at(snap, at(receipt.group), key).await {
                     Ok(None) => {}
                     Ok(Some(cas)) if cas == receipt.cas => {}
                     _ => return false,
@@ -189,104 +191,42 @@ impl Client {
             // way, and this write's copies stand where every copy present
             // is its own (they agree); any other copy means a race, lost.
             None => {
-                self.inner.repairs.started_since(job.key(), job.number + 1)
-                    || !mine_everywhere().await
+                self.inner.repairs.started_since(key, job.number + 1) || !mine_everywhere().await
             }
         };
-        if !lost && held.is_none() {
-            // Agreeing copies of this write, the arbiter's gone: kept.
-        } else if !lost {
-            // The winner: every other copy that is not this write's goes.
-            for group in snap.topology.groups() {
-                let group = group.id();
-                if group == arbiter {
-                    continue;
-                }
-                let Some(receipt) = receipts.iter().find(|r| r.group == group) else {
-                    continue;
-                };
-                if let Ok(Some(cas)) = self.cas_at(snap, job, group).await
-                    && cas != receipt.cas
-                {
-                    deleted += u64::from(self.delete_copy(snap, job, group, cas).await);
-                }
-            }
-        } else {
+        if lost {
             // A loser: its own copies go, wherever they still stand.
             for receipt in receipts.iter().filter(|r| r.group != arbiter) {
                 deleted += u64::from(
-                    self.delete_copy(snap, job, receipt.group, receipt.cas)
+                    self.deleted(snap, at(receipt.group), key, receipt.cas)
                         .await,
                 );
             }
+        } else if held.is_some() {
+            // The winner: every other copy that is not this write's goes.
+            for receipt in receipts.iter().filter(|r| r.group != arbiter) {
+                if let Ok(Some(cas)) = self.cas_at(snap, at(receipt.group), key).await
+                    && cas != receipt.cas
+                {
+                    deleted += u64::from(self.deleted(snap, at(receipt.group), key, cas).await);
+                }
+            }
         }
+        // Else: agreeing copies of this write, the arbiter's gone: kept.
         if deleted > 0 {
             self.inner
                 .converged
                 .fetch_add(deleted, std::sync::atomic::Ordering::Relaxed);
         }
     }
+}
 
-    /// The key's own server in `group`, as a target.
-    fn own_target(snap: &Snapshot, job: &Job, group: GroupId) -> Target {
-        let server = snap.topology.group(group).server_for(job.key());
-        Target {
-            group,
-            server,
-            slot: 0,
-        }
-    }
-
-    /// The CAS of `group`'s copy (`None`: absent), read by `me`.
-    async fn cas_at(
-        &self,
-        snap: &Snapshot,
-        job: &Job,
-        group: GroupId,
-    ) -> Result<Option<u64>, crate::Error> {
-        let key = Key::new(job.key()).expect("validated when made");
-        let request = Request::MetaDebug { key };
-        let target = Client::own_target(snap, job, group);
-        let reply = self
-            .meta_at(snap, target, &request, Attempt::Repair)
-            .await?;
-        reply
-            .map(|m| {
-                debug_cas(&m.flags)
-                    .ok_or_else(|| crate::client::unexpected(Some(&Response::Meta(m))))
-            })
-            .transpose()
-    }
-
-    /// Deletes `group`'s copy if it is still the one of CAS `cas`; whether
-    /// it was.
-    async fn delete_copy(&self, snap: &Snapshot, job: &Job, group: GroupId, cas: u64) -> bool {
-        let key = Key::new(job.key()).expect("validated when made");
-        let flags = [MetaFlag::CompareCas(cas)];
-        let request = Request::MetaDelete { key, flags: &flags };
-        let target = Client::own_target(snap, job, group);
+impl Client {
+    /// Whether the copy at `target` was deleted for still having CAS `cas`.
+    async fn deleted(&self, snap: &Snapshot, target: Target, key: &[u8], cas: u64) -> bool {
         matches!(
-            self.meta_at(snap, target, &request, Attempt::Repair).await,
+            self.delete_if_cas(snap, target, key, cas).await,
             Ok(Some(m)) if m.status == memgroup_proto::MetaStatus::Hd
         )
-    }
-}
-
-/// The `cas=` field of a meta debug reply's `k=v` pairs.
-pub(crate) fn debug_cas(fields: &[u8]) -> Option<u64> {
-    fields
-        .split(|&b| b == b' ')
-        .find_map(|field| field.strip_prefix(b"cas="))
-        .and_then(|n| std::str::from_utf8(n).ok()?.parse().ok())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_cas_of_a_meta_debug_reply() {
-        let reply = b"k exp=-1 la=0 cas=4711 fetch=no cls=1 size=66";
-        assert_eq!(super::debug_cas(reply), Some(4711));
-        assert_eq!(super::debug_cas(b"k exp=-1 la=0"), None);
-        assert_eq!(super::debug_cas(b"k cas=x"), None);
     }
 }

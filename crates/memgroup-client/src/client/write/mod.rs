@@ -14,7 +14,6 @@ mod policy;
 mod replicate;
 
 pub use batch::MultiWrite;
-pub(crate) use converge::debug_cas;
 
 use op::WriteOp;
 
