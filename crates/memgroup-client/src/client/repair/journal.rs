@@ -163,14 +163,7 @@ impl Journal {
         let old = own.open.take();
         own.unsynced = false;
         if !pending.is_empty() {
-            let (path, mut file) = new_segment(&self.dir)?;
-            let mut text = Vec::new();
-            for record in pending {
-                record.encode(&mut text);
-            }
-            file.write_all(&text)?;
-            file.sync_data()?;
-            own.open = Some((path, file));
+            own.open = Some(write_segment(&self.dir, pending)?);
         }
         if let Some((path, _)) = old {
             let _ = std::fs::remove_file(path);
@@ -273,13 +266,7 @@ pub fn forget_repairs(dir: &Path, server: &str) -> io::Result<usize> {
         }
         dropped += owed.len() - kept.len();
         if !kept.is_empty() {
-            let (_, mut rewritten) = new_segment(dir)?;
-            let mut text = Vec::new();
-            for record in &kept {
-                record.encode(&mut text);
-            }
-            rewritten.write_all(&text)?;
-            rewritten.sync_data()?;
+            write_segment(dir, &kept)?;
         }
         std::fs::remove_file(&path)?;
     }
@@ -288,7 +275,11 @@ pub fn forget_repairs(dir: &Path, server: &str) -> io::Result<usize> {
 
 /// The entries added and not done, in the order first added.
 fn pending(reader: impl BufRead) -> Vec<OwedRepair> {
-    let mut entries: Vec<OwedRepair> = Vec::new();
+    // In the order first added; an index by (server, key), so a journal of
+    // many entries folds in one pass.
+    let mut entries: Vec<Option<OwedRepair>> = Vec::new();
+    let mut at: std::collections::HashMap<(Vec<u8>, Vec<u8>), usize> =
+        std::collections::HashMap::new();
     for line in reader.split(b'\n') {
         let Ok(line) = line else { break };
         let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
@@ -298,27 +289,43 @@ fn pending(reader: impl BufRead) -> Vec<OwedRepair> {
                     continue;
                 };
                 let may_land = *landing == b"1";
-                match entries
-                    .iter_mut()
-                    .find(|e| e.server == server && e.key == *key)
-                {
+                let id = (server.as_bytes().to_vec(), key.to_vec());
+                match at.get(&id).and_then(|&i| entries[i].as_mut()) {
                     Some(entry) => entry.may_land |= may_land,
-                    None => entries.push(OwedRepair {
-                        server: server.to_string(),
-                        group,
-                        key: key.to_vec(),
-                        may_land,
-                    }),
+                    None => {
+                        at.insert(id, entries.len());
+                        entries.push(Some(OwedRepair {
+                            server: server.to_string(),
+                            group,
+                            key: key.to_vec(),
+                            may_land,
+                        }));
+                    }
                 }
             }
             [b"D", server, key] => {
-                entries.retain(|e| e.server.as_bytes() != *server || e.key != *key);
+                if let Some(i) = at.remove(&(server.to_vec(), key.to_vec())) {
+                    entries[i] = None;
+                }
             }
             // A torn or foreign line.
             _ => {}
         }
     }
-    entries
+    entries.into_iter().flatten().collect()
+}
+
+/// A new segment holding `records` (locked, synced): a compaction's or a
+/// forgetting's rewrite.
+fn write_segment(dir: &Path, records: &[OwedRepair]) -> io::Result<(PathBuf, File)> {
+    let (path, mut file) = new_segment(dir)?;
+    let mut text = Vec::new();
+    for record in records {
+        record.encode(&mut text);
+    }
+    file.write_all(&text)?;
+    file.sync_data()?;
+    Ok((path, file))
 }
 
 fn decode(b64: &[u8]) -> Option<String> {
