@@ -233,8 +233,7 @@ impl WriteOutcome {
     }
 
     /// This outcome, its pending groups' outcomes arriving in `settling`.
-    pub(crate) fn with_pending(mut self, pending: Vec<Arc<str>>, settling: Arc<Settling>) -> Self {
-        self.pending = pending;
+    pub(crate) fn settling_in(mut self, settling: Arc<Settling>) -> Self {
         self.settling = Some(settling);
         self
     }

@@ -95,23 +95,19 @@ pub(super) fn receipt_of(reply: &Option<Response>) -> Option<u64> {
 }
 
 impl Client {
-    /// One part of `job` ended in `group`, on the key's own server
-    /// (`reached`) with `reply`; the last one starts the check.
+    /// One part of `job` ended in `group`, applied on the key's own server
+    /// with CAS `receipt` (if so); the last one starts the check.
     pub(super) fn converge_part(
         &self,
         snap: &Arc<Snapshot>,
         job: &Arc<Job>,
         group: GroupId,
-        reached: bool,
-        reply: &Option<Response>,
+        receipt: Option<u64>,
     ) {
         let Some(receipts) = &job.receipts else {
             return;
         };
-        let receipt = reached
-            .then(|| receipt_of(reply))
-            .flatten()
-            .map(|cas| Receipt { group, cas });
+        let receipt = receipt.map(|cas| Receipt { group, cas });
         let Some(all) = receipts.settle(receipt) else {
             return;
         };

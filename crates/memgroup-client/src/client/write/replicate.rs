@@ -334,7 +334,7 @@ impl Client {
         if !pending.is_empty() {
             let settling = Arc::new(Settling::new(pending.len()));
             rest.settling = Some(settling.clone());
-            outcome = outcome.with_pending(Vec::new(), settling);
+            outcome = outcome.settling_in(settling);
         }
         // In the order the parts started (a group has one), the replies with
         // them: an insertion sort, as a write has a handful of groups.
@@ -431,24 +431,18 @@ impl Client {
     /// write was applied there while it ran; an applied part supersedes the
     /// older repairs of the key there.
     fn repair_if_missed(&self, snap: &Arc<Snapshot>, job: &Arc<Job>, part: &mut Part) {
-        let reached = part.reply.is_ok() && part.server == part.own;
-        if let Ok(reply) = &part.reply {
-            self.converge_part(snap, job, part.group, reached, reply);
-        } else {
-            self.converge_part(snap, job, part.group, false, &None);
-        }
+        // Reached the key's own server, with the CAS its copy got when the
+        // reply says (read once: the check and the repair queue both use it).
+        let reached = (part.server == part.own)
+            .then(|| part.reply.as_ref().ok().map(super::converge::receipt_of))
+            .flatten();
+        self.converge_part(snap, job, part.group, reached.flatten());
         let Some(tracking) = part.tracking.as_mut() else {
             return;
         };
         let group = snap.topology.group(part.group).name();
         let write = (job.key(), job.number, job.op().supersedes_repair());
-        let receipt = part
-            .reply
-            .as_ref()
-            .ok()
-            .and_then(super::converge::receipt_of);
         let error = part.reply.as_ref().err();
-        let reached = reached.then_some(receipt);
         self.settle_part(snap.name(part.own), group, write, reached, error, tracking);
     }
 
