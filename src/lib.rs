@@ -17,6 +17,7 @@
 pub use memgroup_client as client;
 pub use memgroup_hash as hash;
 pub use memgroup_proto as proto;
+pub use memgroup_proxy as proxy;
 pub use memgroup_topology as topology;
 
 #[cfg(feature = "config")]

@@ -240,6 +240,22 @@ impl Error {
         &self.message
     }
 
+    /// The error line a server answered, when one refused the request
+    /// (`CLIENT_ERROR …` or `SERVER_ERROR …`, here or in a cause): what a
+    /// proxy relays to its client.
+    pub fn server_reply(&self) -> Option<&str> {
+        let mut current = Some(self);
+        while let Some(e) = current {
+            let refused =
+                e.message.starts_with("CLIENT_ERROR ") || e.message.starts_with("SERVER_ERROR ");
+            if matches!(e.kind, ErrorKind::Client | ErrorKind::Server) && refused {
+                return Some(&e.message);
+            }
+            current = e.source.as_deref().and_then(|s| s.downcast_ref::<Error>());
+        }
+        None
+    }
+
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         self.kind

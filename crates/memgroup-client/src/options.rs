@@ -51,6 +51,11 @@ pub enum Expiry {
     /// Expires at this time (by the local clock); a time not in the future
     /// is refused with [`ErrorKind::InvalidArgument`].
     At(SystemTime),
+    /// memcached's `exptime` as a client of the protocol sends it: seconds
+    /// up to 30 days, a Unix time beyond, 0 for never; a negative one means
+    /// "already expired" (sent as memcached treats it: a time long past).
+    /// What a proxy forwards.
+    Exptime(i32),
 }
 
 impl Expiry {
@@ -89,6 +94,10 @@ impl Expiry {
         };
         match self {
             Expiry::Never => Ok(0),
+            // memcached reads a negative exptime as 30 days and a second: a
+            // Unix time in 1970, already past.
+            Expiry::Exptime(n) if n < 0 => Ok(MAX_RELATIVE_EXPTIME + 1),
+            Expiry::Exptime(n) => Ok(n as u32),
             Expiry::After(after) => {
                 // Round up: 1.2 s lives 2 s, 1 ms lives 1 s, never "0 = never".
                 let seconds = after

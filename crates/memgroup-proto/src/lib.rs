@@ -46,6 +46,7 @@ mod metadump;
 mod multiget;
 mod request;
 mod response;
+pub mod server;
 
 #[cfg(test)]
 mod tests;

@@ -134,4 +134,20 @@ impl Client {
         }
         join_all(futures).await
     }
+
+    /// The metadata of a key's copy at the arbiter group (`me <key>`: the
+    /// server's `ME <key> exp=… la=… cas=… fetch=… cls=… size=…` reply, its
+    /// fields raw in [`MetaResponse::flags`](memgroup_proto::MetaResponse::flags)),
+    /// `None` when that copy is absent: what a proxy answers to `me`.
+    pub async fn meta_debug(
+        &self,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<memgroup_proto::MetaResponse>, Error> {
+        let snap = self.snapshot();
+        let wire = self.wire_key(&snap, key.as_ref())?;
+        let group = snap.topology.arbiters()[0];
+        let target = crate::client::exec::own_target(&snap, group, &wire.bytes);
+        let request = Request::MetaDebug { key: wire.key() };
+        self.meta_at(&snap, target, &request, Attempt::First).await
+    }
 }

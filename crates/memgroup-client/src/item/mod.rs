@@ -98,6 +98,11 @@ pub struct GroupOutcome {
     /// arbiter's value or nothing. Its `result` is that delete's, with a copy
     /// already absent counted as `Ok(true)`.
     pub cleared: bool,
+    /// The server's reply, when it answered (`STORED`, `NOT_STORED`,
+    /// `EXISTS`, a meta reply with the return flags asked for, …): what a
+    /// proxy relays. `None` for a write that failed, or whose replies were
+    /// not kept (a batch).
+    pub reply: Option<memgroup_proto::Response>,
 }
 
 /// What became of a write in one group ([`GroupOutcome::state`]).
@@ -354,6 +359,7 @@ mod tests {
             server: None,
             result,
             cleared,
+            reply: None,
         }
     }
 

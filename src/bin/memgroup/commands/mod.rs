@@ -6,6 +6,7 @@ mod generate;
 mod keys;
 mod load;
 mod meta;
+mod proxy;
 mod read;
 mod repair;
 mod route;
@@ -139,6 +140,13 @@ pub(crate) enum Command {
         after_help = "Exit 0 when no repair is left, 3 when some are (each named), 2 when the journal is off.\n\nExamples:\n  memgroup --config cluster.toml repair --wait 60\n  memgroup --config cluster.toml repair --list"
     )]
     Repair(repair::Args),
+    /// Serve memcached's text and meta protocols to any client, forwarding
+    /// through this cluster's client: routing, replication and repairs for
+    /// every language (runs until Ctrl-C or SIGTERM).
+    #[command(
+        after_help = "Examples:\n  memgroup --config cluster.toml proxy --listen 127.0.0.1:11311\n  memgroup --groups 'z1=10.0.1.5:11211;z2=10.0.2.5:11211' --zone z1 proxy --listen 127.0.0.1:11311"
+    )]
+    Proxy(proxy::Args),
 }
 
 impl Command {
@@ -203,6 +211,7 @@ impl Command {
             Command::Stats(args) => server::stats(&args, flags, json).await,
             Command::Load(args) => load::load(&args, flags, json).await,
             Command::Repair(args) => repair::run(&args, flags, json).await,
+            Command::Proxy(args) => proxy::run(&args, flags).await,
             Command::Warm(args) => warm::run(&args, flags, json).await,
             Command::Bench(args) => bench::run(&args, flags, json).await,
         }

@@ -253,6 +253,7 @@ impl Client {
                                 server: None,
                                 result: Err(error),
                                 cleared: false,
+                                reply: None,
                             });
                         }
                     }
@@ -324,6 +325,7 @@ impl Client {
                     server: Some(snap.name(share.target.server).clone()),
                     result,
                     cleared: false,
+                    reply: None,
                 });
             }
         }

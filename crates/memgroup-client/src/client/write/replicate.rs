@@ -137,6 +137,7 @@ impl Part {
             server: Some(snap.name(self.server).clone()),
             result: self.result.clone(),
             cleared: false,
+            reply: self.reply.as_ref().ok().cloned().flatten(),
         }
     }
 }

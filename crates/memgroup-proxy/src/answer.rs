@@ -1,0 +1,414 @@
+//! Each request's reply: the ones the proxy makes itself at once, the
+//! others through the client.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use memgroup_client::{Error, ErrorKind, Expiry, Item, WriteOptions, WriteOutcome};
+use memgroup_proto::server::{
+    ClientRequest, MetaKind, MetaRequest, Retrieval, encode_meta_reply, encode_value,
+};
+use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus, Response, StoreCommand, base64_encode};
+
+use crate::Shared;
+
+/// What `version` answers: the protocol the proxy speaks, and what it is.
+pub(crate) const VERSION: &str = concat!("1.6.18-memgroup-", env!("CARGO_PKG_VERSION"));
+
+fn count(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Relaxed);
+}
+
+/// The reply of a request the proxy answers itself, without the servers
+/// (`None`: it goes through the client, or is `quit`).
+pub(crate) fn immediate(shared: &Shared, request: &ClientRequest) -> Option<Bytes> {
+    Some(match request {
+        ClientRequest::Error(reply) => Bytes::from_static(reply),
+        ClientRequest::Version => Bytes::from(format!("VERSION {VERSION}\r\n")),
+        ClientRequest::Verbosity { noreply: true } => Bytes::new(),
+        ClientRequest::Verbosity { noreply: false } => Bytes::from_static(b"OK\r\n"),
+        ClientRequest::MetaNoop => Bytes::from_static(b"MN\r\n"),
+        ClientRequest::NotServed(name) if &name[..] == b"shutdown" => {
+            Bytes::from_static(b"ERROR: shutdown not enabled\r\n")
+        }
+        ClientRequest::NotServed(_) => Bytes::from_static(b"ERROR\r\n"),
+        ClientRequest::Stats { args } if args.is_empty() => {
+            let mut out = BytesMut::new();
+            shared.stats.encode(&mut out);
+            out.freeze()
+        }
+        ClientRequest::Stats { .. } => Bytes::from_static(b"ERROR\r\n"),
+        ClientRequest::FlushAll { .. } if !shared.config.allow_flush_all => {
+            Bytes::from_static(b"SERVER_ERROR flush_all is disabled on this proxy\r\n")
+        }
+        _ => return None,
+    })
+}
+
+/// An error as a reply line: what the server said when it refused the
+/// request, else `SERVER_ERROR` and the reason on one line.
+fn error_reply(error: &Error) -> Bytes {
+    if let Some(line) = error.server_reply() {
+        return Bytes::from(format!("{}\r\n", line.replace(['\r', '\n'], " ")));
+    }
+    let text = error.to_string().replace(['\r', '\n'], " ");
+    match error.kind() {
+        ErrorKind::ValueTooLarge => {
+            Bytes::from_static(b"SERVER_ERROR object too large for cache\r\n")
+        }
+        ErrorKind::InvalidKey => Bytes::from(format!("CLIENT_ERROR {text}\r\n")),
+        ErrorKind::Client => Bytes::from(format!("CLIENT_ERROR {text}\r\n")),
+        _ => Bytes::from(format!("SERVER_ERROR {text}\r\n")),
+    }
+}
+
+/// The reply to a request that goes through the client.
+pub(crate) async fn answer(shared: &Shared, request: ClientRequest) -> Bytes {
+    let quiet = request.is_quiet();
+    let meta = matches!(request, ClientRequest::Meta(_));
+    let reply = match request {
+        ClientRequest::Retrieve { command, keys } => retrieve(shared, command, &keys).await,
+        ClientRequest::Store {
+            command,
+            key,
+            flags,
+            exptime,
+            data,
+            ..
+        } => {
+            count(&shared.stats.cmd_set, 1);
+            let options = WriteOptions::new()
+                .expiry(Expiry::Exptime(exptime))
+                .flags(flags);
+            let client = &shared.client;
+            let outcome = match command {
+                StoreCommand::Set => client.set(&key, &data, options).await,
+                StoreCommand::Add => client.add(&key, &data, options).await,
+                StoreCommand::Replace => client.replace(&key, &data, options).await,
+                StoreCommand::Append => client.append(&key, &data).await,
+                StoreCommand::Prepend => client.prepend(&key, &data).await,
+                StoreCommand::Cas(unique) => client.cas(&key, &data, unique, options).await,
+            };
+            written(shared, outcome, b"STORED\r\n")
+        }
+        ClientRequest::Delete { key, .. } => {
+            count(&shared.stats.cmd_delete, 1);
+            written(shared, shared.client.delete(&key).await, b"DELETED\r\n")
+        }
+        ClientRequest::Touch { key, exptime, .. } => {
+            count(&shared.stats.cmd_touch, 1);
+            let outcome = shared.client.touch(&key, Expiry::Exptime(exptime)).await;
+            written(shared, outcome, b"TOUCHED\r\n")
+        }
+        ClientRequest::Arith {
+            increment,
+            key,
+            delta,
+            ..
+        } => {
+            count(&shared.stats.cmd_arith, 1);
+            let result = if increment {
+                shared.client.incr(&key, delta).await
+            } else {
+                shared.client.decr(&key, delta).await
+            };
+            match result {
+                Ok(Some(n)) => Bytes::from(format!("{n}\r\n")),
+                Ok(None) => Bytes::from_static(b"NOT_FOUND\r\n"),
+                Err(e) => failed(shared, &e),
+            }
+        }
+        ClientRequest::FlushAll { delay, .. } => {
+            count(&shared.stats.cmd_flush, 1);
+            if delay != 0 {
+                Bytes::from_static(b"SERVER_ERROR flush_all with a delay is not forwarded\r\n")
+            } else {
+                match shared.client.flush_all(None).await {
+                    Ok(()) => Bytes::from_static(b"OK\r\n"),
+                    Err(e) => failed(shared, &e),
+                }
+            }
+        }
+        ClientRequest::Meta(meta) => meta_command(shared, meta).await,
+        // Answered by `immediate`.
+        _ => Bytes::new(),
+    };
+    let error = reply.starts_with(b"SERVER_ERROR") || reply.starts_with(b"CLIENT_ERROR");
+    if quiet && error {
+        count(&shared.stats.noreply_failures, 1);
+    }
+    // A classic `noreply` says nothing, errors included (as memcached); a
+    // quiet meta command's reply is already what quiet mode leaves.
+    if quiet && !meta {
+        return Bytes::new();
+    }
+    reply
+}
+
+fn failed(shared: &Shared, error: &Error) -> Bytes {
+    count(&shared.stats.write_errors, 1);
+    error_reply(error)
+}
+
+/// A write's reply: `applied` when every group that answered took it, else
+/// the deciding group's refusal (`NOT_STORED`, `EXISTS`, `NOT_FOUND`).
+fn written(shared: &Shared, outcome: Result<WriteOutcome, Error>, applied: &'static [u8]) -> Bytes {
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => return failed(shared, &e),
+    };
+    if outcome
+        .groups
+        .iter()
+        .any(|g| matches!(g.result, Ok(true)) && !g.cleared)
+        && outcome
+            .groups
+            .iter()
+            .all(|g| !matches!(g.result, Ok(false)))
+    {
+        return Bytes::from_static(applied);
+    }
+    let refusal = outcome
+        .groups
+        .iter()
+        .find_map(|g| match (&g.result, &g.reply) {
+            (Ok(false), Some(reply)) => Some(reply.clone()),
+            _ => None,
+        });
+    match refusal {
+        Some(Response::NotStored) => Bytes::from_static(b"NOT_STORED\r\n"),
+        Some(Response::Exists) => Bytes::from_static(b"EXISTS\r\n"),
+        _ => Bytes::from_static(b"NOT_FOUND\r\n"),
+    }
+}
+
+/// `get`, `gets`, `gat`, `gats`: the hits in the order of the keys, each
+/// duplicate again; a key whose servers failed is a miss, counted.
+async fn retrieve(shared: &Shared, command: Retrieval, keys: &[Bytes]) -> Bytes {
+    let stats = &shared.stats;
+    count(&stats.cmd_get, keys.len() as u64);
+    let mut out = BytesMut::new();
+    let hit = |out: &mut BytesMut, key: &[u8], found: Result<Option<Item>, Error>| match found {
+        Ok(Some(item)) => {
+            count(&stats.get_hits, 1);
+            let cas = if command.returns_cas() {
+                item.cas.or(Some(0))
+            } else {
+                None
+            };
+            encode_value(out, key, item.flags, &item.value, cas);
+        }
+        Ok(None) => count(&stats.get_misses, 1),
+        Err(_) => {
+            count(&stats.get_misses, 1);
+            count(&stats.get_errors, 1);
+        }
+    };
+    let client = &shared.client;
+    match command {
+        Retrieval::Get => match client.get_multi(keys).await {
+            Ok(found) => {
+                for (key, outcome) in found.iter() {
+                    hit(&mut out, key, outcome.clone());
+                }
+            }
+            Err(e) => return error_reply(&e),
+        },
+        _ => {
+            for key in keys {
+                let found = match command {
+                    Retrieval::Gets => client.gets(key).await,
+                    Retrieval::Gat(exptime) => {
+                        client.get_and_touch(key, Expiry::Exptime(exptime)).await
+                    }
+                    _ => gats(shared, key, command).await,
+                };
+                if let Err(e) = &found
+                    && e.kind() == ErrorKind::InvalidKey
+                {
+                    return error_reply(e);
+                }
+                hit(&mut out, key, found);
+            }
+        }
+    }
+    out.put_slice(b"END\r\n");
+    out.freeze()
+}
+
+/// `gats`: a touching read that returns the CAS unique (`mg … v f c T`).
+async fn gats(shared: &Shared, key: &[u8], command: Retrieval) -> Result<Option<Item>, Error> {
+    let Retrieval::Gats(exptime) = command else {
+        return Ok(None);
+    };
+    let ttl = Expiry::Exptime(exptime).exptime()?;
+    let flags = [
+        MetaFlag::ReturnValue,
+        MetaFlag::ReturnFlags,
+        MetaFlag::ReturnCas,
+        MetaFlag::Ttl(ttl),
+    ];
+    Ok(shared.client.meta_get(key, &flags).await?.map(|m| {
+        let mut item = Item::new(m.value.clone().unwrap_or_default(), 0);
+        item.flags = m
+            .flag_u64(b'f')
+            .and_then(|f| u32::try_from(f).ok())
+            .unwrap_or(0);
+        item.cas = m.flag_u64(b'c');
+        item
+    }))
+}
+
+/// A meta command through the client, its reply written back with the
+/// client's own key and opaque, and only the flags it asked for.
+async fn meta_command(shared: &Shared, meta: MetaRequest) -> Bytes {
+    let client = &shared.client;
+    let flags = &meta.flags[..];
+    let result: Result<Option<MetaResponse>, Bytes> = match meta.kind {
+        MetaKind::Get => {
+            count(&shared.stats.cmd_get, 1);
+            let found = client
+                .meta_get(&meta.key, flags)
+                .await
+                .map_err(|e| error_reply(&e));
+            match &found {
+                Ok(Some(_)) => count(&shared.stats.get_hits, 1),
+                _ => count(&shared.stats.get_misses, 1),
+            }
+            found
+        }
+        MetaKind::Set => {
+            count(&shared.stats.cmd_set, 1);
+            let data = meta.data.clone().unwrap_or_default();
+            deciding(client, client.meta_set(&meta.key, &data, flags).await)
+        }
+        MetaKind::Delete => {
+            count(&shared.stats.cmd_delete, 1);
+            deciding(client, client.meta_delete(&meta.key, flags).await)
+        }
+        MetaKind::Arith => {
+            count(&shared.stats.cmd_arith, 1);
+            client
+                .meta_arith(&meta.key, flags)
+                .await
+                .map_err(|e| error_reply(&e))
+        }
+        MetaKind::Debug if meta.base64() => {
+            return Bytes::from_static(b"CLIENT_ERROR me with a base64 key is not served\r\n");
+        }
+        MetaKind::Debug => client
+            .meta_debug(&meta.key)
+            .await
+            .map_err(|e| error_reply(&e)),
+    };
+    let reply = match result {
+        Ok(reply) => reply,
+        Err(reply) => {
+            count(&shared.stats.write_errors, 1);
+            return reply;
+        }
+    };
+    let mut out = BytesMut::new();
+    let key_token = || {
+        let mut token = vec![b'k'];
+        if meta.base64() {
+            base64_encode(&meta.key, &mut token);
+        } else {
+            token.extend_from_slice(&meta.key);
+        }
+        token
+    };
+    let opaque_token = || {
+        let mut token = vec![b'O'];
+        token.extend_from_slice(meta.opaque.as_deref().unwrap_or_default());
+        token
+    };
+    let Some(reply) = reply else {
+        // A miss (`EN`, `NF`): memcached returns the opaque and the key when
+        // asked, in the order asked.
+        if meta.quiet && meta.kind == MetaKind::Get {
+            return Bytes::new();
+        }
+        out.put_slice(match meta.kind {
+            MetaKind::Get | MetaKind::Debug => b"EN",
+            _ => b"NF",
+        });
+        for flag in flags {
+            match flag {
+                MetaFlag::Opaque(_) => {
+                    out.put_u8(b' ');
+                    out.put_slice(&opaque_token());
+                }
+                MetaFlag::ReturnKey => {
+                    out.put_u8(b' ');
+                    out.put_slice(&key_token());
+                    if meta.base64() {
+                        out.put_slice(b" b");
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.put_slice(b"\r\n");
+        return out.freeze();
+    };
+    let hidden = match meta.kind {
+        MetaKind::Get => reply.status == MetaStatus::En,
+        _ => reply.status == MetaStatus::Hd,
+    };
+    if meta.quiet && hidden {
+        return Bytes::new();
+    }
+    let asked: Vec<u8> = flags.iter().filter_map(|f| flag_letter(*f)).collect();
+    encode_meta_reply(&mut out, &reply, |token| match token[0] {
+        b'O' => Some(opaque_token()),
+        b'k' => Some(key_token()),
+        b'W' | b'Z' | b'X' | b'b' => Some(token.to_vec()),
+        letter if asked.contains(&letter) => Some(token.to_vec()),
+        _ => None,
+    });
+    out.freeze()
+}
+
+/// The return-flag letter a request flag asks for.
+fn flag_letter(flag: MetaFlag) -> Option<u8> {
+    Some(match flag {
+        MetaFlag::ReturnCas => b'c',
+        MetaFlag::ReturnFlags => b'f',
+        MetaFlag::ReturnHit => b'h',
+        MetaFlag::ReturnKey => b'k',
+        MetaFlag::ReturnLastAccess => b'l',
+        MetaFlag::ReturnSize => b's',
+        MetaFlag::ReturnTtl => b't',
+        MetaFlag::Opaque(_) => b'O',
+        MetaFlag::Base64Key => b'b',
+        _ => return None,
+    })
+}
+
+/// A meta write's reply: the arbiter group's (it decides conditional
+/// writes, and its CAS is the one a later `C` is checked against), else the
+/// first group that answered.
+fn deciding(
+    client: &memgroup_client::Client,
+    outcome: Result<WriteOutcome, Error>,
+) -> Result<Option<MetaResponse>, Bytes> {
+    let outcome = outcome.map_err(|e| error_reply(&e))?;
+    let topology = client.topology();
+    let arbiter = topology.arbiters().first().copied();
+    let replies = || outcome.groups.iter().filter(|g| !g.cleared);
+    let chosen = replies()
+        .find(|g| Some(g.id) == arbiter && g.reply.is_some())
+        .or_else(|| replies().find(|g| g.reply.is_some()));
+    match chosen.and_then(|g| g.reply.clone()) {
+        Some(Response::Meta(m)) => Ok(Some(m)),
+        Some(other) => Err(Bytes::from(format!(
+            "SERVER_ERROR unexpected reply {other:?}\r\n"
+        ))),
+        None => Err(match outcome.failed().next() {
+            Some((_, e)) => error_reply(e),
+            None => Bytes::from_static(b"SERVER_ERROR no group answered\r\n"),
+        }),
+    }
+}

@@ -1,0 +1,102 @@
+//! The proxy's counters, answered to `stats` under memcached's names.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{BufMut, BytesMut};
+
+/// What the proxy counts (relaxed atomics, read by `stats`).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ProxyStats {
+    started: Instant,
+    /// Client connections open now.
+    pub curr_connections: AtomicU64,
+    /// Client connections accepted since start.
+    pub total_connections: AtomicU64,
+    /// Keys asked for by retrievals (`get`, `gets`, `gat`, `gats`, `mg`).
+    pub cmd_get: AtomicU64,
+    /// Of those, hits.
+    pub get_hits: AtomicU64,
+    /// Of those, misses (including the keys whose servers failed).
+    pub get_misses: AtomicU64,
+    /// Keys read as a miss because their servers failed (after fallback).
+    pub get_errors: AtomicU64,
+    /// Storage commands (`set`, `add`, …, `ms`).
+    pub cmd_set: AtomicU64,
+    /// `touch` commands.
+    pub cmd_touch: AtomicU64,
+    /// `delete`/`md` commands.
+    pub cmd_delete: AtomicU64,
+    /// `incr`/`decr`/`ma` commands.
+    pub cmd_arith: AtomicU64,
+    /// `flush_all` commands forwarded.
+    pub cmd_flush: AtomicU64,
+    /// Writes answered with an error (their policy missed, a server error).
+    pub write_errors: AtomicU64,
+    /// `noreply` (or quiet) writes that failed: nobody was told.
+    pub noreply_failures: AtomicU64,
+}
+
+impl Default for ProxyStats {
+    fn default() -> Self {
+        let zero = || AtomicU64::new(0);
+        ProxyStats {
+            started: Instant::now(),
+            curr_connections: zero(),
+            total_connections: zero(),
+            cmd_get: zero(),
+            get_hits: zero(),
+            get_misses: zero(),
+            get_errors: zero(),
+            cmd_set: zero(),
+            cmd_touch: zero(),
+            cmd_delete: zero(),
+            cmd_arith: zero(),
+            cmd_flush: zero(),
+            write_errors: zero(),
+            noreply_failures: zero(),
+        }
+    }
+}
+
+impl ProxyStats {
+    /// The `stats` reply: `STAT <name> <value>` lines and `END`.
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
+        let mut stat = |name: &str, value: &dyn std::fmt::Display| {
+            out.put_slice(format!("STAT {name} {value}\r\n").as_bytes());
+        };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        stat("pid", &std::process::id());
+        stat("uptime", &self.started.elapsed().as_secs());
+        stat("time", &now);
+        stat("version", &crate::answer::VERSION);
+        let counters: [(&str, &AtomicU64); 14] = [
+            ("curr_connections", &self.curr_connections),
+            ("total_connections", &self.total_connections),
+            ("cmd_get", &self.cmd_get),
+            ("cmd_set", &self.cmd_set),
+            ("cmd_touch", &self.cmd_touch),
+            ("cmd_flush", &self.cmd_flush),
+            ("get_hits", &self.get_hits),
+            ("get_misses", &self.get_misses),
+            ("get_errors", &self.get_errors),
+            ("delete_cmds", &self.cmd_delete),
+            ("arith_cmds", &self.cmd_arith),
+            ("write_errors", &self.write_errors),
+            ("noreply_failures", &self.noreply_failures),
+            ("threads", &AtomicU64::new(thread_count())),
+        ];
+        for (name, value) in counters {
+            stat(name, &value.load(Relaxed));
+        }
+        out.put_slice(b"END\r\n");
+    }
+}
+
+fn thread_count() -> u64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+}
