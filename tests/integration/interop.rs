@@ -66,7 +66,7 @@ fn java_harness() -> &'static Path {
 }
 
 /// A venv with python-memcached 1.62 (made once, kept under `target/`).
-fn python() -> &'static Path {
+pub fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
         let venv = target_dir().join("venv");

@@ -21,6 +21,7 @@ mod metrics;
 mod migrate;
 mod near;
 mod proto;
+mod proxy;
 mod readrepair;
 mod repairs;
 mod replicas;
