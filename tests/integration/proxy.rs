@@ -149,6 +149,14 @@ fn scripts() -> Vec<Vec<u8>> {
         "set a 0 0 1\nx\r\nget a\nmg a v\n".into(),
     ];
     let mut scripts: Vec<Vec<u8>> = texts.into_iter().map(String::into_bytes).collect();
+    // Keys memcached takes and memgroup's `Key` refuses (control bytes,
+    // DEL): forwarded in base64.
+    scripts.extend([
+        &b"set a\x01b 3 0 1\r\nx\r\nget a\x01b c a\x01b\r\ngets a\x01b\r\nappend a\x01b 0 0 1\r\ny\r\nprepend a\x01b 0 0 1\r\nw\r\nget a\x01b\r\nadd a\x01b 0 0 1\r\nz\r\nreplace a\x7fb 0 0 1\r\nz\r\ndelete a\x01b\r\ndelete a\x01b\r\n"[..],
+        b"set t\tb 0 0 2\r\n10\r\nincr t\tb 5\r\ndecr t\tb 100\r\ntouch t\tb 10\r\ntouch t\x02 10\r\ngat 10 t\tb\r\ngats 10 t\tb\r\nincr nope\x01 1\r\nmg t\tb v\r\n",
+        b"set x\x01 0 0 1\r\nx\r\ngets x\x01\r\ncas x\x01 0 0 1 1\r\ny\r\ncas nope\x01 0 0 1 1\r\ny\r\n",
+        b"ms t\x01 2 k c T0\r\nhi\r\nmg t\x01 k v O5\r\nmg t\x02 k v O5\r\nma t\x01 q\r\nma c\x01 N0 J3 v k\r\nmd t\x01 k q\r\nmg t\x01 v\r\nmn\r\n",
+    ].map(<[u8]>::to_vec));
     scripts.push(big("set big 0 0 2000000\r\n"));
     scripts.push(big("set big 0 0 2000000 noreply\r\n"));
     scripts.push(big("ms big 2000000 T0\r\n"));
@@ -328,6 +336,39 @@ async fn python_memcached_works_through_the_proxy() {
                 raw::get(server.addr(), format!("py:{i}").as_bytes())
                     == Some(format!("value {i}").into_bytes())
             }) && raw::get(server.addr(), b"py:19").is_none()
+        })
+    })
+    .await;
+}
+
+/// Two zones, the meta commands: a plain `ms` answers `HD` alone (the
+/// client's own CAS receipt stays out of the reply), `mg … c` reads the
+/// arbiter's CAS so a `ms … C` with it applies, and `gat` sets the expiry of
+/// every group's copy, not only the copy read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_cas_and_gat_hold_across_two_zones() {
+    // Reads from sg2; the arbiter is sg1 (the first by name).
+    let (sg1, sg2, client) = two_zones(|b| b.zone("sg2"));
+    // The servers' CAS counters apart, so a copy's CAS names its server.
+    for _ in 0..3 {
+        raw::set(sg1.addr(), b"elsewhere", b"x");
+    }
+    let proxied = proxy(client).await;
+    assert_eq!(exchange(proxied, b"ms k 2 T0\r\nhi\r\n").await, b"HD\r\n");
+    let reply = String::from_utf8(exchange(proxied, b"mg k c v\r\n").await).unwrap();
+    let cas = reply
+        .split([' ', '\r'])
+        .find_map(|t| t.strip_prefix('c'))
+        .unwrap_or_else(|| panic!("{reply:?}"))
+        .to_string();
+    let set = format!("ms k 2 C{cas}\r\nho\r\n");
+    assert_eq!(exchange(proxied, set.as_bytes()).await, b"HD\r\n");
+    assert_eq!(exchange(proxied, set.as_bytes()).await, b"EX\r\n");
+    let reply = exchange(proxied, b"set g 0 0 1\r\nx\r\ngat 5000 g\r\n").await;
+    assert_eq!(reply, b"STORED\r\nVALUE g 0 1\r\nx\r\nEND\r\n");
+    crate::support::eventually("both copies touched", || {
+        [&sg1, &sg2].iter().all(|server| {
+            raw::copy(server.addr(), b"g").is_some_and(|(_, _, ttl)| (4990..=5000).contains(&ttl))
         })
     })
     .await;

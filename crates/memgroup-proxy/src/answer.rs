@@ -5,10 +5,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use memgroup_client::{Error, ErrorKind, Expiry, Item, WriteOptions, WriteOutcome};
-use memgroup_proto::server::{
-    ClientRequest, MetaKind, MetaRequest, Retrieval, encode_meta_reply, encode_value,
-};
+use memgroup_client::{Error, ErrorKind, Expiry, WriteOptions, WriteOutcome};
+use memgroup_proto::server::{ClientRequest, MetaKind, MetaRequest, encode_meta_reply};
 use memgroup_proto::{MetaFlag, MetaResponse, MetaStatus, Response, StoreCommand, base64_encode};
 
 use crate::Shared;
@@ -16,7 +14,7 @@ use crate::Shared;
 /// What `version` answers: the protocol the proxy speaks, and what it is.
 pub(crate) const VERSION: &str = concat!("1.6.18-memgroup-", env!("CARGO_PKG_VERSION"));
 
-fn count(counter: &AtomicU64, n: u64) {
+pub(crate) fn count(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Relaxed);
 }
 
@@ -48,7 +46,7 @@ pub(crate) fn immediate(shared: &Shared, request: &ClientRequest) -> Option<Byte
 
 /// An error as a reply line: what the server said when it refused the
 /// request, else `SERVER_ERROR` and the reason on one line.
-fn error_reply(error: &Error) -> Bytes {
+pub(crate) fn error_reply(error: &Error) -> Bytes {
     if let Some(line) = error.server_reply() {
         return Bytes::from(format!("{}\r\n", line.replace(['\r', '\n'], " ")));
     }
@@ -68,7 +66,17 @@ pub(crate) async fn answer(shared: &Shared, request: ClientRequest) -> Bytes {
     let quiet = request.is_quiet();
     let meta = matches!(request, ClientRequest::Meta(_));
     let reply = match request {
-        ClientRequest::Retrieve { command, keys } => retrieve(shared, command, &keys).await,
+        ClientRequest::Retrieve { command, keys } => {
+            crate::retrieve::retrieve(shared, command, &keys).await
+        }
+        ClientRequest::Store { ref key, .. }
+        | ClientRequest::Delete { ref key, .. }
+        | ClientRequest::Touch { ref key, .. }
+        | ClientRequest::Arith { ref key, .. }
+            if crate::binary::is_binary(&shared.client, key) =>
+        {
+            crate::binary::write(shared, request).await
+        }
         ClientRequest::Store {
             command,
             key,
@@ -146,7 +154,7 @@ pub(crate) async fn answer(shared: &Shared, request: ClientRequest) -> Bytes {
     reply
 }
 
-fn failed(shared: &Shared, error: &Error) -> Bytes {
+pub(crate) fn failed(shared: &Shared, error: &Error) -> Bytes {
     count(&shared.stats.write_errors, 1);
     error_reply(error)
 }
@@ -183,88 +191,23 @@ fn written(shared: &Shared, outcome: Result<WriteOutcome, Error>, applied: &'sta
     }
 }
 
-/// `get`, `gets`, `gat`, `gats`: the hits in the order of the keys, each
-/// duplicate again; a key whose servers failed is a miss, counted.
-async fn retrieve(shared: &Shared, command: Retrieval, keys: &[Bytes]) -> Bytes {
-    let stats = &shared.stats;
-    count(&stats.cmd_get, keys.len() as u64);
-    let mut out = BytesMut::new();
-    let hit = |out: &mut BytesMut, key: &[u8], found: Result<Option<Item>, Error>| match found {
-        Ok(Some(item)) => {
-            count(&stats.get_hits, 1);
-            let cas = if command.returns_cas() {
-                item.cas.or(Some(0))
-            } else {
-                None
-            };
-            encode_value(out, key, item.flags, &item.value, cas);
-        }
-        Ok(None) => count(&stats.get_misses, 1),
-        Err(_) => {
-            count(&stats.get_misses, 1);
-            count(&stats.get_errors, 1);
-        }
-    };
-    let client = &shared.client;
-    match command {
-        Retrieval::Get => match client.get_multi(keys).await {
-            Ok(found) => {
-                for (key, outcome) in found.iter() {
-                    hit(&mut out, key, outcome.clone());
-                }
-            }
-            Err(e) => return error_reply(&e),
-        },
-        _ => {
-            for key in keys {
-                let found = match command {
-                    Retrieval::Gets => client.gets(key).await,
-                    Retrieval::Gat(exptime) => {
-                        client.get_and_touch(key, Expiry::Exptime(exptime)).await
-                    }
-                    _ => gats(shared, key, command).await,
-                };
-                if let Err(e) = &found
-                    && e.kind() == ErrorKind::InvalidKey
-                {
-                    return error_reply(e);
-                }
-                hit(&mut out, key, found);
-            }
-        }
-    }
-    out.put_slice(b"END\r\n");
-    out.freeze()
-}
-
-/// `gats`: a touching read that returns the CAS unique (`mg … v f c T`).
-async fn gats(shared: &Shared, key: &[u8], command: Retrieval) -> Result<Option<Item>, Error> {
-    let Retrieval::Gats(exptime) = command else {
-        return Ok(None);
-    };
-    let ttl = Expiry::Exptime(exptime).exptime()?;
-    let flags = [
-        MetaFlag::ReturnValue,
-        MetaFlag::ReturnFlags,
-        MetaFlag::ReturnCas,
-        MetaFlag::Ttl(ttl),
-    ];
-    Ok(shared.client.meta_get(key, &flags).await?.map(|m| {
-        let mut item = Item::new(m.value.clone().unwrap_or_default(), 0);
-        item.flags = m
-            .flag_u64(b'f')
-            .and_then(|f| u32::try_from(f).ok())
-            .unwrap_or(0);
-        item.cas = m.flag_u64(b'c');
-        item
-    }))
-}
-
 /// A meta command through the client, its reply written back with the
 /// client's own key and opaque, and only the flags it asked for.
 async fn meta_command(shared: &Shared, meta: MetaRequest) -> Bytes {
     let client = &shared.client;
-    let flags = &meta.flags[..];
+    // A key memcached takes raw and the client refuses goes in base64.
+    let forwarded: Vec<MetaFlag>;
+    let flags = if !meta.base64() && crate::binary::is_binary(client, &meta.key) {
+        forwarded = meta
+            .flags
+            .iter()
+            .copied()
+            .chain([MetaFlag::Base64Key])
+            .collect();
+        &forwarded[..]
+    } else {
+        &meta.flags[..]
+    };
     let result: Result<Option<MetaResponse>, Bytes> = match meta.kind {
         MetaKind::Get => {
             count(&shared.stats.cmd_get, 1);
@@ -334,7 +277,7 @@ async fn meta_command(shared: &Shared, meta: MetaRequest) -> Bytes {
             MetaKind::Get | MetaKind::Debug => b"EN",
             _ => b"NF",
         });
-        for flag in flags {
+        for flag in &meta.flags {
             match flag {
                 MetaFlag::Opaque(_) => {
                     out.put_u8(b' ');
@@ -360,11 +303,12 @@ async fn meta_command(shared: &Shared, meta: MetaRequest) -> Bytes {
     if meta.quiet && hidden {
         return Bytes::new();
     }
-    let asked: Vec<u8> = flags.iter().filter_map(|f| flag_letter(*f)).collect();
+    let asked: Vec<u8> = meta.flags.iter().filter_map(|f| flag_letter(*f)).collect();
     encode_meta_reply(&mut out, &reply, |token| match token[0] {
         b'O' => Some(opaque_token()),
         b'k' => Some(key_token()),
-        b'W' | b'Z' | b'X' | b'b' => Some(token.to_vec()),
+        b'W' | b'Z' | b'X' => Some(token.to_vec()),
+        b'b' if meta.base64() => Some(token.to_vec()),
         letter if asked.contains(&letter) => Some(token.to_vec()),
         _ => None,
     });

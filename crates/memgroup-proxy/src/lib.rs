@@ -44,7 +44,9 @@
 //! quiet meta command, `mn`, `flush_all` or `quit`.
 
 mod answer;
+mod binary;
 mod conn;
+mod retrieve;
 mod stats;
 
 use std::net::SocketAddr;

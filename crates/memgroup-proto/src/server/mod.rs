@@ -26,6 +26,8 @@
 mod decode;
 mod meta;
 mod reply;
+#[cfg(test)]
+mod tests;
 
 pub use decode::{CloseReason, RequestDecoder, ServerLimits};
 pub use meta::{MetaKind, MetaRequest};

@@ -269,14 +269,26 @@ impl Client {
         }
     }
 
-    /// Reads a key and sets its expiration time (`gat`).
+    /// Reads a key and sets its expiration time (`gat`): the copy read, and
+    /// with several groups every group's copy (a touch beside the read).
     pub async fn get_and_touch(
         &self,
         key: impl AsRef<[u8]>,
         expiry: impl Into<Expiry>,
     ) -> Result<Option<Item>, Error> {
         let exptime = expiry.into().exptime()?;
-        self.read_one(key.as_ref(), &Retrieve::Gat(exptime)).await
+        let key = key.as_ref();
+        if self.snapshot().topology.groups().len() == 1 {
+            return self.read_one(key, &Retrieve::Gat(exptime)).await;
+        }
+        // The read touches the copy it reads; every group's copy gets the
+        // new expiry, so no zone's copy outlives or predeceases the others.
+        let gat = Retrieve::Gat(exptime);
+        let (read, _touched) = tokio::join!(
+            self.read_one(key, &gat),
+            self.touch(key, Expiry::Exptime(exptime as i32))
+        );
+        read
     }
 
     /// Reads many keys at once. Keys are grouped by server: one `get k1 k2 …`
@@ -380,7 +392,9 @@ impl Client {
     /// With the lease flags ([`MetaFlag::Vivify`], [`MetaFlag::Recache`])
     /// and several groups it is asked of the arbiter's server alone, so
     /// that one caller of the cluster wins (see [`Client::get_or_fill`],
-    /// which builds on this). The reply's flags read as typed fields with
+    /// which builds on this); so is a read of the CAS unique
+    /// ([`MetaFlag::ReturnCas`]), as [`Client::gets`]: the arbiter decides
+    /// the `C<cas>` of a later meta set, so the CAS must be its copy's. The reply's flags read as typed fields with
     /// [`MetaResponse::fields`]; with [`MetaFlag::Base64Key`] the key is raw
     /// bytes, sent base64 encoded (see [`Client::meta_set`]).
     pub async fn meta_get(
@@ -393,12 +407,18 @@ impl Client {
         let lease = flags
             .iter()
             .any(|f| matches!(f, MetaFlag::Vivify(_) | MetaFlag::Recache(_)));
+        let cas = flags.contains(&MetaFlag::ReturnCas);
         let snap = self.snapshot();
-        if lease && snap.topology.groups().len() > 1 {
-            // A lease is per server: one for the cluster, at the arbiter.
+        if (lease || cas) && snap.topology.groups().len() > 1 {
+            // A lease is per server: one for the cluster, at the arbiter;
+            // a CAS unique is the arbiter's, which decides the `C` of a set.
             let wire = self.wire_key(&snap, &key)?;
-            let target =
-                self.arbiter_target(&snap, &wire.bytes, "a lease (N, R) is the arbiter's")?;
+            let why = if lease {
+                "a lease (N, R) is the arbiter's"
+            } else {
+                "a CAS unique (c) is read from the arbiter's copy"
+            };
+            let target = self.arbiter_target(&snap, &wire.bytes, why)?;
             let request = Request::MetaGet {
                 key: wire.key(),
                 flags,
