@@ -373,3 +373,57 @@ async fn meta_cas_and_gat_hold_across_two_zones() {
     })
     .await;
 }
+
+/// Keys with control bytes (memcaslap's start with eight 0x10) go through
+/// the proxy raw and land on the server the ketama ring names for their raw
+/// bytes, as a classic client sending them would place them; none is
+/// stored under another form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_byte_keys_land_where_their_raw_bytes_hash() {
+    let servers = [Memcached::spawn(), Memcached::spawn(), Memcached::spawn()];
+    let list: Vec<String> = servers.iter().map(Memcached::addr_string).collect();
+    let client = Client::builder()
+        .servers(&list.join(","))
+        .unwrap()
+        .hash(memgroup::client::HashStrategy::Ketama)
+        .build()
+        .unwrap();
+    let topology = client.topology();
+    let proxied = proxy(client).await;
+    let keys: Vec<Vec<u8>> = (0..60)
+        .map(|i| {
+            let mut key = vec![0x10; 8];
+            key.extend_from_slice(format!("key\x01{i}\x7f").as_bytes());
+            key
+        })
+        .collect();
+    let mut script = Vec::new();
+    for key in &keys {
+        script.extend_from_slice(b"set ");
+        script.extend_from_slice(key);
+        script.extend_from_slice(b" 0 0 1\r\nx\r\n");
+    }
+    assert_eq!(exchange(proxied, &script).await, b"STORED\r\n".repeat(60));
+    let group = topology.group(topology.groups()[0].id());
+    let mut placed = [0usize; 3];
+    for key in &keys {
+        let named = topology.servers()[group.server_for(key).0].to_string();
+        for (i, server) in servers.iter().enumerate() {
+            let mut get = b"get ".to_vec();
+            get.extend_from_slice(key);
+            get.extend_from_slice(b"\r\n");
+            let held = exchange(server.addr(), &get).await != b"END\r\n";
+            assert_eq!(
+                held,
+                server.addr_string() == named,
+                "{key:?} on {}",
+                server.addr_string()
+            );
+            placed[i] += usize::from(held);
+        }
+    }
+    assert!(
+        placed.iter().all(|&n| n > 0),
+        "every server holds some: {placed:?}"
+    );
+}

@@ -37,6 +37,40 @@ impl<'a> Key<'a> {
         Ok(Key(bytes))
     }
 
+    /// Validates `bytes` as a key the way memcached's text protocol carries
+    /// it, laxer than [`Key::new`]: 1..=250 bytes of anything but the four
+    /// bytes that would end or cut the command line (space, `\r`, `\n`,
+    /// NUL), so control bytes and DEL pass. What a proxy forwards for a
+    /// client that sends such keys, and hashes as that client would.
+    ///
+    /// ```
+    /// use memgroup_proto::{Key, KeyError};
+    /// assert!(Key::new(b"\x10key").is_err());
+    /// assert_eq!(Key::new_raw(b"\x10key").unwrap().as_bytes(), b"\x10key");
+    /// assert!(matches!(Key::new_raw(b"a b"), Err(KeyError::InvalidByte { byte: b' ', .. })));
+    /// ```
+    pub fn new_raw(bytes: &'a [u8]) -> Result<Self, KeyError> {
+        if bytes.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        if bytes.len() > MAX_KEY_LEN {
+            return Err(KeyError::TooLong {
+                len: bytes.len(),
+                max: MAX_KEY_LEN,
+            });
+        }
+        match bytes
+            .iter()
+            .position(|&b| matches!(b, b' ' | b'\r' | b'\n' | 0))
+        {
+            None => Ok(Key(bytes)),
+            Some(position) => Err(KeyError::InvalidByte {
+                byte: bytes[position],
+                position,
+            }),
+        }
+    }
+
     /// The key's bytes, exactly as they go on the wire.
     pub fn as_bytes(&self) -> &'a [u8] {
         self.0

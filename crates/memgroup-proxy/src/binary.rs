@@ -1,6 +1,8 @@
-//! Keys memcached takes and memgroup's `Key` refuses (control bytes, DEL):
-//! forwarded in base64 through the meta commands (`b`), routed by that
-//! form, stored under the raw bytes as memcached would store them.
+//! Keys memcached takes that no text command can carry again: a `\r` inside
+//! a key (memcached keeps it; written back before the line's end it would
+//! be read as the end). Control bytes and DEL go raw (the proxy's client
+//! takes raw keys); these go in base64 through the meta commands (`b`),
+//! routed by that form, stored under the raw bytes as memcached stores them.
 
 use bytes::Bytes;
 use memgroup_client::{Client, ErrorKind, WriteOutcome};

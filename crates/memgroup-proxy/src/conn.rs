@@ -1,36 +1,75 @@
-//! One client connection: requests read and decoded, run concurrently,
-//! answered in order.
+//! One client connection, served by one task: requests read and decoded,
+//! run concurrently as futures this task polls (no task per request), and
+//! answered in order, each batch of finished replies in one write.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use memgroup_proto::server::{ClientRequest, RequestDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 
 use crate::Shared;
 
-/// A reply in the connection's order: written at once, or when its request
-/// finishes.
-enum Slot {
-    Ready(Bytes),
-    Running(JoinHandle<Bytes>),
-    /// Close after what came before (`quit`, a request memcached closes on).
-    Close,
-}
+type Answer = Pin<Box<dyn Future<Output = Bytes> + Send>>;
 
-/// An earlier request still unanswered, as later ones check it.
-struct InFlight {
-    seq: u64,
-    /// Its keys' hashes.
+/// A request in flight, in the connection's order.
+struct Running {
+    /// Its answer while it runs; `None` once done.
+    future: Option<Answer>,
+    /// Its reply once done.
+    reply: Option<Bytes>,
+    /// Its keys' hashes, for the requests after it to check.
     keys: Vec<u64>,
     writes: bool,
     /// Everything after it waits for it (`noreply`, quiet, `mn`, …).
     barrier: bool,
+}
+
+/// The requests in flight, polled together, answered in order.
+#[derive(Default)]
+struct InOrder {
+    running: VecDeque<Running>,
+}
+
+impl InOrder {
+    /// Whether `request` must wait for the ones in flight: it is a barrier,
+    /// one of them is, or one shares a key with it and either writes.
+    fn must_wait(&self, request: &ClientRequest, keys: &[u64]) -> bool {
+        if self.running.is_empty() {
+            return false;
+        }
+        let writes = request.writes();
+        request.is_barrier()
+            || self.running.iter().any(|r| {
+                r.barrier || ((r.writes || writes) && r.keys.iter().any(|k| keys.contains(k)))
+            })
+    }
+
+    /// Polls every unfinished answer; appends the replies now due (the
+    /// finished ones at the front, in order) to `out`.
+    fn poll_due(&mut self, cx: &mut Context<'_>, out: &mut BytesMut) -> Poll<()> {
+        for running in &mut self.running {
+            if let Some(future) = &mut running.future
+                && let Poll::Ready(reply) = future.as_mut().poll(cx)
+            {
+                running.future = None;
+                running.reply = Some(reply);
+            }
+        }
+        let mut any = false;
+        while self.running.front().is_some_and(|r| r.reply.is_some()) {
+            let done = self.running.pop_front().expect("checked");
+            out.extend_from_slice(&done.reply.expect("checked"));
+            any = true;
+        }
+        if any { Poll::Ready(()) } else { Poll::Pending }
+    }
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -40,112 +79,116 @@ fn key_hash(key: &[u8]) -> u64 {
     })
 }
 
+/// What the read side found next.
+enum Next {
+    /// A request to start (or hold until those before it are done).
+    Request(ClientRequest),
+    /// Nothing decodable yet: read more.
+    More,
+    /// Close once what came before is answered.
+    Close,
+}
+
 pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
     shared.stats.curr_connections.fetch_add(1, Relaxed);
     shared.stats.total_connections.fetch_add(1, Relaxed);
     let (mut reader, mut writer) = stream.into_split();
-    let (slots, mut queue) = mpsc::channel::<Slot>(shared.config.max_in_flight.max(1));
-    let (answered_tx, mut answered) = watch::channel(0u64);
-    let writing = tokio::spawn(async move {
-        let mut out = BytesMut::new();
-        let mut count = 0u64;
-        while let Some(slot) = queue.recv().await {
-            let mut close = false;
-            let mut next = Some(slot);
-            // Everything already finished goes out in one write.
-            while let Some(slot) = next.take() {
-                match slot {
-                    Slot::Ready(bytes) => out.extend_from_slice(&bytes),
-                    Slot::Running(handle) => match handle.await {
-                        Ok(bytes) => out.extend_from_slice(&bytes),
-                        Err(_) => out.extend_from_slice(b"SERVER_ERROR proxy request failed\r\n"),
-                    },
-                    Slot::Close => close = true,
-                }
-                count += 1;
-                if close || out.len() > 64 * 1024 {
+    let limits = shared.config.limits;
+    let cap = limits.max_get_line.max(limits.max_value + 4096);
+    let max_in_flight = shared.config.max_in_flight.max(1);
+    let mut decoder = RequestDecoder::new(limits);
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut out = BytesMut::new();
+    let mut inflight = InOrder::default();
+    // A request decoded but not started: it waits for those before it.
+    let mut held: Option<(ClientRequest, Vec<u64>)> = None;
+    let mut closing = false;
+    let mut eof = false;
+    loop {
+        // Start what may start: the held request once nothing blocks it,
+        // then newly decoded ones, up to the cap in flight.
+        while !closing && inflight.running.len() < max_in_flight {
+            if let Some((request, keys)) = held.take() {
+                if inflight.must_wait(&request, &keys) {
+                    held = Some((request, keys));
                     break;
                 }
-                next = queue.try_recv().ok();
+                match start(&shared, request, keys) {
+                    Some(running) => inflight.running.push_back(running),
+                    None => closing = true,
+                }
+                continue;
             }
-            if writer.write_all(&out).await.is_err() {
-                break;
-            }
-            out.clear();
-            answered_tx.send_replace(count);
-            if close {
-                break;
+            let next = match decoder.decode(&mut buf) {
+                Ok(Some(request)) => Next::Request(request),
+                Ok(None) => Next::More,
+                Err(_) => Next::Close,
+            };
+            match next {
+                Next::Request(request) => {
+                    let keys = request.keys().iter().map(|k| key_hash(k)).collect();
+                    held = Some((request, keys));
+                }
+                Next::More => break,
+                Next::Close => closing = true,
             }
         }
-        let _ = writer.shutdown().await;
-    });
-    let mut decoder = RequestDecoder::new(shared.config.limits);
-    let cap = shared
-        .config
-        .limits
-        .max_get_line
-        .max(shared.config.limits.max_value + 4096);
-    let mut buf = BytesMut::with_capacity(4096);
-    let mut inflight: VecDeque<InFlight> = VecDeque::new();
-    let mut seq = 0u64;
-    'read: loop {
-        loop {
-            let request = match decoder.decode(&mut buf) {
-                Ok(Some(request)) => request,
-                Ok(None) => break,
-                Err(_closed) => {
-                    let _ = slots.send(Slot::Close).await;
-                    break 'read;
-                }
-            };
-            // Wait for the earlier requests this one must follow.
-            let done = *answered.borrow();
-            while inflight.front().is_some_and(|f| f.seq < done) {
-                inflight.pop_front();
-            }
-            let keys: Vec<u64> = request.keys().iter().map(|k| key_hash(k)).collect();
-            let writes = request.writes();
-            let waits = request.is_barrier()
-                || inflight.iter().any(|f| {
-                    f.barrier || ((f.writes || writes) && f.keys.iter().any(|k| keys.contains(k)))
-                });
-            if waits && answered.wait_for(|&n| n >= seq).await.is_err() {
-                break 'read;
-            }
-            let quit = matches!(request, ClientRequest::Quit);
-            let barrier = request.is_barrier() || request.is_quiet();
-            let slot = match crate::answer::immediate(&shared, &request) {
-                Some(bytes) => Slot::Ready(bytes),
-                None if quit => Slot::Close,
-                None => {
-                    let shared = shared.clone();
-                    Slot::Running(tokio::spawn(async move {
-                        crate::answer::answer(&shared, request).await
-                    }))
-                }
-            };
-            inflight.push_back(InFlight {
-                seq,
-                keys,
-                writes,
-                barrier,
-            });
-            seq += 1;
-            if slots.send(slot).await.is_err() || quit {
-                break 'read;
-            }
-        }
-        if buf.len() >= cap {
-            let _ = slots.send(Slot::Close).await;
+        if (closing || eof) && inflight.running.is_empty() && held.is_none() {
             break;
         }
+        let reading = !closing && !eof && held.is_none() && inflight.running.len() < max_in_flight;
+        if reading && buf.len() >= cap {
+            // A request larger than any allowed: memcached would close.
+            closing = true;
+            continue;
+        }
         buf.reserve(4096);
-        match reader.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        tokio::select! {
+            biased;
+            () = std::future::poll_fn(|cx| inflight.poll_due(cx, &mut out)) => {
+                // Whatever else is already due goes in the same write.
+                while std::future::poll_fn(|cx| Poll::Ready(inflight.poll_due(cx, &mut out)))
+                    .await
+                    .is_ready()
+                {}
+                if writer.write_all(&out).await.is_err() {
+                    break;
+                }
+                out.clear();
+            }
+            read = reader.read_buf(&mut buf), if reading => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    eof = true;
+                }
+            }
         }
     }
-    drop(slots);
-    let _ = writing.await;
+    let _ = writer.shutdown().await;
     shared.stats.curr_connections.fetch_sub(1, Relaxed);
+}
+
+/// Starts a request: a reply made at once, or its answer as a future.
+/// `None` for `quit`: close after what came before.
+fn start(shared: &Arc<Shared>, request: ClientRequest, keys: Vec<u64>) -> Option<Running> {
+    if matches!(request, ClientRequest::Quit) {
+        return None;
+    }
+    let writes = request.writes();
+    let barrier = request.is_barrier() || request.is_quiet();
+    let (future, reply) = match crate::answer::immediate(shared, &request) {
+        Some(bytes) => (None, Some(bytes)),
+        None => {
+            let shared = shared.clone();
+            let future: Answer =
+                Box::pin(async move { crate::answer::answer(&shared, request).await });
+            (Some(future), None)
+        }
+    };
+    Some(Running {
+        future,
+        reply,
+        keys,
+        writes,
+        barrier,
+    })
 }

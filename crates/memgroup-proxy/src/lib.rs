@@ -114,7 +114,9 @@ impl Proxy {
         Ok(Proxy {
             listeners,
             shared: Arc::new(Shared {
-                client,
+                // Keys as memcached's text protocol carries them (control
+                // bytes too), hashed as the clients' other clients hash them.
+                client: client.with_raw_keys(),
                 config,
                 stats: ProxyStats::default(),
             }),

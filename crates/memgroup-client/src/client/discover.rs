@@ -264,6 +264,7 @@ pub(crate) fn follow(
                 inner,
                 timeout,
                 values,
+                raw_keys: false,
             };
             for f in &mut followed {
                 poll(&client, &settings, f).await;

@@ -37,7 +37,7 @@ impl Client {
         key: &[u8],
     ) -> Result<Option<u64>, Error> {
         let request = Request::MetaDebug {
-            key: memgroup_proto::Key::new(key).expect("a valid wire key"),
+            key: memgroup_proto::Key::new_raw(key).expect("a valid wire key"),
         };
         match self
             .meta_at(snap, target, &request, Attempt::Repair)
@@ -63,7 +63,7 @@ impl Client {
     ) -> Result<Option<memgroup_proto::MetaResponse>, Error> {
         let flags = [memgroup_proto::MetaFlag::CompareCas(cas)];
         let request = Request::MetaDelete {
-            key: memgroup_proto::Key::new(key).expect("a valid wire key"),
+            key: memgroup_proto::Key::new_raw(key).expect("a valid wire key"),
             flags: &flags,
         };
         self.meta_at(snap, target, &request, Attempt::Repair).await

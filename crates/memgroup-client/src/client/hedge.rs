@@ -272,7 +272,7 @@ impl Client {
     ) -> BoxFuture<'static, Result<Option<Response>, Error>> {
         let (client, snap, key) = (self.clone(), snap.clone(), key.as_bytes().to_vec());
         Box::pin(async move {
-            let keys = [Key::new(&key).expect("a valid key")];
+            let keys = [Key::new_raw(&key).expect("a valid key")];
             client
                 .exec(&snap, target, &Request::Get { keys: &keys }, attempt)
                 .await

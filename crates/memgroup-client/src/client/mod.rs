@@ -70,6 +70,9 @@ pub struct Client {
     timeout: Duration,
     /// How this handle's typed reads and writes encode values.
     pub(crate) values: Codec,
+    /// Whether this handle takes keys as memcached's text protocol carries
+    /// them ([`Client::with_raw_keys`]).
+    raw_keys: bool,
 }
 
 #[derive(Debug)]
@@ -152,7 +155,7 @@ impl WireKey<'_> {
     pub(crate) fn key(&self) -> Key<'_> {
         match self.checked {
             Some(key) => key,
-            None => Key::new(&self.bytes).expect("validated when made"),
+            None => Key::new_raw(&self.bytes).expect("validated when made"),
         }
     }
 }
@@ -232,6 +235,7 @@ impl Client {
             }),
             timeout: parts.timeout,
             values: parts.values,
+            raw_keys: false,
         }
     }
 
@@ -242,6 +246,20 @@ impl Client {
             inner,
             timeout,
             values: Codec::default(),
+            raw_keys: false,
+        }
+    }
+
+    /// A handle to the same client that takes keys as memcached's text
+    /// protocol carries them ([`Key::new_raw`](memgroup_proto::Key::new_raw):
+    /// control bytes and DEL allowed; space, `\r`, `\n` and NUL still
+    /// refused), sent and hashed as they are, as the classic clients that
+    /// send such keys do. What `memgroup proxy` uses: a key its clients send
+    /// reaches the server their other clients route it to.
+    pub fn with_raw_keys(&self) -> Client {
+        Client {
+            raw_keys: true,
+            ..self.clone()
         }
     }
 
@@ -330,13 +348,21 @@ impl Client {
             return Err(refused(KeyError::Empty));
         }
         let bytes = snap.topology.wire_key(GroupId(0), key);
+        let raw = self.raw_keys;
+        let check = |bytes: &[u8]| {
+            if raw {
+                Key::new_raw(bytes).map(drop)
+            } else {
+                Key::new(bytes).map(drop)
+            }
+        };
         if let Some(short) = self
             .inner
             .long_keys
             .as_ref()
             .and_then(|l| l.digest_key(&bytes))
         {
-            Key::new(&short).map_err(refused)?;
+            check(&short).map_err(refused)?;
             return Ok(WireKey {
                 long: Some(bytes.into_owned()),
                 bytes: Cow::Owned(short),
@@ -344,9 +370,16 @@ impl Client {
             });
         }
         let checked = match bytes {
-            Cow::Borrowed(own) => Some(Key::new(own).map_err(refused)?),
+            Cow::Borrowed(own) => Some(
+                if raw {
+                    Key::new_raw(own)
+                } else {
+                    Key::new(own)
+                }
+                .map_err(refused)?,
+            ),
             Cow::Owned(ref owned) => {
-                Key::new(owned).map_err(refused)?;
+                check(owned).map_err(refused)?;
                 None
             }
         };

@@ -247,7 +247,7 @@ impl Client {
         }
         flags.push(MetaFlag::Vivify(secs(fill.lease)));
         let request = Request::MetaGet {
-            key: Key::new(wire).expect("validated"),
+            key: Key::new_raw(wire).expect("validated"),
             flags: &flags,
         };
         let started = crate::clock::now();
@@ -371,7 +371,7 @@ impl Client {
         };
         let flags = [MetaFlag::CompareCas(cas), MetaFlag::Ttl(exptime)];
         let request = Request::MetaSet {
-            key: Key::new(wire).expect("validated"),
+            key: Key::new_raw(wire).expect("validated"),
             data: value,
             flags: &flags,
         };
@@ -425,7 +425,7 @@ impl Client {
             Found::Fresh | Found::RefreshWon => return,
         };
         let request = Request::MetaDelete {
-            key: Key::new(wire).expect("validated"),
+            key: Key::new_raw(wire).expect("validated"),
             flags: &flags,
         };
         let _ = self.exec(snap, target, &request, Attempt::Repair).await;
@@ -450,7 +450,7 @@ impl Client {
             return Ok(None);
         };
         let request = Request::MetaGet {
-            key: Key::new(wire).expect("validated"),
+            key: Key::new_raw(wire).expect("validated"),
             flags,
         };
         self.meta_at(&snap, target, &request, Attempt::First).await

@@ -180,7 +180,7 @@ impl Client {
         key: &[u8],
     ) -> Result<Option<Copy>, Error> {
         let request = Request::MetaGet {
-            key: Key::new(key).expect("a valid wire key"),
+            key: Key::new_raw(key).expect("a valid wire key"),
             flags: &COPY_FLAGS,
         };
         let meta = match self
@@ -242,7 +242,7 @@ impl Client {
             MetaFlag::ReturnCas,
         ];
         let request = Request::MetaSet {
-            key: Key::new(key).expect("a valid wire key"),
+            key: Key::new_raw(key).expect("a valid wire key"),
             data: &copy.value,
             flags: &flags,
         };
@@ -286,7 +286,7 @@ impl Client {
         key: &[u8],
         copies: &[(Target, u64)],
     ) -> u64 {
-        let wire = Key::new(key).expect("a valid wire key");
+        let wire = Key::new_raw(key).expect("a valid wire key");
         let flags: Vec<[MetaFlag; 1]> = copies
             .iter()
             .map(|&(_, cas)| [MetaFlag::CompareCas(cas)])

@@ -136,7 +136,7 @@ impl Client {
             server,
             slot: (self.rotation() as usize) % topology.server_slots(server).max(1),
         };
-        let key = Key::new(&due.key).expect("queued as a valid wire key");
+        let key = Key::new_raw(&due.key).expect("queued as a valid wire key");
         if !self.inner.converge {
             // Servers without meta commands: a plain delete.
             let request = Request::Delete {

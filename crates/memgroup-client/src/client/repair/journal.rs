@@ -284,7 +284,11 @@ fn pending(reader: impl BufRead) -> Vec<OwedRepair> {
         let Ok(line) = line else { break };
         let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
         match fields.as_slice() {
-            [b"A", landing @ (b"0" | b"1"), server, key, group] if !key.is_empty() => {
+            // A key the protocol cannot carry (a foreign or damaged line)
+            // is skipped: the drain sends what it adopts as it is.
+            [b"A", landing @ (b"0" | b"1"), server, key, group]
+                if memgroup_proto::Key::new_raw(key).is_ok() =>
+            {
                 let (Ok(server), Some(group)) = (std::str::from_utf8(server), decode(group)) else {
                     continue;
                 };

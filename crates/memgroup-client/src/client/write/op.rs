@@ -288,6 +288,6 @@ impl Job {
 
     pub(super) fn request(&self) -> Request<'_> {
         self.op()
-            .request(Key::new(self.key()).expect("validated when made"))
+            .request(Key::new_raw(self.key()).expect("validated when made"))
     }
 }
