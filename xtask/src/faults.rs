@@ -30,7 +30,7 @@ struct Figures {
 }
 
 /// A number field of the tool's JSON report (its first occurrence).
-fn field(json: &str, name: &str) -> f64 {
+pub(crate) fn field(json: &str, name: &str) -> f64 {
     let key = format!("\"{name}\":");
     json.find(&key)
         .map(|at| &json[at + key.len()..])

@@ -13,6 +13,7 @@
 mod cluster;
 mod demo;
 mod faults;
+mod proxy;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,9 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("compare") if args.get(1).map(String::as_str) == Some("--faults") => {
             faults::compare_faults()
+        }
+        Some("compare") if args.get(1).map(String::as_str) == Some("--proxy") => {
+            proxy::compare_proxy()
         }
         Some("compare") if args.get(1).map(String::as_str) == Some("--tracing") => {
             compare_feature("tracing", "no subscriber")
@@ -43,7 +47,7 @@ fn main() -> ExitCode {
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --metrics | --faults] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | mutants [crate] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --metrics | --faults | --proxy] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | mutants [crate] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -84,7 +88,7 @@ pub(crate) fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result
     }
 }
 
-fn on_path(program: &str) -> bool {
+pub(crate) fn on_path(program: &str) -> bool {
     env::var_os("PATH")
         .is_some_and(|paths| env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
@@ -104,7 +108,7 @@ const SPY_JAR: &str = "/usr/share/java/spymemcached.jar";
 
 /// Installs Debian packages when running as root with apt-get; `false` when
 /// that is not possible here.
-fn apt_install(packages: &[&str]) -> Result<bool> {
+pub(crate) fn apt_install(packages: &[&str]) -> Result<bool> {
     if !(is_root() && on_path("apt-get")) {
         return Ok(false);
     }

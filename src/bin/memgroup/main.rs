@@ -34,10 +34,11 @@ fn main() -> ExitCode {
     init_logging(cli.verbose);
     output::set_quiet(cli.quiet);
     output::set_json(cli.json);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = cli.command.worker_threads() {
+        builder.worker_threads(threads);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return output::fail(&format!("cannot start the runtime: {e}"), 1),
     };

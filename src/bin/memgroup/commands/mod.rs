@@ -6,7 +6,7 @@ mod generate;
 mod keys;
 mod load;
 mod meta;
-mod proxy;
+pub(crate) mod proxy;
 mod read;
 mod repair;
 mod route;
@@ -150,6 +150,15 @@ pub(crate) enum Command {
 }
 
 impl Command {
+    /// The runtime's worker threads the command asks for (`proxy
+    /// --threads`), else the default (one per core).
+    pub(crate) fn worker_threads(&self) -> Option<usize> {
+        match self {
+            Command::Proxy(args) => args.threads.filter(|&n| n > 0),
+            _ => None,
+        }
+    }
+
     /// Whether the command writes keys (a repair it leaves makes it partly
     /// done).
     pub(crate) fn writes(&self) -> bool {

@@ -29,6 +29,9 @@ pub(crate) struct Args {
     /// The largest value a client may store, in bytes (memcached's `-I`).
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     max_value: usize,
+    /// Worker threads serving clients (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub(crate) threads: Option<usize>,
 }
 
 /// `proxy`: serve until Ctrl-C or SIGTERM.
