@@ -427,3 +427,98 @@ async fn control_byte_keys_land_where_their_raw_bytes_hash() {
         "every server holds some: {placed:?}"
     );
 }
+
+/// Two zones of two servers, one server of the local zone SIGKILLed under
+/// way: every set through the proxy is still `STORED` (its other zone's
+/// copy, the dead one's repaired later) and every get a hit (fallback to
+/// the other zone): no error reaches the proxy's client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_costs_the_proxys_clients_no_error() {
+    let mut sg1 = [Memcached::spawn(), Memcached::spawn()];
+    let sg2 = [Memcached::spawn(), Memcached::spawn()];
+    let list = |g: &[Memcached]| {
+        g.iter()
+            .map(Memcached::addr_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let client = Client::builder()
+        .evcache_groups(&format!("sg1={};sg2={}", list(&sg1), list(&sg2)))
+        .unwrap()
+        .zone("sg1")
+        .build()
+        .unwrap();
+    let proxied = proxy(client).await;
+    let batch = |from: usize| {
+        let mut script = Vec::new();
+        for i in from..from + 100 {
+            script.extend_from_slice(format!("set k{i} 0 0 2\r\nv{}\r\n", i % 10).as_bytes());
+        }
+        script
+    };
+    assert_eq!(
+        exchange(proxied, &batch(0)).await,
+        b"STORED\r\n".repeat(100)
+    );
+    sg1[0].kill();
+    assert_eq!(
+        exchange(proxied, &batch(100)).await,
+        b"STORED\r\n".repeat(100)
+    );
+    let mut gets = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..200 {
+        gets.extend_from_slice(format!("get k{i}\r\n").as_bytes());
+        expected.extend_from_slice(format!("VALUE k{i} 0 2\r\nv{}\r\nEND\r\n", i % 10).as_bytes());
+    }
+    let reply = exchange(proxied, &gets).await;
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        String::from_utf8_lossy(&expected)
+    );
+}
+
+/// A client that sends requests and never reads the replies is cut off once
+/// a reply has waited `write_timeout` for it (clock held, moved by the
+/// test), while another client is served meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stops_reading_is_disconnected() {
+    let server = Memcached::spawn();
+    let value = vec![b'v'; 500_000];
+    raw::set(server.addr(), b"big", &value);
+    let _clock = crate::support::HeldClock::hold();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut config = ProxyConfig::listen(["127.0.0.1:0".parse().unwrap()]);
+    config.write_timeout = Duration::from_secs(10);
+    let proxy = Proxy::bind(client, config).await.unwrap();
+    let addr = proxy.local_addrs()[0];
+    tokio::spawn(proxy.serve());
+    let asked = 60;
+    let mut hog = TcpStream::connect(addr).await.unwrap();
+    hog.write_all(&b"get big\r\n".repeat(asked)).await.unwrap();
+    for _ in 0..20 {
+        crate::support::let_io_happen().await;
+    }
+    // Another client is served while the hog's replies wait.
+    assert_eq!(
+        exchange(addr, b"version\r\n").await.len(),
+        b"VERSION 1.6.18-memgroup-0.1.0\r\n".len()
+    );
+    tokio::time::advance(Duration::from_secs(11)).await;
+    for _ in 0..5 {
+        crate::support::let_io_happen().await;
+    }
+    // Closed: what the socket buffers held, then the end, short of all.
+    let mut got = Vec::new();
+    hog.read_to_end(&mut got).await.unwrap();
+    let full = asked * (value.len() + "VALUE big 0 500000\r\n\r\nEND\r\n".len());
+    assert!(
+        got.len() < full,
+        "{} of {full} bytes: not cut off",
+        got.len()
+    );
+}

@@ -151,7 +151,10 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
                     .await
                     .is_ready()
                 {}
-                if writer.write_all(&out).await.is_err() {
+                let written =
+                    tokio::time::timeout(shared.config.write_timeout, writer.write_all(&out)).await;
+                if !matches!(written, Ok(Ok(()))) {
+                    // Gone, or not reading its replies.
                     break;
                 }
                 out.clear();

@@ -71,6 +71,11 @@ pub struct ProxyConfig {
     pub max_in_flight: usize,
     /// Whether `flush_all` is forwarded to every server (default on).
     pub allow_flush_all: bool,
+    /// How long a reply may wait for the client to take it (its socket
+    /// full: a client that stopped reading): past it the connection is
+    /// closed, so such a client costs one socket buffer and its requests in
+    /// flight, never a growing queue (default 30 s).
+    pub write_timeout: std::time::Duration,
 }
 
 impl ProxyConfig {
@@ -81,6 +86,7 @@ impl ProxyConfig {
             limits: ServerLimits::default(),
             max_in_flight: 128,
             allow_flush_all: true,
+            write_timeout: std::time::Duration::from_secs(30),
         }
     }
 }
