@@ -179,6 +179,8 @@ pub(crate) fn demo() -> Result<()> {
         "--no-prefill",
     ])?;
 
+    proxy_step(&three)?;
+
     say(
         "Done",
         &format!(
@@ -188,4 +190,134 @@ pub(crate) fn demo() -> Result<()> {
     );
     drop((sg1, sg2, sg3));
     Ok(())
+}
+
+/// The groups' summed `cmd_set`, from the tool's `--json stats`.
+fn sets_per_group(groups: &str) -> Result<Vec<(String, u64)>> {
+    let out = Command::new(root().join("target/release/memgroup"))
+        .args(["--json", "--groups", groups, "stats"])
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
+        .output()
+        .map_err(|e| format!("cannot run memgroup: {e}"))?;
+    let json = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut sums: Vec<(String, u64)> = Vec::new();
+    // The servers' rows only (the group totals would count twice).
+    for object in json
+        .split("},{")
+        .filter(|o| o.contains("\"kind\":\"server\""))
+    {
+        let text = |name: &str| {
+            let key = format!("\"{name}\":");
+            object.find(&key).map(|at| &object[at + key.len()..])
+        };
+        let (Some(group), Some(sets)) = (text("group"), text("cmd_set")) else {
+            continue;
+        };
+        let group = group.trim_start_matches('"');
+        let group = &group[..group.find('"').unwrap_or(group.len())];
+        let sets: u64 = sets
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        match sums.iter_mut().find(|(g, _)| g == group) {
+            Some((_, sum)) => *sum += sets,
+            None => sums.push((group.to_string(), sets)),
+        }
+    }
+    Ok(sums)
+}
+
+/// A venv with python-memcached (the one the interop tests make, under
+/// `target/interop/venv`), made when missing; `None` when it cannot be.
+fn python_memcached() -> Option<std::path::PathBuf> {
+    let venv = root().join("target/interop/venv");
+    let python = venv.join("bin/python");
+    let ready = || {
+        Command::new(&python)
+            .args(["-c", "import memcache"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !ready() {
+        println!(
+            "(making a Python venv with python-memcached under {})",
+            venv.display()
+        );
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .is_ok_and(|o| o.status.success())
+            && Command::new(venv.join("bin/pip"))
+                .args(["install", "--quiet", "python-memcached==1.62"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+        if !made || !ready() {
+            return None;
+        }
+    }
+    Some(python)
+}
+
+/// Step 7, `memgroup proxy`: a Python service, through the proxy, gets the same
+/// replication: the servers' own counters show one write in every group.
+fn proxy_step(groups: &str) -> Result<()> {
+    say(
+        "7. memgroup proxy: every language gets the same routing and replication",
+        "A sidecar speaking memcached's own protocol, forwarding through the library (zone sg3):",
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    println!("$ memgroup --groups '{groups}' --zone sg3 proxy --listen {listen} &");
+    let mut proxy = Command::new(root().join("target/release/memgroup"))
+        .args([
+            "--groups", groups, "--zone", "sg3", "proxy", "--listen", &listen,
+        ])
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start memgroup proxy: {e}"))?;
+    let result = (|| {
+        let Some(python) = python_memcached() else {
+            println!("(no python3 venv with python-memcached here: step skipped)");
+            return Ok(());
+        };
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(&listen).is_err() && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let before = sets_per_group(groups)?;
+        let script = format!(
+            "import memcache\nmc = memcache.Client(['{listen}'])\nfor i in range(100):\n    mc.set('py:%d' % i, 'written by Python %d' % i)\nprint('python-memcached read back:', repr(mc.get('py:7')))\n"
+        );
+        println!(
+            "$ python -c \"import memcache; mc = memcache.Client(['{listen}']); mc.set(...) x 100; mc.get('py:7')\""
+        );
+        let out = Command::new(&python)
+            .args(["-c", &script])
+            .output()
+            .map_err(|e| format!("cannot run python: {e}"))?;
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        // A write returns once its policy is met; the proxy finishes the
+        // other groups' parts just after.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let after = sets_per_group(groups)?;
+        println!("The servers' own CMD_SET, per group, since the Python script started:");
+        for (group, sets) in &after {
+            let was = before
+                .iter()
+                .find(|(g, _)| g == group)
+                .map_or(0, |(_, n)| *n);
+            println!("  {group}: +{}", sets - was);
+        }
+        Ok(())
+    })();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    result
 }
