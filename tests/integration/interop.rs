@@ -65,7 +65,8 @@ fn java_harness() -> &'static Path {
     })
 }
 
-/// A venv with python-memcached 1.62 (made once, kept under `target/`).
+/// A venv with python-memcached 1.62 and pymemcache 4.0.0 (made once, kept
+/// under `target/`).
 pub fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
@@ -75,7 +76,7 @@ pub fn python() -> &'static Path {
             && Command::new(&py)
                 .args([
                     "-c",
-                    "import memcache; assert memcache.__version__ == '1.62'",
+                    "import memcache, pymemcache; assert memcache.__version__ == '1.62'",
                 ])
                 .status()
                 .is_ok_and(|s| s.success());
@@ -85,6 +86,7 @@ pub fn python() -> &'static Path {
                 "install",
                 "--quiet",
                 "python-memcached==1.62",
+                "pymemcache==4.0.0",
             ]));
         }
         py
@@ -93,6 +95,11 @@ pub fn python() -> &'static Path {
 
 fn java(mode: &str, servers: &[Memcached], threshold: usize, prefix: &str) -> String {
     let list: Vec<String> = servers.iter().map(Memcached::addr_string).collect();
+    java_at(mode, &list, threshold, prefix)
+}
+
+/// The Java harness (spymemcached, ketama) on the servers `list` names.
+pub fn java_at(mode: &str, list: &[String], threshold: usize, prefix: &str) -> String {
     let classpath = format!("{SPY_JAR}:{}", java_harness().display());
     run(Command::new("java")
         .args(["-cp", &classpath, "Harness", mode, &list.join(" ")])
@@ -106,10 +113,15 @@ fn python_harness(
     min_compress_len: usize,
     prefix: &str,
 ) -> String {
+    python_at(mode, &server_list(servers), min_compress_len, prefix)
+}
+
+/// The python-memcached harness on `list` (`h:p,h:p`).
+pub fn python_at(mode: &str, list: &str, min_compress_len: usize, prefix: &str) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/interop/harness.py");
     run(Command::new(python())
         .arg(script)
-        .args([mode, &server_list(servers)])
+        .args([mode, list])
         .arg(min_compress_len.to_string())
         .arg(prefix))
 }
@@ -119,7 +131,7 @@ fn lorem() -> String {
 }
 
 /// The Java harness's cases as memgroup values.
-fn java_cases() -> Vec<(&'static str, Value)> {
+pub fn java_cases() -> Vec<(&'static str, Value)> {
     let big: Vec<u8> = (0..40_000).map(|i| (i % 7) as u8).collect();
     vec![
         ("string", Value::String("héllo wörld".into())),
@@ -145,7 +157,7 @@ fn java_cases() -> Vec<(&'static str, Value)> {
 }
 
 /// The Python harness's cases as memgroup values.
-fn python_cases() -> Vec<(&'static str, Value)> {
+pub fn python_cases() -> Vec<(&'static str, Value)> {
     vec![
         ("string", Value::String("héllo wörld".into())),
         ("bigstring", Value::String(lorem())),
@@ -166,7 +178,7 @@ fn python_cases() -> Vec<(&'static str, Value)> {
     ]
 }
 
-fn assert_all_ok(report: &str, cases: usize) {
+pub fn assert_all_ok(report: &str, cases: usize) {
     let lines: Vec<&str> = report.lines().collect();
     assert_eq!(lines.len(), cases, "{report}");
     for line in lines {

@@ -22,6 +22,7 @@ mod migrate;
 mod near;
 mod proto;
 mod proxy;
+mod proxy_clients;
 mod readrepair;
 mod repairs;
 mod replicas;
