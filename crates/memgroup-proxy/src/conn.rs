@@ -151,13 +151,10 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
                     .await
                     .is_ready()
                 {}
-                let written =
-                    tokio::time::timeout(shared.config.write_timeout, writer.write_all(&out)).await;
-                if !matches!(written, Ok(Ok(()))) {
+                if !write(&mut writer, &mut out, shared.config.write_timeout).await {
                     // Gone, or not reading its replies.
                     break;
                 }
-                out.clear();
             }
             read = reader.read_buf(&mut buf), if reading => {
                 if !matches!(read, Ok(n) if n > 0) {
@@ -168,6 +165,29 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
     }
     let _ = writer.shutdown().await;
     shared.stats.curr_connections.fetch_sub(1, Relaxed);
+}
+
+/// Writes `out` (then cleared): at once when the socket takes it all (the
+/// usual case: no timer), else waiting up to `timeout` for the client to
+/// take the rest. `false`: the client is gone or did not read in time.
+async fn write(
+    writer: &mut tokio::net::tcp::OwnedWriteHalf,
+    out: &mut BytesMut,
+    timeout: std::time::Duration,
+) -> bool {
+    let sent = match writer.try_write(out) {
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+        Err(_) => return false,
+    };
+    let rest = &out[sent..];
+    let done = rest.is_empty()
+        || matches!(
+            tokio::time::timeout(timeout, writer.write_all(rest)).await,
+            Ok(Ok(()))
+        );
+    out.clear();
+    done
 }
 
 /// Starts a request: a reply made at once, or its answer as a future.
