@@ -24,6 +24,7 @@ use crate::{Result, cargo, root, run};
 /// One bench run's figures, from the tool's `--json`.
 struct Figures {
     ops_per_second: f64,
+    errors: f64,
     p99_us: f64,
     max_us: f64,
     slower_than_timeout_percent: f64,
@@ -44,9 +45,17 @@ pub(crate) fn field(json: &str, name: &str) -> f64 {
 }
 
 fn bench(groups: &str, args: &[&str]) -> Result<Figures> {
+    bench_on(&["--groups", groups, "--zone", "sg1"], args)
+}
+
+/// A bench run of the tool on the cluster `cluster` names (`--groups …`,
+/// or `--servers` a proxy).
+fn bench_on(cluster: &[&str], args: &[&str]) -> Result<Figures> {
     let tool = root().join("target/release/memgroup");
     let out = Command::new(&tool)
-        .args(["--json", "--groups", groups, "--zone", "sg1", "bench"])
+        .arg("--json")
+        .args(cluster)
+        .arg("bench")
         .args(args)
         // A throwaway cluster: nothing for the user's repair journal.
         .env("MEMGROUP_REPAIR_JOURNAL", "off")
@@ -55,6 +64,7 @@ fn bench(groups: &str, args: &[&str]) -> Result<Figures> {
     let json = String::from_utf8_lossy(&out.stdout);
     Ok(Figures {
         ops_per_second: field(&json, "ops_per_second"),
+        errors: field(&json, "errors"),
         p99_us: field(&json, "p99_us"),
         max_us: field(&json, "max_us"),
         slower_than_timeout_percent: field(&json, "slower_than_timeout_percent"),
@@ -136,5 +146,73 @@ pub(crate) fn compare_faults() -> Result<()> {
             stalled.slower_than_timeout_percent,
         );
     }
-    Ok(())
+    through_the_proxy(&groups, &sg1, &sg2)
+}
+
+/// The same stalls under load through `memgroup proxy` (zone sg1) on the
+/// same layout: the tool's bench pointed at the proxy as one server (its own
+/// timeout 2 s, so what it counts as errors are the proxy's), calm against
+/// stalled, alternating; errors are what the proxy's clients saw.
+fn through_the_proxy(groups: &str, sg1: &[Server], sg2: &[Server]) -> Result<()> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut proxy = Command::new(root().join("target/release/memgroup"))
+        .args([
+            "--groups", groups, "--zone", "sg1", "proxy", "--listen", &listen,
+        ])
+        .env("MEMGROUP_REPAIR_JOURNAL", "off")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start memgroup proxy: {e}"))?;
+    let result = (|| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(&listen).is_err() {
+            if std::time::Instant::now() > deadline {
+                return Err("memgroup proxy did not start".to_string());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        println!();
+        println!(
+            "through memgroup proxy (zone sg1), the bench a client of it (32 in flight, its timeout 2 s):"
+        );
+        println!(
+            "{:<34} {:>10} {:>10} {:>6} {:>10} {:>10} {:>9}",
+            "scenario", "calm ops/s", "stalled", "ratio", "p99 µs", "max µs", "errors"
+        );
+        let cluster = ["--servers", listen.as_str(), "--timeout-ms", "2000"];
+        for (name, ratio, victim) in [
+            ("gets, a server of sg1 stopped", "1:0", &sg1[1]),
+            ("sets, a server of sg2 stopped", "0:1", &sg2[1]),
+        ] {
+            let closed = ["--concurrency", "32", "--duration", "3", "--ratio", ratio];
+            let (mut calm, mut stalled) = (Vec::new(), Vec::new());
+            for _ in 0..ROUNDS {
+                calm.push(bench_on(&cluster, &closed)?);
+                victim.stop();
+                let run = bench_on(&cluster, &closed);
+                victim.resume();
+                stalled.push(run?);
+            }
+            let errors: f64 = stalled.iter().map(|f| f.errors).sum();
+            let (calm, stalled) = (median(calm), median(stalled));
+            println!(
+                "{:<34} {:>10.0} {:>10.0} {:>6.2} {:>10.0} {:>10.0} {:>9.0}",
+                name,
+                calm.ops_per_second,
+                stalled.ops_per_second,
+                stalled.ops_per_second / calm.ops_per_second,
+                stalled.p99_us,
+                stalled.max_us,
+                errors,
+            );
+        }
+        Ok(())
+    })();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    result
 }
