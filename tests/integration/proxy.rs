@@ -522,3 +522,44 @@ async fn a_client_that_stops_reading_is_disconnected() {
         got.len()
     );
 }
+
+/// `stats` counts what the proxy served under memcached's names; `stats
+/// reset` zeroes them; a connection closed for the binary protocol is
+/// counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_count_what_the_proxy_served() {
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .build()
+        .unwrap();
+    let proxied = proxy(client).await;
+    let stat = |reply: &[u8], name: &str| -> u64 {
+        String::from_utf8_lossy(reply)
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT {name} ")).map(str::to_string))
+            .unwrap_or_else(|| panic!("no {name}"))
+            .parse()
+            .unwrap()
+    };
+    exchange(proxied, b"set a 0 0 1\r\nx\r\nget a b a\r\nmg c v\r\n").await;
+    assert_eq!(exchange(proxied, b"\x80\x00\x00\x00").await, b"<CLOSED>");
+    let reply = exchange(proxied, b"stats\r\n").await;
+    assert!(
+        reply.ends_with(b"END\r\n"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    assert_eq!(stat(&reply, "cmd_set"), 1);
+    // Each exchange's end marker (`mg __end__ k`) is a get too: a miss.
+    assert_eq!(stat(&reply, "cmd_get"), 5);
+    assert_eq!(stat(&reply, "get_hits"), 2);
+    assert_eq!(stat(&reply, "get_misses"), 3);
+    assert_eq!(stat(&reply, "protocol_closes"), 1);
+    assert!(stat(&reply, "curr_connections") >= 1);
+    assert_eq!(exchange(proxied, b"stats reset\r\n").await, b"RESET\r\n");
+    // Only the reset exchange's marker since.
+    assert_eq!(stat(&exchange(proxied, b"stats\r\n").await, "cmd_get"), 1);
+    assert_eq!(exchange(proxied, b"stats items\r\n").await, b"ERROR\r\n");
+}

@@ -7,9 +7,9 @@
 //!   keys (`-d`) at 64; each proxy's CPU per operation from its
 //!   `/proc/<pid>/stat`. Rounds alternate the three targets, their order
 //!   rotating; medians with the lowest and highest.
-//! - Latency: `memgroup bench` open loop (`--rate`) at half the calm rate
-//!   of the direct closed loop, pointed at each target as one server;
-//!   p50/p99 (memcaslap prints no percentiles).
+//! - Latency of gets: `memgroup bench` pointed at each target as one server,
+//!   open loop (`--rate`) at half the calm rate of the direct closed loop,
+//!   and one caller in a closed loop; p50/p99 (memcaslap prints none).
 //!
 //! `COMPARE_ROUNDS` (default 3) and `COMPARE_SECS` (default 5) set the
 //! effort; `PROXY_THREADS` the proxy's worker threads (default: all cores).
@@ -144,17 +144,14 @@ fn memgroup_proxy(servers: &str, port: u16) -> Result<Child> {
         .map_err(|e| format!("cannot start memgroup proxy: {e}"))
 }
 
-/// `memgroup bench` open loop at `rate` against `server`: (p50, p99) µs.
-fn latency(server: &str, rate: f64, secs: u64) -> Result<(f64, f64)> {
+/// `memgroup bench` against `server` with `load` (an open loop's `--rate`,
+/// or a closed loop's `--concurrency`): the gets' (p50, p99) µs.
+fn latency(server: &str, load: &[&str], secs: u64) -> Result<(f64, f64)> {
     let out = Command::new(root().join("target/release/memgroup"))
         .args(["--json", "--servers", server, "bench", "--ratio", "9:1"])
         .args(["--value-size", "100", "--keys", "10000", "--warm-up", "1"])
-        .args([
-            "--rate",
-            &format!("{rate:.0}"),
-            "--duration",
-            &(secs + 1).to_string(),
-        ])
+        .args(load)
+        .args(["--duration", &(secs + 1).to_string()])
         .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .output()
         .map_err(|e| e.to_string())?;
@@ -296,23 +293,28 @@ fn measure(targets: &[Target; 3], rounds: u64, secs: u64) -> Result<()> {
         );
     }
     let calm = calm_rate(&targets[0].servers, secs)?;
-    // Half the calm rate (the measure; on 2 shared cores the load
-    // generator itself is then busy), and a light 5,000/s.
-    for (rate, why) in [
+    let rate = format!("{:.0}", calm / 2.0);
+    // Half the calm rate, open loop (the measure: each request timed
+    // from its slot, so the runtime's 1 ms timer is in every figure), and one
+    // caller in a closed loop (what a request costs alone).
+    for (load, why) in [
         (
-            calm / 2.0,
-            format!("half the direct closed loop's {calm:.0}/s"),
+            ["--rate", rate.as_str()],
+            format!("open loop at {rate}/s, half the direct closed loop's {calm:.0}/s"),
         ),
-        (5000.0, "light load".to_string()),
+        (
+            ["--concurrency", "1"],
+            "one caller, closed loop".to_string(),
+        ),
     ] {
         println!();
-        println!("latency, memgroup bench --rate {rate:.0} ({why}), open loop, 9:1 get:set");
+        println!("latency of gets, memgroup bench, {why}, 9:1 get:set");
         println!("{:<16} {:>10} {:>10}", "target", "p50 µs", "p99 µs");
         let mut base = (0.0, 0.0);
         for (i, target) in targets.iter().enumerate() {
             // As one server: the proxy routes; direct is the first memcached.
             let server = target.servers.split(',').next().unwrap_or_default();
-            let (p50, p99) = latency(server, rate, secs)?;
+            let (p50, p99) = latency(server, &load, secs)?;
             if i == 0 {
                 base = (p50, p99);
                 println!("{:<16} {p50:>10.0} {p99:>10.0}", target.name);

@@ -36,6 +36,12 @@ pub(crate) fn immediate(shared: &Shared, request: &ClientRequest) -> Option<Byte
             shared.stats.encode(&mut out);
             out.freeze()
         }
+        ClientRequest::Stats { args } if args.len() == 1 && &args[0][..] == b"reset" => {
+            shared.stats.reset();
+            Bytes::from_static(b"RESET\r\n")
+        }
+        // Sections of the servers' own (`items`, `slabs`, …): not the
+        // proxy's to answer; memcached's word for a section it lacks.
         ClientRequest::Stats { .. } => Bytes::from_static(b"ERROR\r\n"),
         ClientRequest::FlushAll { .. } if !shared.config.allow_flush_all => {
             Bytes::from_static(b"SERVER_ERROR flush_all is disabled on this proxy\r\n")

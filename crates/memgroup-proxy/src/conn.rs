@@ -122,7 +122,10 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
             let next = match decoder.decode(&mut buf) {
                 Ok(Some(request)) => Next::Request(request),
                 Ok(None) => Next::More,
-                Err(_) => Next::Close,
+                Err(_) => {
+                    shared.stats.protocol_closes.fetch_add(1, Relaxed);
+                    Next::Close
+                }
             };
             match next {
                 Next::Request(request) => {
@@ -139,6 +142,7 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
         let reading = !closing && !eof && held.is_none() && inflight.running.len() < max_in_flight;
         if reading && buf.len() >= cap {
             // A request larger than any allowed: memcached would close.
+            shared.stats.protocol_closes.fetch_add(1, Relaxed);
             closing = true;
             continue;
         }

@@ -37,6 +37,10 @@ pub struct ProxyStats {
     pub write_errors: AtomicU64,
     /// `noreply` (or quiet) writes that failed: nobody was told.
     pub noreply_failures: AtomicU64,
+    /// Connections closed for what they sent, as memcached closes them: the
+    /// binary protocol, a line too long without a newline, an HTTP request,
+    /// a request larger than the limits allow.
+    pub protocol_closes: AtomicU64,
 }
 
 impl Default for ProxyStats {
@@ -57,11 +61,34 @@ impl Default for ProxyStats {
             cmd_flush: zero(),
             write_errors: zero(),
             noreply_failures: zero(),
+            protocol_closes: zero(),
         }
     }
 }
 
 impl ProxyStats {
+    /// `stats reset`: every counter back to zero but the connections open
+    /// now (memcached keeps `curr_connections` too).
+    pub(crate) fn reset(&self) {
+        for counter in [
+            &self.total_connections,
+            &self.cmd_get,
+            &self.get_hits,
+            &self.get_misses,
+            &self.get_errors,
+            &self.cmd_set,
+            &self.cmd_touch,
+            &self.cmd_delete,
+            &self.cmd_arith,
+            &self.cmd_flush,
+            &self.write_errors,
+            &self.noreply_failures,
+            &self.protocol_closes,
+        ] {
+            counter.store(0, Relaxed);
+        }
+    }
+
     /// The `stats` reply: `STAT <name> <value>` lines and `END`.
     pub(crate) fn encode(&self, out: &mut BytesMut) {
         let mut stat = |name: &str, value: &dyn std::fmt::Display| {
@@ -74,7 +101,7 @@ impl ProxyStats {
         stat("uptime", &self.started.elapsed().as_secs());
         stat("time", &now);
         stat("version", &crate::answer::VERSION);
-        let counters: [(&str, &AtomicU64); 14] = [
+        let counters: [(&str, &AtomicU64); 15] = [
             ("curr_connections", &self.curr_connections),
             ("total_connections", &self.total_connections),
             ("cmd_get", &self.cmd_get),
@@ -88,6 +115,7 @@ impl ProxyStats {
             ("arith_cmds", &self.cmd_arith),
             ("write_errors", &self.write_errors),
             ("noreply_failures", &self.noreply_failures),
+            ("protocol_closes", &self.protocol_closes),
             ("threads", &AtomicU64::new(thread_count())),
         ];
         for (name, value) in counters {
