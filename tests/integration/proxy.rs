@@ -563,3 +563,35 @@ async fn stats_count_what_the_proxy_served() {
     assert_eq!(stat(&exchange(proxied, b"stats\r\n").await, "cmd_get"), 1);
     assert_eq!(exchange(proxied, b"stats items\r\n").await, b"ERROR\r\n");
 }
+
+/// A key prefix stays the proxy's: the servers hold `app:k`, the client
+/// sees `k` in `VALUE` lines and meta `k` flags.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_prefix_is_added_on_the_way_in_and_gone_on_the_way_out() {
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .key_prefix("app:")
+        .build()
+        .unwrap();
+    let proxied = proxy(client).await;
+    let reply = exchange(
+        proxied,
+        b"set k 0 0 1\r\nx\r\nget k\r\nmg k k v\r\nms j 1 k\r\ny\r\n",
+    )
+    .await;
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        "STORED\r\nVALUE k 0 1\r\nx\r\nEND\r\nVA 1 kk\r\nx\r\nHD kj\r\n"
+    );
+    assert_eq!(
+        raw::get(server.addr(), b"app:k").as_deref(),
+        Some(&b"x"[..])
+    );
+    assert_eq!(
+        raw::get(server.addr(), b"app:j").as_deref(),
+        Some(&b"y"[..])
+    );
+    assert_eq!(raw::get(server.addr(), b"k"), None);
+}
