@@ -81,7 +81,7 @@ pub(crate) async fn answer(shared: &Shared, request: ClientRequest) -> Bytes {
         | ClientRequest::Arith { ref key, .. }
             if crate::binary::is_binary(&shared.client, key) =>
         {
-            crate::binary::write(shared, request).await
+            Box::pin(crate::binary::write(shared, request)).await
         }
         ClientRequest::Store {
             command,
@@ -98,21 +98,27 @@ pub(crate) async fn answer(shared: &Shared, request: ClientRequest) -> Bytes {
             let client = &shared.client;
             let outcome = match command {
                 StoreCommand::Set => client.set(&key, &data, options).await,
-                StoreCommand::Add => client.add(&key, &data, options).await,
-                StoreCommand::Replace => client.replace(&key, &data, options).await,
-                StoreCommand::Append => client.append(&key, &data).await,
-                StoreCommand::Prepend => client.prepend(&key, &data).await,
-                StoreCommand::Cas(unique) => client.cas(&key, &data, unique, options).await,
+                StoreCommand::Add => Box::pin(client.add(&key, &data, options)).await,
+                StoreCommand::Replace => Box::pin(client.replace(&key, &data, options)).await,
+                StoreCommand::Append => Box::pin(client.append(&key, &data)).await,
+                StoreCommand::Prepend => Box::pin(client.prepend(&key, &data)).await,
+                StoreCommand::Cas(unique) => {
+                    Box::pin(client.cas(&key, &data, unique, options)).await
+                }
             };
             written(shared, outcome, b"STORED\r\n")
         }
         ClientRequest::Delete { key, .. } => {
             count(&shared.stats.cmd_delete, 1);
-            written(shared, shared.client.delete(&key).await, b"DELETED\r\n")
+            written(
+                shared,
+                Box::pin(shared.client.delete(&key)).await,
+                b"DELETED\r\n",
+            )
         }
         ClientRequest::Touch { key, exptime, .. } => {
             count(&shared.stats.cmd_touch, 1);
-            let outcome = shared.client.touch(&key, Expiry::Exptime(exptime)).await;
+            let outcome = Box::pin(shared.client.touch(&key, Expiry::Exptime(exptime))).await;
             written(shared, outcome, b"TOUCHED\r\n")
         }
         ClientRequest::Arith {
@@ -144,7 +150,9 @@ pub(crate) async fn answer(shared: &Shared, request: ClientRequest) -> Bytes {
                 }
             }
         }
-        ClientRequest::Meta(meta) => meta_command(shared, meta).await,
+        // Boxed, as the rarer paths: every request's future is the size of its
+        // largest arm.
+        ClientRequest::Meta(meta) => Box::pin(meta_command(shared, meta)).await,
         // Answered by `immediate`.
         _ => Bytes::new(),
     };
