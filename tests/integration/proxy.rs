@@ -595,3 +595,29 @@ async fn a_key_prefix_is_added_on_the_way_in_and_gone_on_the_way_out() {
     );
     assert_eq!(raw::get(server.addr(), b"k"), None);
 }
+
+/// A write that misses its policy (`all`, a group's only server killed) is
+/// `SERVER_ERROR` and the reason; the same write with `noreply` says nothing
+/// and is counted in `stats` (`noreply_failures`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_misses_its_policy_is_a_server_error() {
+    let (sg1, mut sg2, client) = two_zones(|b| b.write_policy(memgroup::client::WritePolicy::All));
+    let proxied = proxy(client).await;
+    assert_eq!(
+        exchange(proxied, b"set k 0 0 1\r\nx\r\n").await,
+        b"STORED\r\n"
+    );
+    sg2.kill();
+    let reply = String::from_utf8(exchange(proxied, b"set k 0 0 1\r\ny\r\n").await).unwrap();
+    assert!(
+        reply.starts_with("SERVER_ERROR ")
+            && reply.ends_with("\r\n")
+            && reply.matches("\r\n").count() == 1,
+        "{reply:?}"
+    );
+    let reply = exchange(proxied, b"set k 0 0 1 noreply\r\nz\r\nstats\r\n").await;
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.starts_with("STAT "), "nothing before stats: {text:?}");
+    assert!(text.contains("STAT noreply_failures 1\r\n"), "{text}");
+    drop(sg1);
+}
