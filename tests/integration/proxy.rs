@@ -156,6 +156,8 @@ fn scripts() -> Vec<Vec<u8>> {
         b"set t\tb 0 0 2\r\n10\r\nincr t\tb 5\r\ndecr t\tb 100\r\ntouch t\tb 10\r\ntouch t\x02 10\r\ngat 10 t\tb\r\ngats 10 t\tb\r\nincr nope\x01 1\r\nmg t\tb v\r\n",
         b"set x\x01 0 0 1\r\nx\r\ngets x\x01\r\ncas x\x01 0 0 1 1\r\ny\r\ncas nope\x01 0 0 1 1\r\ny\r\n",
         b"ms t\x01 2 k c T0\r\nhi\r\nmg t\x01 k v O5\r\nmg t\x02 k v O5\r\nma t\x01 q\r\nma c\x01 N0 J3 v k\r\nmd t\x01 k q\r\nmg t\x01 v\r\nmn\r\n",
+        // A `\r` inside a key: kept by memcached, sent base64 by the proxy.
+        b"set a\rb 0 0 1\r\nx\r\nget a\rb\r\nmg a\rb v k\r\ndelete a\rb\r\nget a\rb\r\n",
     ].map(<[u8]>::to_vec));
     scripts.push(big("set big 0 0 2000000\r\n"));
     scripts.push(big("set big 0 0 2000000 noreply\r\n"));
