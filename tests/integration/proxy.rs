@@ -345,8 +345,8 @@ async fn python_memcached_works_through_the_proxy() {
 
 /// Two zones, the meta commands: a plain `ms` answers `HD` alone (the
 /// client's own CAS receipt stays out of the reply), `mg … c` reads the
-/// arbiter's CAS so a `ms … C` with it applies, and `gat` sets the expiry of
-/// every group's copy, not only the copy read.
+/// arbiter's CAS so a `ms … C` with it applies, and `gat` and `gats` set the
+/// expiry of every group's copy, not only the copy read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meta_cas_and_gat_hold_across_two_zones() {
     // Reads from sg2; the arbiter is sg1 (the first by name).
@@ -368,9 +368,15 @@ async fn meta_cas_and_gat_hold_across_two_zones() {
     assert_eq!(exchange(proxied, set.as_bytes()).await, b"EX\r\n");
     let reply = exchange(proxied, b"set g 0 0 1\r\nx\r\ngat 5000 g\r\n").await;
     assert_eq!(reply, b"STORED\r\nVALUE g 0 1\r\nx\r\nEND\r\n");
+    let reply = exchange(proxied, b"set h 0 0 1\r\nx\r\ngats 7000 h\r\n").await;
+    assert!(reply.starts_with(b"STORED\r\nVALUE h 0 1 "), "{reply:?}");
     crate::support::eventually("both copies touched", || {
         [&sg1, &sg2].iter().all(|server| {
-            raw::copy(server.addr(), b"g").is_some_and(|(_, _, ttl)| (4990..=5000).contains(&ttl))
+            let ttl = |key: &[u8], around: i64| {
+                raw::copy(server.addr(), key)
+                    .is_some_and(|(_, _, ttl)| (around - 10..=around).contains(&ttl))
+            };
+            ttl(b"g", 5000) && ttl(b"h", 7000)
         })
     })
     .await;

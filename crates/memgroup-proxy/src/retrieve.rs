@@ -108,7 +108,17 @@ async fn fetch(
     if let Some(ttl) = touch {
         flags.push(MetaFlag::Ttl(ttl));
     }
-    Ok(client.meta_get(key, &flags).await?.map(|m| {
+    let read = client.meta_get(key, &flags);
+    let found = match command {
+        // The read (at the arbiter: it returns the CAS) touches its copy;
+        // every group's copy gets the new expiry too, as `gat` does.
+        Retrieval::Gats(exptime) if client.topology().groups().len() > 1 => {
+            let (found, _touched) = tokio::join!(read, client.touch(key, Expiry::Exptime(exptime)));
+            found
+        }
+        _ => read.await,
+    };
+    Ok(found?.map(|m| {
         let mut item = Item::new(m.value.clone().unwrap_or_default(), 0);
         item.flags = m
             .flag_u64(b'f')
