@@ -74,6 +74,24 @@ fn bench_on(cluster: &[&str], args: &[&str]) -> Result<Figures> {
 /// Closed-loop rounds of each (calm, stalled), alternating.
 const ROUNDS: usize = 3;
 
+/// `ROUNDS` closed-loop runs each, calm and with `victim` stopped,
+/// alternating so drift on the machine hits both alike.
+fn calm_and_stalled(
+    cluster: &[&str],
+    closed: &[&str],
+    victim: &Server,
+) -> Result<(Vec<Figures>, Vec<Figures>)> {
+    let (mut calm, mut stalled) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        calm.push(bench_on(cluster, closed)?);
+        victim.stop();
+        let run = bench_on(cluster, closed);
+        victim.resume();
+        stalled.push(run?);
+    }
+    Ok((calm, stalled))
+}
+
 /// The run of median throughput.
 fn median(mut runs: Vec<Figures>) -> Figures {
     runs.sort_by(|a, b| a.ops_per_second.total_cmp(&b.ops_per_second));
@@ -97,15 +115,8 @@ pub(crate) fn compare_faults() -> Result<()> {
         ("sets, a server of sg2 stopped", "0:1", &sg2[1]),
     ] {
         let closed = ["--concurrency", "32", "--duration", "3", "--ratio", ratio];
-        // Alternating, so drift on the machine hits both alike; medians.
-        let (mut calm, mut stalled) = (Vec::new(), Vec::new());
-        for _ in 0..ROUNDS {
-            calm.push(bench(&groups, &closed)?);
-            victim.stop();
-            let run = bench(&groups, &closed);
-            victim.resume();
-            stalled.push(run?);
-        }
+        let cluster = ["--groups", groups.as_str(), "--zone", "sg1"];
+        let (calm, stalled) = calm_and_stalled(&cluster, &closed, victim)?;
         let (calm, stalled) = (median(calm), median(stalled));
         println!(
             "{:<34} {:>10.0} {:>10.0} {:>6.2} {:>10.0} {:>10.0} {:>8.2}%",
@@ -189,14 +200,7 @@ fn through_the_proxy(groups: &str, sg1: &[Server], sg2: &[Server]) -> Result<()>
             ("sets, a server of sg2 stopped", "0:1", &sg2[1]),
         ] {
             let closed = ["--concurrency", "32", "--duration", "3", "--ratio", ratio];
-            let (mut calm, mut stalled) = (Vec::new(), Vec::new());
-            for _ in 0..ROUNDS {
-                calm.push(bench_on(&cluster, &closed)?);
-                victim.stop();
-                let run = bench_on(&cluster, &closed);
-                victim.resume();
-                stalled.push(run?);
-            }
+            let (calm, stalled) = calm_and_stalled(&cluster, &closed, victim)?;
             let errors: f64 = stalled.iter().map(|f| f.errors).sum();
             let (calm, stalled) = (median(calm), median(stalled));
             println!(

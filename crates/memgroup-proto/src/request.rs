@@ -118,51 +118,71 @@ pub enum MetaFlag {
 impl MetaFlag {
     fn encode(self, buf: &mut BytesMut) {
         buf.put_u8(b' ');
-        let (letter, number): (u8, Option<u64>) = match self {
-            MetaFlag::Base64Key => (b'b', None),
-            MetaFlag::ReturnCas => (b'c', None),
-            MetaFlag::ReturnFlags => (b'f', None),
-            MetaFlag::ReturnHit => (b'h', None),
-            MetaFlag::ReturnKey => (b'k', None),
-            MetaFlag::ReturnLastAccess => (b'l', None),
-            MetaFlag::Opaque(o) => (b'O', Some(u64::from(o))),
-            MetaFlag::Quiet => (b'q', None),
-            MetaFlag::ReturnSize => (b's', None),
-            MetaFlag::ReturnTtl => (b't', None),
-            MetaFlag::NoLruBump => (b'u', None),
-            MetaFlag::ReturnValue => (b'v', None),
-            MetaFlag::Vivify(t) => (b'N', Some(u64::from(t))),
-            MetaFlag::Recache(t) => (b'R', Some(u64::from(t))),
-            MetaFlag::Ttl(t) => (b'T', Some(u64::from(t))),
-            MetaFlag::CompareCas(c) => (b'C', Some(c)),
-            MetaFlag::ExplicitCas(c) => (b'E', Some(c)),
-            MetaFlag::SetFlags(f) => (b'F', Some(u64::from(f))),
-            MetaFlag::Invalidate => (b'I', None),
+        buf.put_u8(self.letter());
+        let number: u64 = match self {
+            MetaFlag::Opaque(n)
+            | MetaFlag::Vivify(n)
+            | MetaFlag::Recache(n)
+            | MetaFlag::Ttl(n)
+            | MetaFlag::SetFlags(n) => u64::from(n),
+            MetaFlag::CompareCas(n)
+            | MetaFlag::ExplicitCas(n)
+            | MetaFlag::Delta(n)
+            | MetaFlag::Initial(n) => n,
             MetaFlag::SetMode(m) => {
-                let c = match m {
+                buf.put_u8(match m {
                     SetMode::Add => b'E',
                     SetMode::Append => b'A',
                     SetMode::Prepend => b'P',
                     SetMode::Replace => b'R',
                     SetMode::Set => b'S',
-                };
-                buf.put_slice(&[b'M', c]);
+                });
                 return;
             }
             MetaFlag::ArithMode(m) => {
-                let c = match m {
+                buf.put_u8(match m {
                     ArithMode::Increment => b'I',
                     ArithMode::Decrement => b'D',
-                };
-                buf.put_slice(&[b'M', c]);
+                });
                 return;
             }
-            MetaFlag::Delta(d) => (b'D', Some(d)),
-            MetaFlag::Initial(j) => (b'J', Some(j)),
+            _ => return,
         };
-        buf.put_u8(letter);
-        if let Some(n) = number {
-            put_u64(buf, n);
+        put_u64(buf, number);
+    }
+
+    /// The flag's letter on the wire (`v`, `T`, `M`, …): for a return flag,
+    /// the letter its value comes back under in the reply.
+    ///
+    /// ```
+    /// use memgroup_proto::MetaFlag;
+    /// assert_eq!(MetaFlag::ReturnCas.letter(), b'c');
+    /// assert_eq!(MetaFlag::Ttl(30).letter(), b'T');
+    /// ```
+    pub fn letter(self) -> u8 {
+        match self {
+            MetaFlag::Base64Key => b'b',
+            MetaFlag::ReturnCas => b'c',
+            MetaFlag::ReturnFlags => b'f',
+            MetaFlag::ReturnHit => b'h',
+            MetaFlag::ReturnKey => b'k',
+            MetaFlag::ReturnLastAccess => b'l',
+            MetaFlag::Opaque(_) => b'O',
+            MetaFlag::Quiet => b'q',
+            MetaFlag::ReturnSize => b's',
+            MetaFlag::ReturnTtl => b't',
+            MetaFlag::NoLruBump => b'u',
+            MetaFlag::ReturnValue => b'v',
+            MetaFlag::Vivify(_) => b'N',
+            MetaFlag::Recache(_) => b'R',
+            MetaFlag::Ttl(_) => b'T',
+            MetaFlag::CompareCas(_) => b'C',
+            MetaFlag::ExplicitCas(_) => b'E',
+            MetaFlag::SetFlags(_) => b'F',
+            MetaFlag::Invalidate => b'I',
+            MetaFlag::SetMode(_) | MetaFlag::ArithMode(_) => b'M',
+            MetaFlag::Delta(_) => b'D',
+            MetaFlag::Initial(_) => b'J',
         }
     }
 

@@ -61,8 +61,9 @@ pub(crate) fn error_reply(error: &Error) -> Bytes {
         ErrorKind::ValueTooLarge => {
             Bytes::from_static(b"SERVER_ERROR object too large for cache\r\n")
         }
-        ErrorKind::InvalidKey => Bytes::from(format!("CLIENT_ERROR {text}\r\n")),
-        ErrorKind::Client => Bytes::from(format!("CLIENT_ERROR {text}\r\n")),
+        ErrorKind::InvalidKey | ErrorKind::Client => {
+            Bytes::from(format!("CLIENT_ERROR {text}\r\n"))
+        }
         _ => Bytes::from(format!("SERVER_ERROR {text}\r\n")),
     }
 }
@@ -175,34 +176,34 @@ pub(crate) fn failed(shared: &Shared, error: &Error) -> Bytes {
 
 /// A write's reply: `applied` when every group that answered took it, else
 /// the deciding group's refusal (`NOT_STORED`, `EXISTS`, `NOT_FOUND`).
-fn written(shared: &Shared, outcome: Result<WriteOutcome, Error>, applied: &'static [u8]) -> Bytes {
+pub(crate) fn written(
+    shared: &Shared,
+    outcome: Result<WriteOutcome, Error>,
+    applied: &'static [u8],
+) -> Bytes {
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(e) => return failed(shared, &e),
     };
-    if outcome
-        .groups
-        .iter()
-        .any(|g| matches!(g.result, Ok(true)) && !g.cleared)
-        && outcome
-            .groups
-            .iter()
-            .all(|g| !matches!(g.result, Ok(false)))
-    {
+    if outcome.applied() {
         return Bytes::from_static(applied);
     }
+    // The refusing group's reply, classic or meta (a meta write of a key
+    // only memcached takes answers in the classic words too).
     let refusal = outcome
         .groups
         .iter()
         .find_map(|g| match (&g.result, &g.reply) {
-            (Ok(false), Some(reply)) => Some(reply.clone()),
+            (Ok(false), Some(reply)) => Some(reply),
             _ => None,
         });
-    match refusal {
-        Some(Response::NotStored) => Bytes::from_static(b"NOT_STORED\r\n"),
-        Some(Response::Exists) => Bytes::from_static(b"EXISTS\r\n"),
-        _ => Bytes::from_static(b"NOT_FOUND\r\n"),
-    }
+    Bytes::from_static(match refusal {
+        Some(Response::NotStored) => b"NOT_STORED\r\n",
+        Some(Response::Meta(m)) if m.status == MetaStatus::Ns => b"NOT_STORED\r\n",
+        Some(Response::Exists) => b"EXISTS\r\n",
+        Some(Response::Meta(m)) if m.status == MetaStatus::Ex => b"EXISTS\r\n",
+        _ => b"NOT_FOUND\r\n",
+    })
 }
 
 /// A meta command through the client, its reply written back with the
@@ -317,7 +318,8 @@ async fn meta_command(shared: &Shared, meta: MetaRequest) -> Bytes {
     if meta.quiet && hidden {
         return Bytes::new();
     }
-    let asked: Vec<u8> = meta.flags.iter().filter_map(|f| flag_letter(*f)).collect();
+    // The letters asked for (a request flag's letter is its reply token's).
+    let asked: Vec<u8> = meta.flags.iter().map(|f| f.letter()).collect();
     encode_meta_reply(&mut out, &reply, |token| match token[0] {
         b'O' => Some(opaque_token()),
         b'k' => Some(key_token()),
@@ -327,22 +329,6 @@ async fn meta_command(shared: &Shared, meta: MetaRequest) -> Bytes {
         _ => None,
     });
     out.freeze()
-}
-
-/// The return-flag letter a request flag asks for.
-fn flag_letter(flag: MetaFlag) -> Option<u8> {
-    Some(match flag {
-        MetaFlag::ReturnCas => b'c',
-        MetaFlag::ReturnFlags => b'f',
-        MetaFlag::ReturnHit => b'h',
-        MetaFlag::ReturnKey => b'k',
-        MetaFlag::ReturnLastAccess => b'l',
-        MetaFlag::ReturnSize => b's',
-        MetaFlag::ReturnTtl => b't',
-        MetaFlag::Opaque(_) => b'O',
-        MetaFlag::Base64Key => b'b',
-        _ => return None,
-    })
 }
 
 /// A meta write's reply: the arbiter group's (it decides conditional

@@ -5,14 +5,12 @@
 //! routed by that form, stored under the raw bytes as memcached stores them.
 
 use bytes::Bytes;
-use memgroup_client::{Client, ErrorKind, WriteOutcome};
+use memgroup_client::{Client, ErrorKind};
 use memgroup_proto::server::ClientRequest;
-use memgroup_proto::{
-    ArithMode, MAX_KEY_LEN, MetaFlag, MetaStatus, Response, SetMode, StoreCommand,
-};
+use memgroup_proto::{ArithMode, MAX_KEY_LEN, MetaFlag, SetMode, StoreCommand};
 
 use crate::Shared;
-use crate::answer::{count, failed};
+use crate::answer::{count, failed, written};
 
 /// Whether `key` is one memcached takes that the client refuses for its
 /// bytes (not its length): it goes through the meta commands in base64.
@@ -51,11 +49,19 @@ pub(crate) async fn write(shared: &Shared, request: ClientRequest) -> Bytes {
                 StoreCommand::Prepend => MetaFlag::SetMode(SetMode::Prepend),
                 StoreCommand::Cas(unique) => MetaFlag::CompareCas(unique),
             });
-            status(client.meta_set(&key, &data, &meta).await, "STORED")
+            Ok(written(
+                shared,
+                client.meta_set(&key, &data, &meta).await,
+                b"STORED\r\n",
+            ))
         }
         ClientRequest::Delete { key, .. } => {
             count(&stats.cmd_delete, 1);
-            status(client.meta_delete(&key, &[b]).await, "DELETED")
+            Ok(written(
+                shared,
+                client.meta_delete(&key, &[b]).await,
+                b"DELETED\r\n",
+            ))
         }
         ClientRequest::Touch { key, exptime, .. } => {
             count(&stats.cmd_touch, 1);
@@ -99,27 +105,4 @@ pub(crate) async fn write(shared: &Shared, request: ClientRequest) -> Bytes {
         _ => Ok(Bytes::from_static(b"ERROR\r\n")),
     };
     reply.unwrap_or_else(|e| failed(shared, &e))
-}
-
-/// A meta write's reply as the classic command's: `HD` is `applied`,
-/// `NS`/`EX`/`NF` their classic words.
-fn status(
-    outcome: Result<WriteOutcome, memgroup_client::Error>,
-    applied: &'static str,
-) -> Result<Bytes, memgroup_client::Error> {
-    let outcome = outcome?;
-    let refused = outcome
-        .groups
-        .iter()
-        .find_map(|g| match (&g.result, &g.reply) {
-            (Ok(false), Some(Response::Meta(m))) => Some(m.status),
-            _ => None,
-        });
-    Ok(Bytes::from(match refused {
-        None if outcome.groups.iter().any(|g| g.result.is_ok()) => format!("{applied}\r\n"),
-        None => "NOT_FOUND\r\n".to_string(),
-        Some(MetaStatus::Ns) => "NOT_STORED\r\n".to_string(),
-        Some(MetaStatus::Ex) => "EXISTS\r\n".to_string(),
-        Some(_) => "NOT_FOUND\r\n".to_string(),
-    }))
 }

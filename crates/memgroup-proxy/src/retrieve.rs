@@ -34,14 +34,19 @@ pub(crate) async fn retrieve(shared: &Shared, command: Retrieval, keys: &[Bytes]
             Ok(())
         }
     };
-    let binary: Vec<bool> = keys.iter().map(|k| is_binary(client, k)).collect();
-    if let ([key], Retrieval::Get, [false]) = (keys, command, &binary[..]) {
+    if let ([key], Retrieval::Get) = (keys, command)
+        && !is_binary(client, key)
+    {
         // One key: the client's single get (merged with other callers' on
         // the connection, no per-call table).
         if let Err(reply) = hit(&mut out, key, client.get(key).await) {
             return reply;
         }
-    } else if command == Retrieval::Get && !binary.contains(&true) {
+        out.put_slice(b"END\r\n");
+        return out.freeze();
+    }
+    let binary: Vec<bool> = keys.iter().map(|k| is_binary(client, k)).collect();
+    if command == Retrieval::Get && !binary.contains(&true) {
         // One multi-get: merged per server, split and reassembled in order.
         match client.get_multi(keys).await {
             Ok(found) => {

@@ -348,21 +348,22 @@ impl Client {
             return Err(refused(KeyError::Empty));
         }
         let bytes = snap.topology.wire_key(GroupId(0), key);
-        let raw = self.raw_keys;
-        let check = |bytes: &[u8]| {
+        // This handle's rule: memgroup's strict keys, or the protocol's own.
+        fn validate(raw: bool, bytes: &[u8]) -> Result<Key<'_>, KeyError> {
             if raw {
-                Key::new_raw(bytes).map(drop)
+                Key::new_raw(bytes)
             } else {
-                Key::new(bytes).map(drop)
+                Key::new(bytes)
             }
-        };
+        }
+        let raw = self.raw_keys;
         if let Some(short) = self
             .inner
             .long_keys
             .as_ref()
             .and_then(|l| l.digest_key(&bytes))
         {
-            check(&short).map_err(refused)?;
+            validate(raw, &short).map_err(refused)?;
             return Ok(WireKey {
                 long: Some(bytes.into_owned()),
                 bytes: Cow::Owned(short),
@@ -370,16 +371,9 @@ impl Client {
             });
         }
         let checked = match bytes {
-            Cow::Borrowed(own) => Some(
-                if raw {
-                    Key::new_raw(own)
-                } else {
-                    Key::new(own)
-                }
-                .map_err(refused)?,
-            ),
+            Cow::Borrowed(own) => Some(validate(raw, own).map_err(refused)?),
             Cow::Owned(ref owned) => {
-                check(owned).map_err(refused)?;
+                validate(raw, owned).map_err(refused)?;
                 None
             }
         };

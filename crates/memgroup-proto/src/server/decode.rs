@@ -111,9 +111,10 @@ const BAD_DELTA: &[u8] = b"CLIENT_ERROR invalid numeric delta argument\r\n";
 const DELETE_USAGE: &[u8] =
     b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
 
-/// memcached's `safe_strtoul`/`safe_strtoull`: decimal, an optional sign,
-/// the whole token; a `-` only for zero.
-pub(super) fn parse_u64(token: &[u8]) -> Option<u64> {
+/// A number token as memcached's `strto*` read it: an optional sign, then
+/// decimal digits to the token's end; whether it was negative, and its
+/// magnitude (`None` past 64 bits, as `strtoull` reports `ERANGE`).
+fn sign_and_magnitude(token: &[u8]) -> Option<(bool, u64)> {
     let (negative, digits) = match token.first() {
         Some(b'-') => (true, &token[1..]),
         Some(b'+') => (false, &token[1..]),
@@ -123,6 +124,13 @@ pub(super) fn parse_u64(token: &[u8]) -> Option<u64> {
         return None;
     }
     let n = std::str::from_utf8(digits).ok()?.parse::<u64>().ok()?;
+    Some((negative, n))
+}
+
+/// memcached's `safe_strtoul`/`safe_strtoull`: decimal, an optional sign,
+/// the whole token; a `-` only for zero.
+pub(super) fn parse_u64(token: &[u8]) -> Option<u64> {
+    let (negative, n) = sign_and_magnitude(token)?;
     (!negative || n == 0).then_some(n)
 }
 
@@ -130,15 +138,8 @@ pub(super) fn parse_u64(token: &[u8]) -> Option<u64> {
 /// 64-bit one, then its low 32 bits (memcached stores a `long` into an
 /// `int32_t`).
 pub(super) fn parse_i32(token: &[u8]) -> Option<i32> {
-    let (negative, digits) = match token.first() {
-        Some(b'-') => (true, &token[1..]),
-        Some(b'+') => (false, &token[1..]),
-        _ => (false, token),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let n = std::str::from_utf8(digits).ok()?.parse::<i64>().ok()?;
+    let (negative, n) = sign_and_magnitude(token)?;
+    let n = i64::try_from(n).ok()?;
     Some((if negative { -n } else { n }) as i32)
 }
 

@@ -27,20 +27,10 @@ pub fn encode_value(out: &mut BytesMut, key: &[u8], flags: u32, data: &[u8], cas
     out.put_slice(b"\r\n");
 }
 
+/// A space and `n` in decimal (the request encoder's digits).
 fn put_number(out: &mut BytesMut, n: u64) {
     out.put_u8(b' ');
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.put_slice(&digits[i..]);
+    crate::request::put_u64(out, n);
 }
 
 /// Appends a meta reply (status, `VA`'s length, return flags, value), each

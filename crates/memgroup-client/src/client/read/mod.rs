@@ -394,8 +394,8 @@ impl Client {
     /// that one caller of the cluster wins (see [`Client::get_or_fill`],
     /// which builds on this); so is a read of the CAS unique
     /// ([`MetaFlag::ReturnCas`]), as [`Client::gets`]: the arbiter decides
-    /// the `C<cas>` of a later meta set, so the CAS must be its copy's. The reply's flags read as typed fields with
-    /// [`MetaResponse::fields`]; with [`MetaFlag::Base64Key`] the key is raw
+    /// the `C<cas>` of a later meta set, so the CAS must be its copy's. The
+    /// reply's flags read as typed fields with [`MetaResponse::fields`]; with [`MetaFlag::Base64Key`] the key is raw
     /// bytes, sent base64 encoded (see [`Client::meta_set`]).
     pub async fn meta_get(
         &self,
