@@ -149,13 +149,19 @@ fn memgroup_proxy(servers: &str, port: u16) -> Result<Child> {
 fn latency(server: &str, load: &[&str], secs: u64) -> Result<(f64, f64)> {
     let out = Command::new(root().join("target/release/memgroup"))
         .args(["--json", "--servers", server, "bench", "--ratio", "9:1"])
-        .args(["--value-size", "100", "--keys", "10000", "--warm-up", "1"])
+        .args(["--value-size", "100", "--keys", "10000"])
         .args(load)
         .args(["--duration", &(secs + 1).to_string()])
         .env("MEMGROUP_REPAIR_JOURNAL", "off")
         .output()
         .map_err(|e| e.to_string())?;
     let json = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        // A figure never comes from a run that failed (it read NaN once).
+        return Err(format!(
+            "memgroup bench {load:?} against {server} failed: {json}"
+        ));
+    }
     Ok((
         crate::faults::field(&json, "p50_us"),
         crate::faults::field(&json, "p99_us"),
@@ -299,11 +305,11 @@ fn measure(targets: &[Target; 3], rounds: u64, secs: u64) -> Result<()> {
     // caller in a closed loop (what a request costs alone).
     for (load, why) in [
         (
-            ["--rate", rate.as_str()],
+            vec!["--rate", rate.as_str(), "--warm-up", "1"],
             format!("open loop at {rate}/s, half the direct closed loop's {calm:.0}/s"),
         ),
         (
-            ["--concurrency", "1"],
+            vec!["--concurrency", "1"],
             "one caller, closed loop".to_string(),
         ),
     ] {
