@@ -65,8 +65,8 @@ fn java_harness() -> &'static Path {
     })
 }
 
-/// A venv with python-memcached 1.62 and pymemcache 4.0.0 (made once, kept
-/// under `target/`).
+/// A venv with python-memcached 1.62, pymemcache 4.0.0 and pytest (for
+/// pymemcache's own suite), made once, kept under `target/`.
 pub fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
@@ -76,7 +76,7 @@ pub fn python() -> &'static Path {
             && Command::new(&py)
                 .args([
                     "-c",
-                    "import memcache, pymemcache; assert memcache.__version__ == '1.62'",
+                    "import memcache, pymemcache, pytest; assert memcache.__version__ == '1.62'",
                 ])
                 .status()
                 .is_ok_and(|s| s.success());
@@ -87,9 +87,32 @@ pub fn python() -> &'static Path {
                 "--quiet",
                 "python-memcached==1.62",
                 "pymemcache==4.0.0",
+                "pytest==9.2.0",
             ]));
         }
         py
+    })
+}
+
+/// pymemcache 4.0.0's source distribution from PyPI (its own test suite
+/// inside), unpacked once under `target/`.
+pub fn pymemcache_suite() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = target_dir().join("pymemcache-4.0.0");
+        if !dir.join("pymemcache/test/test_integration.py").exists() {
+            let pip = python().with_file_name("pip");
+            run(Command::new(pip)
+                .args(["download", "--quiet", "--no-deps", "--no-binary", ":all:"])
+                .args(["pymemcache==4.0.0", "-d"])
+                .arg(target_dir()));
+            run(Command::new("tar")
+                .arg("-C")
+                .arg(target_dir())
+                .args(["-xzf", "pymemcache-4.0.0.tar.gz"])
+                .current_dir(target_dir()));
+        }
+        dir
     })
 }
 

@@ -147,6 +147,10 @@ fn scripts() -> Vec<Vec<u8>> {
         "add a 0 0 1\r\nx\r\nadd a 0 0 1\r\ny\r\nreplace a 0 0 1\r\nz\r\nreplace b 0 0 1\r\nz\r\nappend a 0 0 2\r\n12\r\nprepend a 0 0 2\r\n00\r\nappend nope 0 0 1\r\nx\r\nget a\r\n".into(),
         "set a 5 0 3\r\nabc\r\nmg a s v f t k O5 c h l\r\nmg a\r\nmg a k\r\nmg a q\r\nmn\r\n".into(),
         "set a 0 0 1\nx\r\nget a\nmg a v\n".into(),
+        "stats cachedump\r\nstats cachedump 1\r\nstats cachedump x y\r\nstats cachedump 63 1\r\nstats cachedump 64 1\r\nstats cachedump 100000000000 1\r\nstats cachedump 1 -1\r\nstats cachedump 4294967296 0 9\r\n".into(),
+        "stats detail\r\nstats detail on\r\nstats detail foo\r\nstats detail dump\r\nstats detail off\r\nstats reset x\r\nstats RESET\r\nstats foo\r\nstats  reset\r\n".into(),
+        // 64 megabytes: the limit both memcacheds started with.
+        "cache_memlimit\r\ncache_memlimit abc\r\ncache_memlimit -1\r\ncache_memlimit 5\r\ncache_memlimit 5 noreply\r\ncache_memlimit 2000000000\r\ncache_memlimit 4294967296\r\ncache_memlimit 64 noreply x\r\ncache_memlimit 64 x\r\ncache_memlimit +64\r\ncache_memlimit 64 noreply\r\ncache_memlimit 64\r\n".into(),
     ];
     let mut scripts: Vec<Vec<u8>> = texts.into_iter().map(String::into_bytes).collect();
     // Keys memcached takes and memgroup's `Key` refuses (control bytes,
@@ -569,7 +573,55 @@ async fn stats_count_what_the_proxy_served() {
     assert_eq!(exchange(proxied, b"stats reset\r\n").await, b"RESET\r\n");
     // Only the reset exchange's marker since.
     assert_eq!(stat(&exchange(proxied, b"stats\r\n").await, "cmd_get"), 1);
-    assert_eq!(exchange(proxied, b"stats items\r\n").await, b"ERROR\r\n");
+    // memcached's sections answered as by a memcached holding nothing.
+    assert_eq!(exchange(proxied, b"stats items\r\n").await, b"END\r\n");
+    assert_eq!(
+        exchange(proxied, b"stats slabs\r\n").await,
+        b"STAT active_slabs 0\r\nSTAT total_malloced 0\r\nEND\r\n"
+    );
+    assert_eq!(exchange(proxied, b"stats settings\r\n").await, b"ERROR\r\n");
+}
+
+/// `cache_memlimit` reaches every server of every group (their own
+/// `limit_maxbytes`); a proxy told to refuse it leaves them alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_memlimit_reaches_every_server() {
+    let servers = [Memcached::spawn(), Memcached::spawn(), Memcached::spawn()];
+    let [a, b, c] = servers.each_ref().map(Memcached::addr_string);
+    let client = || {
+        Client::builder()
+            .evcache_groups(&format!("zone-a={a},{b};zone-b={c}"))
+            .unwrap()
+            .build()
+            .unwrap()
+    };
+    async fn maxbytes(server: &Memcached) -> String {
+        let reply = exchange(server.addr(), b"stats\r\n").await;
+        String::from_utf8_lossy(&reply)
+            .lines()
+            .find_map(|l| l.strip_prefix("STAT limit_maxbytes ").map(str::to_string))
+            .unwrap()
+    }
+    let proxied = proxy(client()).await;
+    assert_eq!(
+        exchange(proxied, b"cache_memlimit 100\r\n").await,
+        b"OK\r\n"
+    );
+    for server in &servers {
+        assert_eq!(maxbytes(server).await, (100u64 << 20).to_string());
+    }
+    let mut config = ProxyConfig::listen(["127.0.0.1:0".parse().unwrap()]);
+    config.allow_cache_memlimit = false;
+    let refusing = Proxy::bind(client(), config).await.unwrap();
+    let addr = refusing.local_addrs()[0];
+    tokio::spawn(refusing.serve());
+    assert_eq!(
+        exchange(addr, b"cache_memlimit 200\r\n").await,
+        b"SERVER_ERROR cache_memlimit is disabled on this proxy\r\n"
+    );
+    for server in &servers {
+        assert_eq!(maxbytes(server).await, (100u64 << 20).to_string());
+    }
 }
 
 /// A key prefix stays the proxy's: the servers hold `app:k`, the client

@@ -3,15 +3,19 @@
 //! type of value through the proxy, and the same harnesses, pointed straight
 //! at each zone's servers with their own hashing, read every value back, so
 //! each copy is in every group and on the server the fleet's routing names;
-//! pymemcache works through it too.
+//! pymemcache works through it too, and its own integration suite passes
+//! through the proxy every test it passes against a memcached.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 use memgroup::client::Client;
 use memgroup::hash::HashStrategy;
 use memgroup::proxy::{Proxy, ProxyConfig};
 
-use crate::interop::{assert_all_ok, java_at, java_cases, python, python_at, python_cases};
+use crate::interop::{
+    assert_all_ok, java_at, java_cases, pymemcache_suite, python, python_at, python_cases,
+};
 use crate::support::Memcached;
 
 /// Two zones of two servers each, behind a proxy hashing with `hash`.
@@ -146,4 +150,57 @@ async fn pymemcache_works_through_the_proxy() {
         assert_eq!(read("pm:0").await, None);
         assert_eq!(read("pm:7").await.as_deref(), Some(&b"v7"[..]));
     }
+}
+
+/// The tests of pymemcache's own integration suite (`test_integration.py`,
+/// every client class, with and without a key prefix) that pass against
+/// `port`, and pytest's last line.
+fn pymemcache_passes(port: u16) -> (BTreeSet<String>, String) {
+    let suite = pymemcache_suite();
+    let out = std::process::Command::new(python())
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore",
+        ])
+        // Not its setup.cfg, which asks for coverage plugins.
+        .args(["-c", "/dev/null", "--rootdir"])
+        .arg(suite)
+        .arg(suite.join("pymemcache/test/test_integration.py"))
+        .args(["--port", &port.to_string()])
+        .current_dir(suite)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let passed = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("PASSED "))
+        .map(str::to_string)
+        .collect();
+    (passed, text.lines().last().unwrap_or("").to_string())
+}
+
+/// pymemcache's own suite, once against a memcached and once through the
+/// proxy in front of two zones: every test that passes against memcached
+/// passes through the proxy (the conformance run of the text protocol).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pymemcaches_own_suite_passes_through_the_proxy() {
+    let direct = Memcached::spawn();
+    let (_zones, proxied) = zones_behind_a_proxy(HashStrategy::Ketama).await;
+    let port = direct.addr().port();
+    let (memcached, summary) = blocking(move || pymemcache_passes(port)).await;
+    // The suite ran: it has about a hundred cases (100 pass on 1.6.18).
+    assert!(memcached.len() >= 90, "against memcached: {summary}");
+    let (through, summary) = blocking(move || pymemcache_passes(proxied.port())).await;
+    let failing: Vec<&String> = memcached.difference(&through).collect();
+    assert!(
+        failing.is_empty(),
+        "{} pass against memcached, not through the proxy: {failing:#?} ({summary})",
+        failing.len()
+    );
 }

@@ -785,6 +785,11 @@ fn classify_fields(line: &[u8]) -> Result<Line, ProtoError> {
     if let Some(text) = line.strip_prefix(b"VERSION ") {
         return Ok(Line::Version(offset(line, text)));
     }
+    // `cache_memlimit`'s refusals (`MEMLIMIT_TOO_SMALL …`,
+    // `MEMLIMIT_ADJUST_FAILED …`): the server's error, the whole line.
+    if line.starts_with(b"MEMLIMIT_") {
+        return Ok(Line::ServerError(offset(line, line)));
+    }
     for (prefix, server) in [(&b"CLIENT_ERROR"[..], false), (&b"SERVER_ERROR"[..], true)] {
         if let Some(tail) = line.strip_prefix(prefix) {
             let text = match tail {

@@ -376,6 +376,20 @@ pub enum Request<'a> {
         noreply: bool,
     },
     /// ```text
+    /// cache_memlimit <megabytes> [noreply]\r\n
+    /// ```
+    /// Sets the server's memory limit. Under 8 it answers
+    /// `MEMLIMIT_TOO_SMALL …`, over 1,000,000,000 (bytes mistaken for
+    /// megabytes) `MEMLIMIT_ADJUST_FAILED …`: both decode as
+    /// [`Response::ServerError`](crate::Response::ServerError) holding the
+    /// whole line.
+    CacheMemlimit {
+        /// The new limit, in megabytes.
+        megabytes: u32,
+        /// Ask the server not to reply.
+        noreply: bool,
+    },
+    /// ```text
     /// version\r\n
     /// ```
     Version,
@@ -538,6 +552,7 @@ impl Request<'_> {
             Request::Arith { .. } => "decr",
             Request::Touch { .. } => "touch",
             Request::FlushAll { .. } => "flush_all",
+            Request::CacheMemlimit { .. } => "cache_memlimit",
             Request::Version => "version",
             Request::ConfigGet { .. } => "config get",
             Request::Stats { .. } => "stats",
@@ -623,6 +638,11 @@ impl Request<'_> {
                 }
                 end_line(buf, noreply);
             }
+            Request::CacheMemlimit { megabytes, noreply } => {
+                buf.put_slice(b"cache_memlimit ");
+                put_u64(buf, u64::from(megabytes));
+                end_line(buf, noreply);
+            }
             Request::Version => buf.put_slice(b"version\r\n"),
             Request::ConfigGet { key } => {
                 buf.reserve(12 + key.len());
@@ -702,6 +722,7 @@ impl Request<'_> {
             | Request::Arith { noreply, .. }
             | Request::Touch { noreply, .. }
             | Request::FlushAll { noreply, .. }
+            | Request::CacheMemlimit { noreply, .. }
             | Request::Verbosity { noreply, .. } => (!noreply).then_some(Expect::Single),
             Request::Version
             | Request::MetaGet { .. }

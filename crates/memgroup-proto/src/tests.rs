@@ -69,6 +69,13 @@ fn fixtures_from_memcached_1_6() {
     check(b"DELETED\r\n", Single, Response::Deleted);
     check(b"TOUCHED\r\n", Single, Response::Touched);
     check(b"OK\r\n", Single, Response::Ok);
+    check(
+        b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+        Single,
+        Response::ServerError(Bytes::from_static(
+            b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m",
+        )),
+    );
     check(b"15\r\n", Single, Response::Number(15));
     check(b"0\r\n", Single, Response::Number(0));
     check(
@@ -374,6 +381,13 @@ fn encodes_every_command() {
                 noreply: true,
             },
             b"flush_all 10 noreply\r\n",
+        ),
+        (
+            Request::CacheMemlimit {
+                megabytes: 64,
+                noreply: true,
+            },
+            b"cache_memlimit 64 noreply\r\n",
         ),
         (Request::Version, b"version\r\n"),
         (Request::Stats { arg: None }, b"stats\r\n"),

@@ -36,15 +36,26 @@ pub(crate) fn immediate(shared: &Shared, request: &ClientRequest) -> Option<Byte
             shared.stats.encode(&mut out);
             out.freeze()
         }
-        ClientRequest::Stats { args } if args.len() == 1 && &args[0][..] == b"reset" => {
+        ClientRequest::Stats { args } if &args[0][..] == b"reset" => {
             shared.stats.reset();
             Bytes::from_static(b"RESET\r\n")
         }
-        // Sections of the servers' own (`items`, `slabs`, …): not the
-        // proxy's to answer; memcached's word for a section it lacks.
-        ClientRequest::Stats { .. } => Bytes::from_static(b"ERROR\r\n"),
+        ClientRequest::Stats { args } => crate::stats::section(args),
         ClientRequest::FlushAll { .. } if !shared.config.allow_flush_all => {
             Bytes::from_static(b"SERVER_ERROR flush_all is disabled on this proxy\r\n")
+        }
+        ClientRequest::CacheMemlimit { megabytes, noreply } => {
+            // memcached's own refusals, without asking the servers.
+            let refusal: &'static [u8] = if !shared.config.allow_cache_memlimit {
+                b"SERVER_ERROR cache_memlimit is disabled on this proxy\r\n"
+            } else if *megabytes < 8 {
+                b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+            } else if *megabytes > 1_000_000_000 {
+                b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n"
+            } else {
+                return None;
+            };
+            Bytes::from_static(if *noreply { b"" } else { refusal })
         }
         _ => return None,
     })
@@ -149,6 +160,12 @@ pub(crate) async fn answer(shared: &Shared, request: ClientRequest) -> Bytes {
                     Ok(()) => Bytes::from_static(b"OK\r\n"),
                     Err(e) => failed(shared, &e),
                 }
+            }
+        }
+        ClientRequest::CacheMemlimit { megabytes, .. } => {
+            match shared.client.cache_memlimit(megabytes).await {
+                Ok(()) => Bytes::from_static(b"OK\r\n"),
+                Err(e) => failed(shared, &e),
             }
         }
         // Boxed, as the rarer paths: every request's future is the size of its

@@ -33,8 +33,11 @@
 //!   `get_errors`), never one error for the whole reply.
 //! - The proxy answers `version` (`1.6.18-memgroup-<version>`: the protocol
 //!   it speaks, and what it is), `verbosity` (`OK`), `stats` (its own
-//!   counters under memcached's names) and `flush_all` (every server of every
-//!   group, unless [`ProxyConfig::allow_flush_all`] is off) itself;
+//!   counters under memcached's names; memcached's sections `items`,
+//!   `slabs`, `sizes`, `cachedump`, `detail` and `extstore` as a memcached
+//!   holding no items answers them), `flush_all` and `cache_memlimit` (every
+//!   server of every group, unless [`ProxyConfig::allow_flush_all`] or
+//!   [`ProxyConfig::allow_cache_memlimit`] is off) itself;
 //!   `shutdown`, `slabs`, `lru_crawler`, `watch` and the other operator
 //!   commands get memcached's `ERROR`.
 //!
@@ -71,6 +74,9 @@ pub struct ProxyConfig {
     pub max_in_flight: usize,
     /// Whether `flush_all` is forwarded to every server (default on).
     pub allow_flush_all: bool,
+    /// Whether `cache_memlimit` is forwarded to every server of every group
+    /// (default on).
+    pub allow_cache_memlimit: bool,
     /// How long a reply may wait for the client to take it (its socket
     /// full: a client that stopped reading): past it the connection is
     /// closed, so such a client costs one socket buffer and its requests in
@@ -86,6 +92,7 @@ impl ProxyConfig {
             limits: ServerLimits::default(),
             max_in_flight: 128,
             allow_flush_all: true,
+            allow_cache_memlimit: true,
             write_timeout: std::time::Duration::from_secs(30),
         }
     }

@@ -4,7 +4,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 /// What the proxy counts (relaxed atomics, read by `stats`).
 #[derive(Debug)]
@@ -127,4 +127,37 @@ impl ProxyStats {
 
 fn thread_count() -> u64 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+}
+
+/// `stats <section>`, memcached's sections other than `reset`, answered as
+/// a memcached that holds no items answers them (memcached's own proxy does
+/// the same: the proxy stores nothing; the servers' sections are theirs to
+/// give, `memgroup stats --arg items`). `settings` and `conns` are not
+/// served (`ERROR`, as for a section memcached lacks).
+pub(crate) fn section(args: &[Bytes]) -> Bytes {
+    let number = |i: usize| {
+        args.get(i)
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .and_then(|t| t.strip_prefix('+').unwrap_or(t).parse::<u64>().ok())
+    };
+    let reply: &'static [u8] = match &args[0][..] {
+        b"items" | b"extstore" => b"END\r\n",
+        b"slabs" => b"STAT active_slabs 0\r\nSTAT total_malloced 0\r\nEND\r\n",
+        b"sizes" => b"STAT sizes_status disabled\r\nEND\r\n",
+        b"detail" => match args.get(1).map(|a| &a[..]) {
+            // No per-prefix counters to switch on or to dump.
+            Some(b"on" | b"off") => b"OK\r\n",
+            Some(b"dump") => b"END\r\n",
+            _ => b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+        },
+        b"cachedump" if args.len() < 3 => b"CLIENT_ERROR bad command line\r\n",
+        // memcached reads both as 32-bit numbers; 64 slab classes.
+        b"cachedump" => match (number(1), number(2)) {
+            (Some(class), Some(_)) if class as u32 >= 64 => b"CLIENT_ERROR Illegal slab id\r\n",
+            (Some(_), Some(_)) => b"END\r\n",
+            _ => b"CLIENT_ERROR bad command line format\r\n",
+        },
+        _ => b"ERROR\r\n",
+    };
+    Bytes::from_static(reply)
 }

@@ -1,4 +1,4 @@
-//! Per-server commands: `stats`, `version` (as [`Client::probe`]) and `flush_all`, sent once to every
+//! Per-server commands: `stats`, `version` (as [`Client::probe`]), `flush_all` and `cache_memlimit`, sent once to every
 //! distinct server (on its first connection slot), concurrently.
 
 use std::time::Duration;
@@ -96,6 +96,24 @@ impl Client {
         };
         for answer in self.servers_of(only, &request).await {
             answer.reply?;
+        }
+        Ok(())
+    }
+
+    /// Sets the memory limit of every server of every group to `megabytes`
+    /// (`cache_memlimit`). A server's refusal (under 8 megabytes, or over
+    /// 1,000,000,000: bytes mistaken for megabytes) is its error, the
+    /// others keep the new limit.
+    pub async fn cache_memlimit(&self, megabytes: u32) -> Result<(), Error> {
+        let request = Request::CacheMemlimit {
+            megabytes,
+            noreply: false,
+        };
+        for answer in self.servers_of(None, &request).await {
+            match answer.reply? {
+                Some(Response::Ok) => {}
+                other => return Err(unexpected(other.as_ref())),
+            }
         }
         Ok(())
     }

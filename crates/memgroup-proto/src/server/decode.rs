@@ -441,8 +441,19 @@ impl RequestDecoder {
             b"stats" => Ok(Some(ClientRequest::Stats {
                 args: tokens[1..].to_vec(),
             })),
-            b"shutdown" | b"slabs" | b"lru_crawler" | b"watch" | b"lru" | b"cache_memlimit"
-            | b"extstore" | b"misbehave" | b"debugtime" | b"debugitem" | b"bget" => {
+            b"cache_memlimit" => {
+                // memcached's `safe_strtoul` into a 32-bit number; any other
+                // count of arguments, or no number, is `ERROR`.
+                match tokens.get(1).and_then(|t| parse_u64(t)) {
+                    Some(megabytes) if n <= 3 => Ok(Some(ClientRequest::CacheMemlimit {
+                        megabytes: megabytes as u32,
+                        noreply,
+                    })),
+                    _ => error(ERROR),
+                }
+            }
+            b"shutdown" | b"slabs" | b"lru_crawler" | b"watch" | b"lru" | b"extstore"
+            | b"misbehave" | b"debugtime" | b"debugitem" | b"bget" => {
                 Ok(Some(ClientRequest::NotServed(name.clone())))
             }
             _ if tokens.last().is_some_and(|t| t.starts_with(b"HTTP/")) => Err(CloseReason::Http),

@@ -119,6 +119,13 @@ pub enum ClientRequest {
         /// `noreply`.
         noreply: bool,
     },
+    /// `cache_memlimit <megabytes> [noreply]`.
+    CacheMemlimit {
+        /// The limit asked for, as memcached reads it (the low 32 bits).
+        megabytes: u32,
+        /// `noreply`.
+        noreply: bool,
+    },
     /// `version`.
     Version,
     /// `verbosity <level> [noreply]`.
@@ -186,6 +193,7 @@ impl ClientRequest {
             | ClientRequest::Arith { noreply, .. }
             | ClientRequest::Touch { noreply, .. }
             | ClientRequest::FlushAll { noreply, .. }
+            | ClientRequest::CacheMemlimit { noreply, .. }
             | ClientRequest::Verbosity { noreply } => *noreply,
             ClientRequest::Meta(meta) => meta.quiet,
             _ => false,

@@ -23,6 +23,10 @@ pub(crate) struct Args {
     /// every server of every group.
     #[arg(long)]
     no_flush_all: bool,
+    /// Refuse `cache_memlimit` (answered `SERVER_ERROR`) instead of setting
+    /// every server's memory limit.
+    #[arg(long)]
+    no_cache_memlimit: bool,
     /// The most requests of one client connection in flight at once.
     #[arg(long, value_name = "N", default_value_t = 128)]
     max_in_flight: usize,
@@ -39,6 +43,7 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
     let client = Cluster::from_flags(flags)?.client()?;
     let mut config = ProxyConfig::listen(args.listen.iter().copied());
     config.allow_flush_all = !args.no_flush_all;
+    config.allow_cache_memlimit = !args.no_cache_memlimit;
     config.max_in_flight = args.max_in_flight.max(1);
     config.limits.max_value = args.max_value;
     let proxy = Proxy::bind(client, config)
