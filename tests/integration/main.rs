@@ -23,6 +23,7 @@ mod near;
 mod proto;
 mod proxy;
 mod proxy_clients;
+mod proxy_limits;
 mod readrepair;
 mod repairs;
 mod replicas;

@@ -547,14 +547,6 @@ async fn stats_count_what_the_proxy_served() {
         .build()
         .unwrap();
     let proxied = proxy(client).await;
-    let stat = |reply: &[u8], name: &str| -> u64 {
-        String::from_utf8_lossy(reply)
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("STAT {name} ")).map(str::to_string))
-            .unwrap_or_else(|| panic!("no {name}"))
-            .parse()
-            .unwrap()
-    };
     exchange(proxied, b"set a 0 0 1\r\nx\r\nget a b a\r\nmg c v\r\n").await;
     assert_eq!(exchange(proxied, b"\x80\x00\x00\x00").await, b"<CLOSED>");
     let reply = exchange(proxied, b"stats\r\n").await;
@@ -680,4 +672,14 @@ async fn a_write_that_misses_its_policy_is_a_server_error() {
     assert!(text.starts_with("STAT "), "nothing before stats: {text:?}");
     assert!(text.contains("STAT noreply_failures 1\r\n"), "{text}");
     drop(sg1);
+}
+
+/// The number a `stats` reply gives `name`.
+pub(crate) fn stat(reply: &[u8], name: &str) -> u64 {
+    String::from_utf8_lossy(reply)
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")).map(str::to_string))
+        .unwrap_or_else(|| panic!("no {name}"))
+        .parse()
+        .unwrap()
 }

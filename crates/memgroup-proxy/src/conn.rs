@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use memgroup_proto::server::{ClientRequest, RequestDecoder};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::Shared;
@@ -35,6 +35,8 @@ struct Running {
 #[derive(Default)]
 struct InOrder {
     running: VecDeque<Running>,
+    /// Bytes of the finished replies waiting behind an unfinished one.
+    waiting: usize,
 }
 
 impl InOrder {
@@ -51,24 +53,37 @@ impl InOrder {
             })
     }
 
+    /// Adds a request started, last in order.
+    fn push(&mut self, running: Running) {
+        self.waiting += running.reply.as_ref().map_or(0, Bytes::len);
+        self.running.push_back(running);
+    }
+
     /// Polls every unfinished answer; appends the replies now due (the
     /// finished ones at the front, in order) to `out`.
-    fn poll_due(&mut self, cx: &mut Context<'_>, out: &mut BytesMut) -> Poll<()> {
+    fn poll_due(&mut self, cx: &mut Context<'_>, out: &mut BytesMut) -> Poll<u64> {
         for running in &mut self.running {
             if let Some(future) = &mut running.future
                 && let Poll::Ready(reply) = future.as_mut().poll(cx)
             {
                 running.future = None;
+                self.waiting += reply.len();
                 running.reply = Some(reply);
             }
         }
-        let mut any = false;
+        let mut due = 0;
         while self.running.front().is_some_and(|r| r.reply.is_some()) {
             let done = self.running.pop_front().expect("checked");
-            out.extend_from_slice(&done.reply.expect("checked"));
-            any = true;
+            let reply = done.reply.expect("checked");
+            self.waiting -= reply.len();
+            out.extend_from_slice(&reply);
+            due += 1;
         }
-        if any { Poll::Ready(()) } else { Poll::Pending }
+        if due > 0 {
+            Poll::Ready(due)
+        } else {
+            Poll::Pending
+        }
     }
 }
 
@@ -89,32 +104,53 @@ enum Next {
     Close,
 }
 
-pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
-    shared.stats.curr_connections.fetch_add(1, Relaxed);
-    shared.stats.total_connections.fetch_add(1, Relaxed);
-    let (mut reader, mut writer) = stream.into_split();
+/// Where the proxy is in its life, as every connection sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Reading and answering.
+    Serving,
+    /// Shutting down: answer what was already read, then close.
+    Draining,
+    /// The grace period is over: close now, answered or not.
+    Cut,
+}
+
+/// How many bytes a read asks the socket for at once.
+const READ_SIZE: usize = 4096;
+
+pub(crate) async fn serve(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    mut phase: tokio::sync::watch::Receiver<Phase>,
+) {
+    let (reader, mut writer) = stream.into_split();
     let limits = shared.config.limits;
     let cap = limits.max_get_line.max(limits.max_value + 4096);
     let max_in_flight = shared.config.max_in_flight.max(1);
+    let max_waiting = shared.config.max_buffered_replies;
     let mut decoder = RequestDecoder::new(limits);
-    let mut buf = BytesMut::with_capacity(4096);
+    // Both allocated when there is something to hold and released when the
+    // connection is idle: an idle connection holds no buffer.
+    let mut buf = BytesMut::new();
     let mut out = BytesMut::new();
     let mut inflight = InOrder::default();
     // A request decoded but not started: it waits for those before it.
     let mut held: Option<(ClientRequest, Vec<u64>)> = None;
     let mut closing = false;
     let mut eof = false;
+    let idle_timeout = shared.config.idle_timeout;
+    let mut idle_since = idle_timeout.map(|_| tokio::time::Instant::now());
     loop {
         // Start what may start: the held request once nothing blocks it,
-        // then newly decoded ones, up to the cap in flight.
-        while !closing && inflight.running.len() < max_in_flight {
+        // then newly decoded ones, up to the caps in flight and waiting.
+        while !closing && inflight.running.len() < max_in_flight && inflight.waiting < max_waiting {
             if let Some((request, keys)) = held.take() {
                 if inflight.must_wait(&request, &keys) {
                     held = Some((request, keys));
                     break;
                 }
                 match start(&shared, request, keys) {
-                    Some(running) => inflight.running.push_back(running),
+                    Some(running) => inflight.push(running),
                     None => closing = true,
                 }
                 continue;
@@ -139,36 +175,87 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
         if (closing || eof) && inflight.running.is_empty() && held.is_none() {
             break;
         }
-        let reading = !closing && !eof && held.is_none() && inflight.running.len() < max_in_flight;
+        let reading = !closing
+            && !eof
+            && held.is_none()
+            && inflight.running.len() < max_in_flight
+            && inflight.waiting < max_waiting;
         if reading && buf.len() >= cap {
             // A request larger than any allowed: memcached would close.
             shared.stats.protocol_closes.fetch_add(1, Relaxed);
             closing = true;
             continue;
         }
-        buf.reserve(4096);
+        let idle = inflight.running.is_empty() && held.is_none() && buf.is_empty();
+        if idle {
+            // Nothing held: give the memory back while the client thinks.
+            buf = BytesMut::new();
+            out = BytesMut::new();
+        }
+        // The idle clock runs from the last time the connection had work.
+        let idle_deadline = match (idle_timeout, idle) {
+            (Some(timeout), true) => {
+                let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
+                Some(since + timeout)
+            }
+            _ => {
+                idle_since = None;
+                None
+            }
+        };
+        let current = *phase.borrow_and_update();
+        match current {
+            Phase::Serving => {}
+            // Answer what was read; read no more.
+            Phase::Draining if !eof => {
+                eof = true;
+                continue;
+            }
+            Phase::Draining => {}
+            Phase::Cut => break,
+        }
         tokio::select! {
             biased;
-            () = std::future::poll_fn(|cx| inflight.poll_due(cx, &mut out)) => {
+            mut due = std::future::poll_fn(|cx| inflight.poll_due(cx, &mut out)) => {
                 // Whatever else is already due goes in the same write.
-                while std::future::poll_fn(|cx| Poll::Ready(inflight.poll_due(cx, &mut out)))
-                    .await
-                    .is_ready()
-                {}
+                while let Poll::Ready(more) =
+                    std::future::poll_fn(|cx| Poll::Ready(inflight.poll_due(cx, &mut out))).await
+                {
+                    due += more;
+                }
+                shared.stats.requests.fetch_add(due, Relaxed);
                 if !write(&mut writer, &mut out, shared.config.write_timeout).await {
                     // Gone, or not reading its replies.
                     break;
                 }
             }
-            read = reader.read_buf(&mut buf), if reading => {
-                if !matches!(read, Ok(n) if n > 0) {
-                    eof = true;
+            ready = reader.readable(), if reading => {
+                if buf.capacity() - buf.len() < READ_SIZE {
+                    buf.reserve(READ_SIZE);
+                }
+                match ready.and_then(|()| reader.try_read_buf(&mut buf)) {
+                    Ok(0) => eof = true,
+                    Ok(_) => idle_since = None,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => eof = true,
                 }
             }
+            () = sleep_until(idle_deadline), if idle_deadline.is_some() => {
+                shared.stats.idle_kicks.fetch_add(1, Relaxed);
+                break;
+            }
+            _ = phase.changed() => {}
         }
     }
     let _ = writer.shutdown().await;
     shared.stats.curr_connections.fetch_sub(1, Relaxed);
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Writes `out` (then cleared): at once when the socket takes it all (the

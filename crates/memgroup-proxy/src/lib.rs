@@ -52,12 +52,16 @@ mod conn;
 mod retrieve;
 mod stats;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use memgroup_client::Client;
 use memgroup_proto::server::ServerLimits;
 use tokio::net::TcpListener;
+
+use crate::conn::Phase;
 
 pub use stats::ProxyStats;
 
@@ -77,6 +81,22 @@ pub struct ProxyConfig {
     /// Whether `cache_memlimit` is forwarded to every server of every group
     /// (default on).
     pub allow_cache_memlimit: bool,
+    /// The most client connections open at once; one more is answered
+    /// `ERROR Too many open connections` and closed, as memcached does
+    /// (counted: `rejected_connections`). Default 16,384; the tool raises
+    /// its soft descriptor limit to the hard one so this many fit.
+    pub max_connections: usize,
+    /// The most reply bytes one connection may hold finished behind an
+    /// unfinished earlier reply (a slow key ahead of fast ones): past it
+    /// the connection starts nothing new until those are written. One
+    /// reply may exceed it (a large multi-get); the cap is on what piles
+    /// up. Default 4 MiB.
+    pub max_buffered_replies: usize,
+    /// Closes a connection with nothing in flight and nothing sent for
+    /// this long (counted: `idle_kicks`); `None` (the default, as
+    /// memcached's `idle_timeout`) keeps idle connections open. An idle
+    /// connection holds no buffer either way.
+    pub idle_timeout: Option<std::time::Duration>,
     /// How long a reply may wait for the client to take it (its socket
     /// full: a client that stopped reading): past it the connection is
     /// closed, so such a client costs one socket buffer and its requests in
@@ -93,6 +113,9 @@ impl ProxyConfig {
             max_in_flight: 128,
             allow_flush_all: true,
             allow_cache_memlimit: true,
+            max_connections: 16_384,
+            max_buffered_replies: 4 << 20,
+            idle_timeout: None,
             write_timeout: std::time::Duration::from_secs(30),
         }
     }
@@ -104,6 +127,8 @@ struct Shared {
     client: Client,
     config: ProxyConfig,
     stats: ProxyStats,
+    /// Serving, draining or cut: every connection watches it.
+    phase: tokio::sync::watch::Sender<Phase>,
 }
 
 /// A bound proxy: its listeners open, serving once [`Proxy::serve`] runs.
@@ -132,6 +157,7 @@ impl Proxy {
                 client: client.with_raw_keys(),
                 config,
                 stats: ProxyStats::default(),
+                phase: tokio::sync::watch::Sender::new(Phase::Serving),
             }),
         })
     }
@@ -151,25 +177,94 @@ impl Proxy {
 
     /// Accepts and serves connections until the task is dropped.
     pub async fn serve(self) {
+        self.serve_until(std::future::pending(), std::time::Duration::MAX)
+            .await;
+    }
+
+    /// Accepts and serves connections until `shutdown` resolves, then
+    /// drains: the listeners close (new connections are refused), every
+    /// request already read is answered and its connection closed; what is
+    /// still open after `grace` is cut. Returns what the drain did. The
+    /// client's own background writes and repairs are the caller's to
+    /// drain ([`Client::close`]).
+    pub async fn serve_until(
+        self,
+        shutdown: impl Future<Output = ()>,
+        grace: std::time::Duration,
+    ) -> Drained {
         let mut accepting = tokio::task::JoinSet::new();
         for listener in self.listeners {
             let shared = self.shared.clone();
             accepting.spawn(accept(listener, shared));
         }
-        while accepting.join_next().await.is_some() {}
+        tokio::select! {
+            () = shutdown => {}
+            _ = async { while accepting.join_next().await.is_some() {} } => {}
+        }
+        // The listeners close with their tasks.
+        accepting.shutdown().await;
+        let stats = &self.shared.stats;
+        let open = stats.curr_connections.load(Relaxed);
+        let answered = stats.requests.load(Relaxed);
+        self.shared.phase.send_replace(Phase::Draining);
+        let deadline = tokio::time::Instant::now().checked_add(grace);
+        let closed = || stats.curr_connections.load(Relaxed) == 0;
+        while !closed() && deadline.is_none_or(|d| tokio::time::Instant::now() < d) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let cut = stats.curr_connections.load(Relaxed);
+        self.shared.phase.send_replace(Phase::Cut);
+        while !closed() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        Drained {
+            connections: open,
+            cut,
+            answered: stats.requests.load(Relaxed) - answered,
+        }
     }
 }
 
-/// One listener's accept loop: a task per connection.
+/// What a drain did ([`Proxy::serve_until`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Drained {
+    /// Client connections open when the shutdown began.
+    pub connections: u64,
+    /// Of those, the ones still open when the grace period ended, closed
+    /// with requests unanswered.
+    pub cut: u64,
+    /// Requests answered from the shutdown on.
+    pub answered: u64,
+}
+
+/// One listener's accept loop: a task per connection, up to the most
+/// connections allowed.
 async fn accept(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
+                let stats = &shared.stats;
+                stats.total_connections.fetch_add(1, Relaxed);
+                if stats.curr_connections.load(Relaxed) >= shared.config.max_connections as u64 {
+                    stats.rejected_connections.fetch_add(1, Relaxed);
+                    tokio::spawn(refuse(stream));
+                    continue;
+                }
+                stats.curr_connections.fetch_add(1, Relaxed);
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(conn::serve(stream, shared.clone()));
+                let phase = shared.phase.subscribe();
+                tokio::spawn(conn::serve(stream, shared.clone(), phase));
             }
             // Out of descriptors and the like: wait a little, go on.
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
         }
     }
+}
+
+/// memcached's answer to a connection over its `maxconns`.
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let _ = stream.try_write(b"ERROR Too many open connections\r\n");
+    let _ = stream.shutdown().await;
 }

@@ -31,6 +31,12 @@ pub struct ProxyStats {
     pub cmd_delete: AtomicU64,
     /// `incr`/`decr`/`ma` commands.
     pub cmd_arith: AtomicU64,
+    /// Requests answered (every command, the proxy's own replies too).
+    pub requests: AtomicU64,
+    /// Connections refused at the most allowed (memcached's name).
+    pub rejected_connections: AtomicU64,
+    /// Connections closed for being idle too long (memcached's name).
+    pub idle_kicks: AtomicU64,
     /// `flush_all` commands forwarded.
     pub cmd_flush: AtomicU64,
     /// Writes answered with an error (their policy missed, a server error).
@@ -59,6 +65,9 @@ impl Default for ProxyStats {
             cmd_delete: zero(),
             cmd_arith: zero(),
             cmd_flush: zero(),
+            requests: zero(),
+            rejected_connections: zero(),
+            idle_kicks: zero(),
             write_errors: zero(),
             noreply_failures: zero(),
             protocol_closes: zero(),
@@ -81,6 +90,9 @@ impl ProxyStats {
             &self.cmd_delete,
             &self.cmd_arith,
             &self.cmd_flush,
+            &self.requests,
+            &self.rejected_connections,
+            &self.idle_kicks,
             &self.write_errors,
             &self.noreply_failures,
             &self.protocol_closes,
@@ -101,7 +113,7 @@ impl ProxyStats {
         stat("uptime", &self.started.elapsed().as_secs());
         stat("time", &now);
         stat("version", &crate::answer::VERSION);
-        let counters: [(&str, &AtomicU64); 15] = [
+        let counters: [(&str, &AtomicU64); 18] = [
             ("curr_connections", &self.curr_connections),
             ("total_connections", &self.total_connections),
             ("cmd_get", &self.cmd_get),
@@ -116,6 +128,9 @@ impl ProxyStats {
             ("write_errors", &self.write_errors),
             ("noreply_failures", &self.noreply_failures),
             ("protocol_closes", &self.protocol_closes),
+            ("requests", &self.requests),
+            ("rejected_connections", &self.rejected_connections),
+            ("idle_kicks", &self.idle_kicks),
             ("threads", &AtomicU64::new(thread_count())),
         ];
         for (name, value) in counters {

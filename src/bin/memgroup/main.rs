@@ -43,18 +43,20 @@ fn main() -> ExitCode {
         Err(e) => return output::fail(&format!("cannot start the runtime: {e}"), 1),
     };
     let writes = cli.command.writes();
+    // A proxy is a long-lived writer: repairs journaled at exit are kept,
+    // only lost ones make its exit partial.
+    let proxy = matches!(cli.command, commands::Command::Proxy(_));
     let drain = std::time::Duration::try_from_secs_f64(cli.cluster.drain.max(0.0))
         .unwrap_or(std::time::Duration::from_secs(5));
     let run = async {
         let result = cli.command.run(&cli.cluster, cli.json).await;
         // A repair's confirming delete comes a second after its first.
-        let owed = cluster::close_clients(drain).await;
+        let (owed, lost) = cluster::close_clients(drain).await;
         // A write done everywhere it could be, with repairs still owed
         // (journaled, or lost): partly done.
+        let partly = (writes && owed > 0) || (proxy && lost > 0);
         match result {
-            Ok(code) if writes && owed > 0 && code == ExitCode::SUCCESS => {
-                Ok(ExitCode::from(exit::PARTIAL))
-            }
+            Ok(code) if partly && code == ExitCode::SUCCESS => Ok(ExitCode::from(exit::PARTIAL)),
             other => other,
         }
     };

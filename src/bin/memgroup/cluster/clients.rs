@@ -115,10 +115,11 @@ static OPEN: parking_lot::Mutex<Vec<Client>> = parking_lot::Mutex::new(Vec::new(
 /// still finishing and queued repairs are drained, and what cannot be (a
 /// server still down) is journaled for the next run, or said lost when the
 /// journal is off. Each key not yet repaired is named on stderr. Returns
-/// how many repairs are still owed.
-pub(crate) async fn close_clients(deadline: Duration) -> usize {
+/// how many repairs are still owed (journaled or lost), and how many of
+/// them are lost.
+pub(crate) async fn close_clients(deadline: Duration) -> (usize, usize) {
     let clients = std::mem::take(&mut *OPEN.lock());
-    let mut owed = 0;
+    let (mut owed, mut dropped) = (0, 0);
     for client in clients {
         let Err(e) = client.close(deadline).await else {
             continue;
@@ -126,6 +127,9 @@ pub(crate) async fn close_clients(deadline: Duration) -> usize {
         let left = client.owed_repairs();
         owed += left.len();
         let lost = client.repair_journal().is_none();
+        if lost {
+            dropped += left.len();
+        }
         crate::output::warn(
             None,
             &if lost {
@@ -153,7 +157,7 @@ pub(crate) async fn close_clients(deadline: Duration) -> usize {
             );
         }
     }
-    owed
+    (owed, dropped)
 }
 
 /// `spec` reduced to group `name`, read as it is: no fallback, no failover,

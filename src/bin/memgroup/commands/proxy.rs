@@ -1,10 +1,13 @@
 //! `proxy`: a memcached to every client that connects, forwarding through
-//! the cluster's client (memgroup-proxy). Runs until interrupted; then the
-//! client closes as every command's does (background writes drained up to
-//! `--drain`, the rest journaled).
+//! the cluster's client (memgroup-proxy). Runs until SIGTERM or Ctrl-C;
+//! then it drains: the listeners close, every request already read is
+//! answered, connections still open after `--grace` are cut, and the client
+//! closes as every command's does (background writes and repairs drained up
+//! to `--drain`, the rest journaled).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use memgroup::proxy::{Proxy, ProxyConfig};
 
@@ -27,6 +30,18 @@ pub(crate) struct Args {
     /// every server's memory limit.
     #[arg(long)]
     no_cache_memlimit: bool,
+    /// The most client connections open at once (one more is answered
+    /// `ERROR Too many open connections`, as memcached does).
+    #[arg(long, value_name = "N", default_value_t = 16_384)]
+    max_connections: usize,
+    /// Closes a client connection idle this long, in seconds (0: never, the
+    /// default, as memcached).
+    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    idle_timeout: f64,
+    /// On SIGTERM, how long the connections may take to get the answers to
+    /// what they sent, in seconds, before they are cut.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    grace: f64,
     /// The most requests of one client connection in flight at once.
     #[arg(long, value_name = "N", default_value_t = 128)]
     max_in_flight: usize,
@@ -45,6 +60,10 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
     config.allow_flush_all = !args.no_flush_all;
     config.allow_cache_memlimit = !args.no_cache_memlimit;
     config.max_in_flight = args.max_in_flight.max(1);
+    config.max_connections = args.max_connections;
+    config.idle_timeout = seconds(args.idle_timeout, "--idle-timeout")?;
+    let grace = seconds(args.grace, "--grace")?.unwrap_or_default();
+    raise_descriptor_limit(args.max_connections);
     config.limits.max_value = args.max_value;
     let proxy = Proxy::bind(client, config)
         .await
@@ -57,10 +76,62 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
     output::info(&format!("memgroup proxy listening on {}", addrs.join(", ")));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::Op(format!("cannot watch SIGTERM: {e}")))?;
-    tokio::select! {
-        () = proxy.serve() => {}
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
+    let shutdown = async {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        output::info("memgroup proxy: draining (no new connections)");
+    };
+    let drained = proxy.serve_until(shutdown, grace).await;
+    output::info(&format!(
+        "memgroup proxy: {} requests answered while draining {} connections; {} cut after the grace period",
+        drained.answered, drained.connections, drained.cut
+    ));
+    if drained.cut > 0 {
+        // Their requests in flight were read and never answered.
+        return Ok(ExitCode::from(crate::exit::PARTIAL));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A duration flag in seconds: 0 is `None`, a negative or unreadable one
+/// is a usage error.
+fn seconds(secs: f64, flag: &str) -> Result<Option<Duration>, Failure> {
+    if secs == 0.0 {
+        return Ok(None);
+    }
+    Duration::try_from_secs_f64(secs)
+        .map(Some)
+        .map_err(|_| Failure::Usage(format!("{flag} {secs}: not a number of seconds")))
+}
+
+/// Raises the soft limit on open descriptors to the hard one, so the most
+/// connections allowed can be open (a distribution's soft default, 1,024,
+/// is far below `--max-connections`); warns when even the hard limit is
+/// below what the connections need.
+fn raise_descriptor_limit(connections: usize) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct
+    // passed, which lives on this stack frame.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0
+        }
+    };
+    // The servers' connections and the listeners need descriptors too.
+    let needed = connections as u64 + 256;
+    if !raised || limit.rlim_cur < needed {
+        output::warn(
+            None,
+            &format!(
+                "open descriptors limited to {} (ulimit -n): fewer than --max-connections {connections} and the servers' connections",
+                limit.rlim_cur
+            ),
+        );
+    }
 }
