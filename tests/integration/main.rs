@@ -24,6 +24,7 @@ mod proto;
 mod proxy;
 mod proxy_clients;
 mod proxy_limits;
+mod proxy_reload;
 mod readrepair;
 mod repairs;
 mod replicas;

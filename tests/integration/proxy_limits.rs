@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::proxy::stat;
-use crate::support::Memcached;
+use crate::support::{Memcached, ToolProxy};
 
 fn config() -> ProxyConfig {
     ProxyConfig::listen(["127.0.0.1:0".parse().unwrap()])
@@ -219,24 +219,9 @@ async fn a_request_still_running_after_the_grace_is_cut() {
 /// and exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tool_drains_on_sigterm_and_exits_0() {
-    use std::io::BufRead;
-    use std::process::{Command, Stdio};
     let server = Memcached::spawn();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memgroup"))
-        .env("MEMGROUP_REPAIR_JOURNAL", "off")
-        .args(["--servers", &server.addr_string(), "proxy"])
-        .args(["--listen", "127.0.0.1:0", "--grace", "5"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let addr = first
-        .strip_prefix("memgroup proxy listening on ")
-        .unwrap_or_else(|| panic!("{first}"))
-        .to_string();
-    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let tool = ToolProxy::start(&["--servers", &server.addr_string()], &["--grace", "5"]);
+    let mut stream = TcpStream::connect(tool.addr).await.unwrap();
     assert_eq!(
         ask(&mut stream, b"set k 0 0 1\r\nv\r\n", b"\r\n").await,
         b"STORED\r\n"
@@ -246,11 +231,7 @@ async fn the_tool_drains_on_sigterm_and_exits_0() {
     server.stop();
     stream.write_all(b"get k\r\n").await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let stopping = tokio::spawn(tool.terminate());
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.resume();
     let reply = ask(&mut stream, b"", b"<never>").await;
@@ -260,11 +241,8 @@ async fn the_tool_drains_on_sigterm_and_exits_0() {
         "{}",
         String::from_utf8_lossy(&reply)
     );
-    let code = tokio::task::spawn_blocking(move || child.wait().unwrap())
-        .await
-        .unwrap();
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    assert_eq!(code.code(), Some(0), "{rest:?}");
+    let (status, rest, stderr) = stopping.await.unwrap();
+    assert_eq!(status.code(), Some(0), "{rest:?} {stderr}");
     assert!(rest.iter().any(|l| l.contains("draining")), "{rest:?}");
     assert!(
         rest.iter()

@@ -409,6 +409,84 @@ pub fn memgroup(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// The built tool running `proxy --listen 127.0.0.1:0` after `args` (the
+/// cluster flags) and before `proxy_args`; its address read from its first
+/// line. Killed when dropped, unless [`ToolProxy::terminate`] ended it.
+pub struct ToolProxy {
+    child: Option<std::process::Child>,
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+    stdout: Option<std::io::Lines<std::io::BufReader<std::process::ChildStdout>>>,
+}
+
+impl ToolProxy {
+    /// Starts it and waits for its listening line.
+    pub fn start(args: &[&str], proxy_args: &[&str]) -> ToolProxy {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memgroup"))
+            .env("MEMGROUP_REPAIR_JOURNAL", "off")
+            .env_remove("MEMCACHED_SERVERS")
+            .env_remove("MEMGROUP_GROUPS")
+            .env_remove("MEMGROUP_CONFIG")
+            .args(args)
+            .args(["proxy", "--listen", "127.0.0.1:0"])
+            .args(proxy_args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = stdout.next().unwrap().unwrap();
+        let addr = first
+            .strip_prefix("memgroup proxy listening on ")
+            .unwrap_or_else(|| panic!("{first}"))
+            .parse()
+            .unwrap();
+        ToolProxy {
+            child: Some(child),
+            addr,
+            stdout: Some(stdout),
+        }
+    }
+
+    /// Sends it `signal` (`"TERM"`, `"HUP"`, …).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().unwrap().id();
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGTERM, then its exit status, the rest of its stdout and all its
+    /// stderr.
+    pub async fn terminate(mut self) -> (std::process::ExitStatus, Vec<String>, String) {
+        use std::io::Read;
+        self.signal("TERM");
+        let (mut child, stdout) = (self.child.take().unwrap(), self.stdout.take().unwrap());
+        tokio::task::spawn_blocking(move || {
+            let status = child.wait().unwrap();
+            let rest = stdout.map_while(Result::ok).collect();
+            let mut stderr = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+            (status, rest, stderr)
+        })
+        .await
+        .unwrap()
+    }
+}
+
+impl Drop for ToolProxy {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// [`memgroup`], asserting it succeeded; returns its stdout.
 pub fn memgroup_ok(args: &[&str]) -> String {
     let o = memgroup(args);

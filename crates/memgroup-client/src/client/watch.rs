@@ -25,6 +25,19 @@ use crate::events::Event;
 #[derive(Debug)]
 pub struct Watcher {
     task: JoinHandle<()>,
+    /// Wakes a file watcher before its interval ([`Watcher::reload_now`]).
+    now: Arc<tokio::sync::Notify>,
+}
+
+impl Watcher {
+    /// Re-reads at once instead of at the end of the interval (what an
+    /// operator's SIGHUP asks for). Calls while a read is pending are one
+    /// read, and a text already applied is not applied again, so a signal
+    /// and the interval's own read of the same change apply it once. A DNS
+    /// watcher ignores it.
+    pub fn reload_now(&self) {
+        self.now.notify_one();
+    }
 }
 
 impl Drop for Watcher {
@@ -41,8 +54,9 @@ impl Client {
     /// topology crate's parsers fit `parse` (`ClusterSpec::parse_server_list`,
     /// `parse_evcache`, `parse_url`); the `memgroup` tool passes its
     /// `cluster.toml` reader.
-    /// The first read happens after one interval: build the client from the
-    /// file's current text.
+    /// The first read happens after one interval (or
+    /// [`Watcher::reload_now`]): build the client from the file's current
+    /// text.
     ///
     /// Must be called within a tokio runtime.
     pub fn watch_file<E: std::fmt::Display>(
@@ -52,10 +66,15 @@ impl Client {
         parse: impl Fn(&str) -> Result<ClusterSpec, E> + Send + 'static,
     ) -> Watcher {
         let (client, path) = (self.clone(), path.into());
+        let now = Arc::new(tokio::sync::Notify::new());
+        let woken = now.clone();
         let task = tokio::spawn(async move {
             let mut applied = std::fs::read_to_string(&path).ok();
             loop {
-                tokio::time::sleep(interval).await;
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    () = woken.notified() => {}
+                }
                 let read = {
                     let path = path.clone();
                     tokio::task::spawn_blocking(move || std::fs::read_to_string(path)).await
@@ -85,7 +104,7 @@ impl Client {
                 applied = Some(text);
             }
         });
-        Watcher { task }
+        Watcher { task, now }
     }
 
     /// Resolves the servers' host names every `interval`; when a server's
@@ -122,7 +141,10 @@ impl Client {
                 tokio::time::sleep(interval).await;
             }
         });
-        Watcher { task }
+        Watcher {
+            task,
+            now: Arc::default(),
+        }
     }
 
     /// Lets go of every connection to `server` (`host:port`, one of the

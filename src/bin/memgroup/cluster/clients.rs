@@ -28,11 +28,17 @@ impl ClientSettings {
             .on_event(|event| {
                 // A watched file's change that cannot be applied: the
                 // command goes on with the cluster as it was.
-                if let Event::TopologyRejected { error } = event {
-                    crate::output::warn(
+                match event {
+                    Event::TopologyRejected { error } => crate::output::warn(
                         None,
                         &format!("{}; going on with the cluster as it was", error.chain()),
-                    );
+                    ),
+                    Event::TopologyChanged { added, removed } => {
+                        crate::output::note(&format!(
+                            "cluster file applied: servers added {added:?}, removed {removed:?}"
+                        ));
+                    }
+                    _ => {}
                 }
             })
             .cluster(spec)

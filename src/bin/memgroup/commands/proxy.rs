@@ -1,5 +1,6 @@
 //! `proxy`: a memcached to every client that connects, forwarding through
-//! the cluster's client (memgroup-proxy). Runs until SIGTERM or Ctrl-C;
+//! the cluster's client (memgroup-proxy). Follows its `--config` file
+//! (every second and on SIGHUP). Runs until SIGTERM or Ctrl-C;
 //! then it drains: the listeners close, every request already read is
 //! answered, connections still open after `--grace` are cut, and the client
 //! closes as every command's does (background writes and repairs drained up
@@ -20,8 +21,12 @@ use crate::output;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// An address to listen on (`host:port`); repeatable.
-    #[arg(long, value_name = "ADDR", required = true)]
+    #[arg(long, value_name = "ADDR", required_unless_present = "check")]
     listen: Vec<SocketAddr>,
+    /// Checks the cluster (the `--config` file, flags and variables) as the
+    /// proxy would read it, says what it found, and exits: 0 valid, 2 not.
+    #[arg(long)]
+    check: bool,
     /// Refuse `flush_all` (answered `SERVER_ERROR`) instead of flushing
     /// every server of every group.
     #[arg(long)]
@@ -55,7 +60,34 @@ pub(crate) struct Args {
 
 /// `proxy`: serve until Ctrl-C or SIGTERM.
 pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
-    let client = Cluster::from_flags(flags)?.client()?;
+    let cluster = Cluster::from_flags(flags)?;
+    let client = cluster.client()?;
+    if args.check {
+        let spec = &cluster.spec;
+        let servers: usize = spec.groups.iter().map(|g| g.servers.len()).sum();
+        output::info(&format!(
+            "cluster valid: {} groups, {servers} servers",
+            spec.groups.len()
+        ));
+        return Ok(ExitCode::SUCCESS);
+    }
+    // A changed --config file applies to new requests (checked every
+    // second, and at once on SIGHUP); one that cannot be read or parsed is
+    // said on stderr and the cluster stays as it was.
+    let watcher = cluster.watch(&client, Ok);
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| Failure::Op(format!("cannot watch SIGHUP: {e}")))?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            match &watcher {
+                Some(watcher) => {
+                    output::note("SIGHUP: reading the cluster file again");
+                    watcher.reload_now();
+                }
+                None => output::note("SIGHUP: no --config file to read again"),
+            }
+        }
+    });
     let mut config = ProxyConfig::listen(args.listen.iter().copied());
     config.allow_flush_all = !args.no_flush_all;
     config.allow_cache_memlimit = !args.no_cache_memlimit;

@@ -1,0 +1,172 @@
+//! `memgroup proxy` following its `--config` file: changes applied under
+//! load (on SIGHUP and on its own reads) with no request failed or closed,
+//! a bad file refused with one line while the old cluster serves, and
+//! `--check`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::tempdir::Dir;
+use crate::support::{Memcached, ToolProxy, memgroup};
+
+/// A cluster.toml of one group, `servers` as written (`host:port[:weight]`).
+fn cluster_toml(servers: &[String], timeout_ms: u64) -> String {
+    let list: Vec<String> = servers.iter().map(|s| format!("{s:?}")).collect();
+    format!(
+        "hash = \"ketama\"\ntimeout_ms = {timeout_ms}\n\n[[groups]]\nname = \"sg1\"\nservers = [{}]\n",
+        list.join(", ")
+    )
+}
+
+/// Replaces the file at once (written beside it, then renamed), as a
+/// deployment tool does: a reader never sees half a file.
+fn replace(path: &std::path::Path, text: &str) {
+    let next = path.with_extension("next");
+    std::fs::write(&next, text).unwrap();
+    std::fs::rename(&next, path).unwrap();
+}
+
+/// A client connection setting a key and reading it back in one write,
+/// over and over; any reply but `STORED` then the value (or a miss or an
+/// older value of the key, when the layout changed between the two) counts
+/// as a failure.
+async fn caller(
+    addr: std::net::SocketAddr,
+    id: usize,
+    stop: Arc<AtomicBool>,
+) -> (u64, Vec<String>) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let (mut ops, mut failures) = (0u64, Vec::new());
+    let mut round = 0u64;
+    while !stop.load(Relaxed) {
+        round += 1;
+        let key = format!("c{id}k{}", round % 200);
+        let value = format!("{round:08}");
+        let request = format!("set {key} 0 0 8\r\n{value}\r\nget {key}\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !reply.ends_with(b"END\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => {
+                    failures.push(format!("{key}: connection closed"));
+                    return (ops, failures);
+                }
+                Ok(n) => reply.extend_from_slice(&buf[..n]),
+            }
+        }
+        // A key the layout moved away and back may find the copy an earlier
+        // round left on the server it returned to (no migration mode here):
+        // an older value of this key is a layout's doing, anything else a
+        // failure.
+        let head = format!("STORED\r\nVALUE {key} 0 8\r\n");
+        let read = reply
+            .strip_prefix(head.as_bytes())
+            .and_then(|rest| rest.strip_suffix(b"\r\nEND\r\n"))
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
+        let ours = read.is_some_and(|r| r <= round && r % 200 == round % 200);
+        if !ours && reply != b"STORED\r\nEND\r\n" {
+            failures.push(format!("{key}: {}", String::from_utf8_lossy(&reply)));
+        }
+        ops += 2;
+    }
+    (ops, failures)
+}
+
+/// Eight connections under load while the file changes ten times (servers
+/// added and weighted, the timeout changed, one unparsable version among
+/// them), each change announced by SIGHUP: no request fails or is closed,
+/// the bad file is said once and the proxy keeps serving, and the last
+/// layout is the one serving (keys land on the server added last).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_under_load_fail_no_request() {
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
+    let addr = |i: usize| servers[i].addr_string();
+    let dir = Dir::new("proxy-reload");
+    let file = dir.path().join("cluster.toml");
+    replace(&file, &cluster_toml(&[addr(0)], 2000));
+    let path = file.to_str().unwrap();
+    let tool = ToolProxy::start(&["--config", path], &[]);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let callers: Vec<_> = (0..8)
+        .map(|id| tokio::spawn(caller(tool.addr, id, stop.clone())))
+        .collect();
+    let versions = [
+        cluster_toml(&[addr(0), addr(1)], 2000),
+        cluster_toml(&[format!("{}:3", addr(0)), addr(1)], 2000),
+        cluster_toml(&[addr(0), addr(1)], 1500),
+        "[[groups]]\nname = \"sg1\"\nservers = [\"not a server\"]\n".to_string(),
+        cluster_toml(&[addr(1)], 2000),
+        cluster_toml(&[addr(0), addr(1)], 2000),
+        cluster_toml(&[addr(0), format!("{}:2", addr(1))], 1000),
+        cluster_toml(&[addr(1), addr(0)], 2000),
+        cluster_toml(&[addr(0)], 2000),
+        cluster_toml(&[addr(0), addr(1), addr(2)], 2000),
+    ];
+    for text in &versions {
+        replace(&file, text);
+        tool.signal("HUP");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    // Long enough for the last layout to take load on its new server.
+    let before = crate::support::raw::stat(servers[2].addr(), "cmd_set");
+    crate::support::eventually("sets on the server added last", || {
+        crate::support::raw::stat(servers[2].addr(), "cmd_set") > before + 50
+    })
+    .await;
+    stop.store(true, Relaxed);
+    let (mut ops, mut failures) = (0, Vec::new());
+    for caller in callers {
+        let (n, failed) = caller.await.unwrap();
+        ops += n;
+        failures.extend(failed);
+    }
+    let (status, _, stderr) = tool.terminate().await;
+    assert!(
+        failures.is_empty(),
+        "{} failed: {failures:?}",
+        failures.len()
+    );
+    assert!(ops > 1000, "{ops} requests");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let applied = stderr.matches("cluster file applied").count();
+    assert!(applied >= 5, "{applied} applied: {stderr}");
+    let refused: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("going on with the cluster as it was"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{stderr}");
+    assert!(refused[0].contains("not a server"), "{}", refused[0]);
+}
+
+/// `proxy --check` reads the cluster as the proxy would and exits: 0 and a
+/// summary for a valid file, 2 and the problem for one that is not.
+#[test]
+fn check_validates_a_file_and_exits() {
+    let dir = Dir::new("proxy-check");
+    let file = dir.path().join("cluster.toml");
+    replace(
+        &file,
+        &cluster_toml(&["127.0.0.1:1".into(), "127.0.0.1:2:3".into()], 100),
+    );
+    let path = file.to_str().unwrap();
+    let o = memgroup(&["--config", path, "proxy", "--check"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "cluster valid: 1 groups, 2 servers\n"
+    );
+    replace(
+        &file,
+        "[[groups]]\nname = \"sg1\"\nservers = [\"127.0.0.1:x\"]\n",
+    );
+    let o = memgroup(&["--config", path, "proxy", "--check"]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("127.0.0.1:x"), "{stderr}");
+}
