@@ -19,7 +19,7 @@ const MARKER: &[u8] = b"mg __end__ k\r\n";
 const MARKER_REPLY: &[u8] = b"EN k__end__\r\n";
 
 /// Starts a proxy for `client` on a free port.
-async fn proxy(client: Client) -> SocketAddr {
+pub(crate) async fn proxy(client: Client) -> SocketAddr {
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let proxy = Proxy::bind(client, ProxyConfig::listen([listen]))
         .await
@@ -32,7 +32,7 @@ async fn proxy(client: Client) -> SocketAddr {
 /// Sends `script` and the marker, and reads until the marker's reply or
 /// the close (`<CLOSED>` appended). A script of one line without a newline
 /// gets no marker: the line would end with it.
-async fn exchange(addr: SocketAddr, script: &[u8]) -> Vec<u8> {
+pub(crate) async fn exchange(addr: SocketAddr, script: &[u8]) -> Vec<u8> {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let mut sent = script.to_vec();
     if script.contains(&b'\n') {

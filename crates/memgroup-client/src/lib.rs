@@ -192,7 +192,7 @@ pub use client::{SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS, SerdeCodec};
 pub use conn::Credentials;
 #[cfg(feature = "tls")]
 pub use conn::tls::TlsConfig;
-pub use counters::Counters;
+pub use counters::{Counters, Histogram};
 pub use error::{Error, ErrorKind};
 pub use events::Event;
 pub use item::{GroupOutcome, GroupState, Item, MultiGet, ServerStats, WriteOutcome};

@@ -33,14 +33,15 @@ pub(crate) fn immediate(shared: &Shared, request: &ClientRequest) -> Option<Byte
         ClientRequest::NotServed(_) => Bytes::from_static(b"ERROR\r\n"),
         ClientRequest::Stats { args } if args.is_empty() => {
             let mut out = BytesMut::new();
-            shared.stats.encode(&mut out);
+            shared.stats.encode(&shared.client.status(), &mut out);
             out.freeze()
         }
         ClientRequest::Stats { args } if &args[0][..] == b"reset" => {
             shared.stats.reset();
+            shared.latency.reset();
             Bytes::from_static(b"RESET\r\n")
         }
-        ClientRequest::Stats { args } => crate::stats::section(args),
+        ClientRequest::Stats { args } => crate::stats::section(shared, args),
         ClientRequest::FlushAll { .. } if !shared.config.allow_flush_all => {
             Bytes::from_static(b"SERVER_ERROR flush_all is disabled on this proxy\r\n")
         }

@@ -15,6 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::Shared;
+use crate::latency::Command;
 
 type Answer = Pin<Box<dyn Future<Output = Bytes> + Send>>;
 
@@ -293,8 +294,12 @@ fn start(shared: &Arc<Shared>, request: ClientRequest, keys: Vec<u64>) -> Option
         Some(bytes) => (None, Some(bytes)),
         None => {
             let shared = shared.clone();
-            let future: Answer =
-                Box::pin(async move { crate::answer::answer(&shared, request).await });
+            let future: Answer = Box::pin(async move {
+                let (command, started) = (Command::of(&request), std::time::Instant::now());
+                let reply = crate::answer::answer(&shared, request).await;
+                shared.latency.record(command, started.elapsed());
+                reply
+            });
             (Some(future), None)
         }
     };

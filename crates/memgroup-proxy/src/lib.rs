@@ -49,6 +49,7 @@
 mod answer;
 mod binary;
 mod conn;
+mod latency;
 mod retrieve;
 mod stats;
 
@@ -127,6 +128,8 @@ struct Shared {
     client: Client,
     config: ProxyConfig,
     stats: ProxyStats,
+    /// Each command's latency over a recent window (`stats latency`).
+    latency: latency::Latencies,
     /// Serving, draining or cut: every connection watches it.
     phase: tokio::sync::watch::Sender<Phase>,
 }
@@ -157,6 +160,7 @@ impl Proxy {
                 client: client.with_raw_keys(),
                 config,
                 stats: ProxyStats::default(),
+                latency: latency::Latencies::default(),
                 phase: tokio::sync::watch::Sender::new(Phase::Serving),
             }),
         })

@@ -5,6 +5,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use memgroup_client::{ServerState, ServerStatus, Status};
+
+use crate::Shared;
 
 /// What the proxy counts (relaxed atomics, read by `stats`).
 #[derive(Debug)]
@@ -101,8 +104,10 @@ impl ProxyStats {
         }
     }
 
-    /// The `stats` reply: `STAT <name> <value>` lines and `END`.
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    /// The `stats` reply: `STAT <name> <value>` lines and `END`; the
+    /// proxy's counters, then the client's (`status`): its servers, what it
+    /// repaired and hedged, and its topology's generation and age.
+    pub(crate) fn encode(&self, status: &Status, out: &mut BytesMut) {
         let mut stat = |name: &str, value: &dyn std::fmt::Display| {
             out.put_slice(format!("STAT {name} {value}\r\n").as_bytes());
         };
@@ -136,6 +141,27 @@ impl ProxyStats {
         for (name, value) in counters {
             stat(name, &value.load(Relaxed));
         }
+        let up = status.servers.iter().filter(|s| s.state == ServerState::Up);
+        let sum = |field: fn(&ServerStatus) -> u64| status.servers.iter().map(field).sum::<u64>();
+        let client: [(&str, u64); 13] = [
+            ("servers", status.servers.len() as u64),
+            ("servers_up", up.count() as u64),
+            ("server_requests", sum(|s| s.counters.requests)),
+            ("server_fallbacks", sum(|s| s.counters.fallbacks)),
+            ("server_errors", sum(|s| s.counters.errors_total())),
+            ("server_timeouts", sum(|s| s.counters.timeouts)),
+            ("repairs_pending", status.repairs.pending as u64),
+            ("repairs_done", status.repairs.repaired),
+            ("repairs_dropped", status.repairs.dropped),
+            ("hedged_reads", status.hedged_reads),
+            ("read_repairs", status.read_repairs),
+            ("background_writes", status.background_writes as u64),
+            ("topology_generation", status.topology_generation),
+        ];
+        for (name, value) in client {
+            stat(name, &value);
+        }
+        stat("topology_age", &status.topology_age.as_secs());
         out.put_slice(b"END\r\n");
     }
 }
@@ -144,12 +170,59 @@ fn thread_count() -> u64 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
 }
 
-/// `stats <section>`, memcached's sections other than `reset`, answered as
-/// a memcached that holds no items answers them (memcached's own proxy does
-/// the same: the proxy stores nothing; the servers' sections are theirs to
-/// give, `memgroup stats --arg items`). `settings` and `conns` are not
-/// served (`ERROR`, as for a section memcached lacks).
-pub(crate) fn section(args: &[Bytes]) -> Bytes {
+/// `stats <section>`: the proxy's own `servers` (each server as the
+/// client sees it) and `latency` (each command's over a recent window), and
+/// memcached's sections other than `reset`, answered as a memcached that
+/// holds no items answers them (memcached's own proxy does the same: the
+/// proxy stores nothing; the servers' sections are theirs to give,
+/// `memgroup stats --arg items`). `settings` and `conns` are not served
+/// (`ERROR`, as for a section memcached lacks).
+pub(crate) fn section(shared: &Shared, args: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::new();
+    match &args[0][..] {
+        b"servers" => servers(&shared.client.status(), &mut out),
+        b"latency" => shared.latency.encode(&mut out),
+        _ => return memcacheds_section(args),
+    }
+    out.freeze()
+}
+
+/// `stats servers`: `STAT <host:port>:<field> <value>` for every server of
+/// the topology serving, in its order.
+fn servers(status: &Status, out: &mut BytesMut) {
+    for server in &status.servers {
+        let mut stat = |field: &str, value: &dyn std::fmt::Display| {
+            out.put_slice(format!("STAT {}:{field} {value}\r\n", server.server).as_bytes());
+        };
+        stat("groups", &server.groups.join(","));
+        match server.state {
+            ServerState::Dead { retry_in } => {
+                stat("state", &"dead");
+                stat("retry_in_ms", &retry_in.as_millis());
+            }
+            _ => stat("state", &"up"),
+        }
+        let c = &server.counters;
+        stat("failures", &server.failures);
+        stat("connections", &server.connections);
+        stat("in_flight", &server.in_flight);
+        stat("queued", &server.queued);
+        stat("requests", &c.requests);
+        stat("hits", &c.hits);
+        stat("misses", &c.misses);
+        stat("fallbacks", &c.fallbacks);
+        stat("errors", &c.errors_total());
+        stat("timeouts", &c.timeouts);
+        if let (Some(p50), Some(p99)) = (c.latency_p50, c.latency_p99) {
+            stat("p50_us", &p50.as_micros());
+            stat("p99_us", &p99.as_micros());
+        }
+    }
+    out.put_slice(b"END\r\n");
+}
+
+/// memcached's own sections, as a memcached holding nothing answers them.
+fn memcacheds_section(args: &[Bytes]) -> Bytes {
     let number = |i: usize| {
         args.get(i)
             .and_then(|t| std::str::from_utf8(t).ok())

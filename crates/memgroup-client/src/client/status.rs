@@ -89,6 +89,11 @@ pub struct Status {
     /// ([`WriteWait::Policy`](crate::WriteWait::Policy)), and copies of read
     /// repair and consistent reads on their way.
     pub background_writes: usize,
+    /// The topology serving: 1 for the one the client was built with, one
+    /// more for each applied since ([`Client::set_topology`], a watched file).
+    pub topology_generation: u64,
+    /// How long ago the topology serving was applied.
+    pub topology_age: Duration,
 }
 
 impl Client {
@@ -178,6 +183,8 @@ impl Client {
                 .as_ref()
                 .map(crate::client::near::Near::status),
             background_writes: self.inner.background_count(),
+            topology_generation: snap.generation,
+            topology_age: now.saturating_duration_since(snap.since),
         }
     }
 }

@@ -46,6 +46,10 @@ pub(crate) struct Snapshot {
     /// What the client did with each server (kept across topology changes
     /// for servers that stay).
     counters: Vec<Arc<ServerCounters>>,
+    /// 1 for the client's first topology, one more for each applied since.
+    pub(crate) generation: u64,
+    /// When it was applied.
+    pub(crate) since: Instant,
 }
 
 /// A group's own TLS and login, overriding the cluster-wide ones.
@@ -145,6 +149,8 @@ impl Snapshot {
             by_name,
             settings,
             counters,
+            generation: previous.map_or(1, |p| p.generation + 1),
+            since: now(),
         }
     }
 
