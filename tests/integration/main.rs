@@ -26,6 +26,7 @@ mod proxy_clients;
 mod proxy_limits;
 mod proxy_reload;
 mod proxy_stats;
+mod proxy_tls;
 mod readrepair;
 mod repairs;
 mod replicas;

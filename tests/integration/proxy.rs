@@ -20,10 +20,17 @@ const MARKER_REPLY: &[u8] = b"EN k__end__\r\n";
 
 /// Starts a proxy for `client` on a free port.
 pub(crate) async fn proxy(client: Client) -> SocketAddr {
-    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let proxy = Proxy::bind(client, ProxyConfig::listen([listen]))
-        .await
-        .unwrap();
+    proxy_with(client, free_port()).await
+}
+
+/// Listening on a free loopback port, the default settings.
+pub(crate) fn free_port() -> ProxyConfig {
+    ProxyConfig::listen(["127.0.0.1:0".parse().unwrap()])
+}
+
+/// Starts a proxy for `client` with `config`; where it listens.
+pub(crate) async fn proxy_with(client: Client, config: ProxyConfig) -> SocketAddr {
+    let proxy = Proxy::bind(client, config).await.unwrap();
     let addr = proxy.local_addrs()[0];
     tokio::spawn(proxy.serve());
     addr
@@ -499,16 +506,9 @@ async fn a_client_that_stops_reading_is_disconnected() {
     let value = vec![b'v'; 500_000];
     raw::set(server.addr(), b"big", &value);
     let _clock = crate::support::HeldClock::hold();
-    let client = Client::builder()
-        .servers(&server.addr_string())
-        .unwrap()
-        .build()
-        .unwrap();
-    let mut config = ProxyConfig::listen(["127.0.0.1:0".parse().unwrap()]);
+    let mut config = free_port();
     config.write_timeout = Duration::from_secs(10);
-    let proxy = Proxy::bind(client, config).await.unwrap();
-    let addr = proxy.local_addrs()[0];
-    tokio::spawn(proxy.serve());
+    let addr = proxy_with(crate::proxy_limits::client_of(&server), config).await;
     let asked = 60;
     let mut hog = TcpStream::connect(addr).await.unwrap();
     hog.write_all(&b"get big\r\n".repeat(asked)).await.unwrap();

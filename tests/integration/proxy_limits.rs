@@ -5,18 +5,14 @@
 use std::time::Duration;
 
 use memgroup::client::Client;
-use memgroup::proxy::{Drained, Proxy, ProxyConfig};
+use memgroup::proxy::{Drained, Proxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::proxy::stat;
+use crate::proxy::{free_port, stat};
 use crate::support::{Memcached, ToolProxy};
 
-fn config() -> ProxyConfig {
-    ProxyConfig::listen(["127.0.0.1:0".parse().unwrap()])
-}
-
-fn client_of(server: &Memcached) -> Client {
+pub(crate) fn client_of(server: &Memcached) -> Client {
     Client::builder()
         .servers(&server.addr_string())
         .unwrap()
@@ -53,7 +49,7 @@ async fn draining(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<Drained>,
 ) {
-    let proxy = Proxy::bind(client_of(server), config()).await.unwrap();
+    let proxy = Proxy::bind(client_of(server), free_port()).await.unwrap();
     let addr = proxy.local_addrs()[0];
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(proxy.serve_until(
@@ -70,7 +66,7 @@ async fn draining(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_over_the_most_gets_memcacheds_error() {
     let server = Memcached::spawn();
-    let mut config = config();
+    let mut config = free_port();
     config.max_connections = 2;
     let proxy = Proxy::bind(client_of(&server), config).await.unwrap();
     let addr = proxy.local_addrs()[0];
@@ -107,7 +103,7 @@ async fn a_connection_over_the_most_gets_memcacheds_error() {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn an_idle_connection_is_closed_and_a_busy_one_is_not() {
     let server = Memcached::spawn();
-    let mut config = config();
+    let mut config = free_port();
     config.idle_timeout = Some(Duration::from_secs(60));
     let proxy = Proxy::bind(client_of(&server), config).await.unwrap();
     let addr = proxy.local_addrs()[0];
@@ -132,7 +128,7 @@ async fn an_idle_connection_is_closed_and_a_busy_one_is_not() {
 #[tokio::test(flavor = "current_thread")]
 async fn idle_connections_cost_under_4_kib_each() {
     let server = Memcached::spawn();
-    let proxy = Proxy::bind(client_of(&server), config()).await.unwrap();
+    let proxy = Proxy::bind(client_of(&server), free_port()).await.unwrap();
     let addr = proxy.local_addrs()[0];
     tokio::spawn(proxy.serve());
     // Warm: the first connection's one-time allocations are not theirs.

@@ -11,11 +11,10 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use memgroup_proto::server::{ClientRequest, RequestDecoder};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::Shared;
 use crate::latency::Command;
+use crate::stream::Stream;
 
 type Answer = Pin<Box<dyn Future<Output = Bytes> + Send>>;
 
@@ -116,15 +115,12 @@ pub(crate) enum Phase {
     Cut,
 }
 
-/// How many bytes a read asks the socket for at once.
-const READ_SIZE: usize = 4096;
-
 pub(crate) async fn serve(
-    stream: TcpStream,
+    stream: Stream,
     shared: Arc<Shared>,
     mut phase: tokio::sync::watch::Receiver<Phase>,
 ) {
-    let (reader, mut writer) = stream.into_split();
+    let (mut reader, mut writer) = stream.split();
     let limits = shared.config.limits;
     let cap = limits.max_get_line.max(limits.max_value + 4096);
     let max_in_flight = shared.config.max_in_flight.max(1);
@@ -225,22 +221,15 @@ pub(crate) async fn serve(
                     due += more;
                 }
                 shared.stats.requests.fetch_add(due, Relaxed);
-                if !write(&mut writer, &mut out, shared.config.write_timeout).await {
+                if !writer.write(&mut out, shared.config.write_timeout).await {
                     // Gone, or not reading its replies.
                     break;
                 }
             }
-            ready = reader.readable(), if reading => {
-                if buf.capacity() - buf.len() < READ_SIZE {
-                    buf.reserve(READ_SIZE);
-                }
-                match ready.and_then(|()| reader.try_read_buf(&mut buf)) {
-                    Ok(0) => eof = true,
-                    Ok(_) => idle_since = None,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => eof = true,
-                }
-            }
+            read = reader.read(&mut buf), if reading => match read {
+                Ok(0) | Err(_) => eof = true,
+                Ok(_) => idle_since = None,
+            },
             () = sleep_until(idle_deadline), if idle_deadline.is_some() => {
                 shared.stats.idle_kicks.fetch_add(1, Relaxed);
                 break;
@@ -248,7 +237,7 @@ pub(crate) async fn serve(
             _ = phase.changed() => {}
         }
     }
-    let _ = writer.shutdown().await;
+    writer.shutdown().await;
     shared.stats.curr_connections.fetch_sub(1, Relaxed);
 }
 
@@ -257,29 +246,6 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
-}
-
-/// Writes `out` (then cleared): at once when the socket takes it all (the
-/// usual case: no timer), else waiting up to `timeout` for the client to
-/// take the rest. `false`: the client is gone or did not read in time.
-async fn write(
-    writer: &mut tokio::net::tcp::OwnedWriteHalf,
-    out: &mut BytesMut,
-    timeout: std::time::Duration,
-) -> bool {
-    let sent = match writer.try_write(out) {
-        Ok(n) => n,
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
-        Err(_) => return false,
-    };
-    let rest = &out[sent..];
-    let done = rest.is_empty()
-        || matches!(
-            tokio::time::timeout(timeout, writer.write_all(rest)).await,
-            Ok(Ok(()))
-        );
-    out.clear();
-    done
 }
 
 /// Starts a request: a reply made at once, or its answer as a future.

@@ -41,6 +41,11 @@
 //!   `shutdown`, `slabs`, `lru_crawler`, `watch` and the other operator
 //!   commands get memcached's `ERROR`.
 //!
+//! `stats latency` gives each command's latency over the last 30-60 s and
+//! `stats servers` each server as the client sees it. With feature `tls`,
+//! [`ProxyConfig::tls`] serves TLS in front ([`ServerTls`], mutual TLS
+//! optional). [`Proxy::serve_until`] drains on shutdown.
+//!
 //! Requests of one connection run concurrently and are answered in order;
 //! a request waits for the earlier ones when they share a key and one of
 //! them writes, and for everything before it after a `noreply` write, a
@@ -52,6 +57,9 @@ mod conn;
 mod latency;
 mod retrieve;
 mod stats;
+mod stream;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -65,6 +73,8 @@ use tokio::net::TcpListener;
 use crate::conn::Phase;
 
 pub use stats::ProxyStats;
+#[cfg(feature = "tls")]
+pub use tls::{HANDSHAKE, ServerTls};
 
 /// How a [`Proxy`] listens and what it allows.
 #[derive(Debug, Clone)]
@@ -103,6 +113,11 @@ pub struct ProxyConfig {
     /// closed, so such a client costs one socket buffer and its requests in
     /// flight, never a growing queue (default 30 s).
     pub write_timeout: std::time::Duration,
+    /// TLS in front (feature `tls`): every client connection handshakes
+    /// first (within [`HANDSHAKE`]; a failure closes it, counted as
+    /// `ssl_handshake_errors`). `None` (the default): plaintext.
+    #[cfg(feature = "tls")]
+    pub tls: Option<ServerTls>,
 }
 
 impl ProxyConfig {
@@ -118,6 +133,8 @@ impl ProxyConfig {
             max_buffered_replies: 4 << 20,
             idle_timeout: None,
             write_timeout: std::time::Duration::from_secs(30),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -258,10 +275,43 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>) {
                 stats.curr_connections.fetch_add(1, Relaxed);
                 let _ = stream.set_nodelay(true);
                 let phase = shared.phase.subscribe();
-                tokio::spawn(conn::serve(stream, shared.clone(), phase));
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    // Boxed: the handshake's state (rustls's session) is
+                    // no part of a plaintext connection's task.
+                    #[cfg(feature = "tls")]
+                    let stream = match &shared.config.tls {
+                        Some(tls) => Box::pin(handshake(stream, tls, &shared)).await,
+                        None => Some(stream::Stream::Plain(stream)),
+                    };
+                    #[cfg(not(feature = "tls"))]
+                    let stream = Some(stream::Stream::Plain(stream));
+                    if let Some(stream) = stream {
+                        conn::serve(stream, shared, phase).await;
+                    } else {
+                        shared.stats.curr_connections.fetch_sub(1, Relaxed);
+                    }
+                });
             }
             // Out of descriptors and the like: wait a little, go on.
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// The connection with TLS in front once its handshake is done; `None`
+/// when that failed or took too long (counted).
+#[cfg(feature = "tls")]
+async fn handshake(
+    stream: tokio::net::TcpStream,
+    tls: &ServerTls,
+    shared: &Shared,
+) -> Option<stream::Stream> {
+    match tokio::time::timeout(HANDSHAKE, tls.acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => Some(stream::Stream::Tls(Box::new(stream))),
+        _ => {
+            shared.stats.ssl_handshake_errors.fetch_add(1, Relaxed);
+            None
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct ProxyStats {
     pub rejected_connections: AtomicU64,
     /// Connections closed for being idle too long (memcached's name).
     pub idle_kicks: AtomicU64,
+    /// TLS handshakes that failed or took too long (memcached's name).
+    pub ssl_handshake_errors: AtomicU64,
     /// `flush_all` commands forwarded.
     pub cmd_flush: AtomicU64,
     /// Writes answered with an error (their policy missed, a server error).
@@ -71,6 +73,7 @@ impl Default for ProxyStats {
             requests: zero(),
             rejected_connections: zero(),
             idle_kicks: zero(),
+            ssl_handshake_errors: zero(),
             write_errors: zero(),
             noreply_failures: zero(),
             protocol_closes: zero(),
@@ -96,6 +99,7 @@ impl ProxyStats {
             &self.requests,
             &self.rejected_connections,
             &self.idle_kicks,
+            &self.ssl_handshake_errors,
             &self.write_errors,
             &self.noreply_failures,
             &self.protocol_closes,
@@ -118,7 +122,7 @@ impl ProxyStats {
         stat("uptime", &self.started.elapsed().as_secs());
         stat("time", &now);
         stat("version", &crate::answer::VERSION);
-        let counters: [(&str, &AtomicU64); 18] = [
+        let counters: [(&str, &AtomicU64); 19] = [
             ("curr_connections", &self.curr_connections),
             ("total_connections", &self.total_connections),
             ("cmd_get", &self.cmd_get),
@@ -136,6 +140,7 @@ impl ProxyStats {
             ("requests", &self.requests),
             ("rejected_connections", &self.rejected_connections),
             ("idle_kicks", &self.idle_kicks),
+            ("ssl_handshake_errors", &self.ssl_handshake_errors),
             ("threads", &AtomicU64::new(thread_count())),
         ];
         for (name, value) in counters {

@@ -72,6 +72,16 @@ impl Pki {
         self.dir.join("ca.pem")
     }
 
+    /// The server certificate (PEM file, for `localhost` and `127.0.0.1`).
+    pub fn server_cert(&self) -> PathBuf {
+        self.dir.join("server.pem")
+    }
+
+    /// The server's private key (PEM file).
+    pub fn server_key(&self) -> PathBuf {
+        self.dir.join("server.key")
+    }
+
     /// A CA certificate that signed nothing here.
     pub fn other_ca(&self) -> PathBuf {
         self.dir.join("other-ca.pem")

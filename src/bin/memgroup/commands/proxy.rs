@@ -7,10 +7,11 @@
 //! to `--drain`, the rest journaled).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use memgroup::proxy::{Proxy, ProxyConfig};
+use memgroup::proxy::{Proxy, ProxyConfig, ServerTls};
 
 use crate::cluster::Cluster;
 use crate::exit::Failure;
@@ -53,6 +54,17 @@ pub(crate) struct Args {
     /// The largest value a client may store, in bytes (memcached's `-I`).
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     max_value: usize,
+    /// Serve TLS to clients with this certificate chain (PEM; the proxy's
+    /// own first). The --tls-* flags are for the servers behind it.
+    #[arg(long, value_name = "FILE", requires = "listen_key")]
+    listen_cert: Option<PathBuf>,
+    /// The private key (PEM) of --listen-cert.
+    #[arg(long, value_name = "FILE", requires = "listen_cert")]
+    listen_key: Option<PathBuf>,
+    /// Require a client certificate from this authority (PEM) of every
+    /// client (mutual TLS).
+    #[arg(long, value_name = "FILE", requires = "listen_cert")]
+    listen_client_ca: Option<PathBuf>,
     /// Worker threads serving clients (default: one per core).
     #[arg(long, value_name = "N")]
     pub(crate) threads: Option<usize>,
@@ -97,6 +109,11 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
     let grace = seconds(args.grace, "--grace")?.unwrap_or_default();
     raise_descriptor_limit(args.max_connections);
     config.limits.max_value = args.max_value;
+    if let (Some(cert), Some(key)) = (&args.listen_cert, &args.listen_key) {
+        let tls = ServerTls::from_files(cert, key, args.listen_client_ca.as_deref())
+            .map_err(|e| Failure::Usage(format!("TLS in front: {e}")))?;
+        config.tls = Some(tls);
+    }
     let proxy = Proxy::bind(client, config)
         .await
         .map_err(|e| Failure::Op(e.to_string()))?;
