@@ -23,6 +23,7 @@ mod near;
 mod proto;
 mod proxy;
 mod proxy_clients;
+mod proxy_hostile;
 mod proxy_limits;
 mod proxy_reload;
 mod proxy_stats;

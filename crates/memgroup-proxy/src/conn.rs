@@ -14,7 +14,7 @@ use memgroup_proto::server::{ClientRequest, RequestDecoder};
 
 use crate::Shared;
 use crate::latency::Command;
-use crate::stream::Stream;
+use crate::stream::{Stream, Wrote};
 
 type Answer = Pin<Box<dyn Future<Output = Bytes> + Send>>;
 
@@ -94,6 +94,10 @@ fn key_hash(key: &[u8]) -> u64 {
     })
 }
 
+/// The requests a connection may have in flight at first, and again after
+/// its client made a reply wait ([`ProxyConfig::max_in_flight`](crate::ProxyConfig::max_in_flight) is the most).
+const FIRST_WINDOW: usize = 16;
+
 /// What the read side found next.
 enum Next {
     /// A request to start (or hold until those before it are done).
@@ -124,6 +128,11 @@ pub(crate) async fn serve(
     let limits = shared.config.limits;
     let cap = limits.max_get_line.max(limits.max_value + 4096);
     let max_in_flight = shared.config.max_in_flight.max(1);
+    // The requests this connection may have in flight now: it grows while
+    // the client takes its replies as fast as they come and falls back at
+    // once when it stops, so a client that never reads holds at most a
+    // window's replies (each up to the largest value), not max_in_flight's.
+    let mut window = FIRST_WINDOW.min(max_in_flight);
     let max_waiting = shared.config.max_buffered_replies;
     let mut decoder = RequestDecoder::new(limits);
     // Both allocated when there is something to hold and released when the
@@ -140,7 +149,7 @@ pub(crate) async fn serve(
     loop {
         // Start what may start: the held request once nothing blocks it,
         // then newly decoded ones, up to the caps in flight and waiting.
-        while !closing && inflight.running.len() < max_in_flight && inflight.waiting < max_waiting {
+        while !closing && inflight.running.len() < window && inflight.waiting < max_waiting {
             if let Some((request, keys)) = held.take() {
                 if inflight.must_wait(&request, &keys) {
                     held = Some((request, keys));
@@ -175,7 +184,7 @@ pub(crate) async fn serve(
         let reading = !closing
             && !eof
             && held.is_none()
-            && inflight.running.len() < max_in_flight
+            && inflight.running.len() < window
             && inflight.waiting < max_waiting;
         if reading && buf.len() >= cap {
             // A request larger than any allowed: memcached would close.
@@ -221,9 +230,11 @@ pub(crate) async fn serve(
                     due += more;
                 }
                 shared.stats.requests.fetch_add(due, Relaxed);
-                if !writer.write(&mut out, shared.config.write_timeout).await {
+                match writer.write(&mut out, shared.config.write_timeout).await {
+                    Wrote::AtOnce => window = (window * 2).min(max_in_flight),
+                    Wrote::AfterWaiting => window = FIRST_WINDOW.min(max_in_flight),
                     // Gone, or not reading its replies.
-                    break;
+                    Wrote::Failed => break,
                 }
             }
             read = reader.read(&mut buf), if reading => match read {

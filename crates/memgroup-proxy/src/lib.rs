@@ -85,7 +85,11 @@ pub struct ProxyConfig {
     /// What a client's requests may be (line lengths, value size).
     pub limits: ServerLimits,
     /// The most requests of one connection in flight at once; a client
-    /// pipelining more waits (its requests stay in the socket).
+    /// pipelining more waits (its requests stay in the socket). A
+    /// connection starts at 16 and doubles while its client takes every
+    /// reply at once; a reply the client makes wait brings it back to 16.
+    /// So a client that stops reading holds at most 16 replies (each up to
+    /// the largest value) and the reply budget, whatever this is.
     pub max_in_flight: usize,
     /// Whether `flush_all` is forwarded to every server (default on).
     pub allow_flush_all: bool,

@@ -3,6 +3,7 @@
 //! for readiness before taking a buffer, so an idle connection holds none.
 
 use std::io;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -93,17 +94,19 @@ impl Reader {
 impl Writer {
     /// Writes `out` (then cleared): at once when the socket takes it all (the
     /// usual case: no timer), else waiting up to `timeout` for the client to
-    /// take the rest. `false`: the client is gone or did not read in time.
-    pub(crate) async fn write(&mut self, out: &mut BytesMut, timeout: Duration) -> bool {
-        let done = match self {
+    /// take the rest.
+    pub(crate) async fn write(&mut self, out: &mut BytesMut, timeout: Duration) -> Wrote {
+        let wrote = match self {
             Writer::Plain(writer) => match writer.try_write(out) {
-                Ok(n) if n == out.len() => true,
+                Ok(n) if n == out.len() => Wrote::AtOnce,
                 Ok(n) => within(timeout, writer.write_all(&out[n..])).await,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     within(timeout, writer.write_all(out)).await
                 }
-                Err(_) => false,
+                Err(_) => Wrote::Failed,
             },
+            // rustls takes the whole write into its own buffer: whether the
+            // client keeps up shows in the flush.
             #[cfg(feature = "tls")]
             Writer::Tls(writer) => {
                 within(timeout, async {
@@ -114,7 +117,7 @@ impl Writer {
             }
         };
         out.clear();
-        done
+        wrote
     }
 
     /// Ends the connection's sending side (a TLS close_notify first).
@@ -127,6 +130,29 @@ impl Writer {
     }
 }
 
-async fn within(timeout: Duration, write: impl Future<Output = io::Result<()>>) -> bool {
-    matches!(tokio::time::timeout(timeout, write).await, Ok(Ok(())))
+/// How a batch of replies went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wrote {
+    /// The socket took it all at once: the client keeps up.
+    AtOnce,
+    /// The client made it wait, then took it.
+    AfterWaiting,
+    /// The client is gone, or did not take it in time.
+    Failed,
+}
+
+/// Runs `write`: done at its first poll is [`Wrote::AtOnce`], later but
+/// within `timeout` [`Wrote::AfterWaiting`].
+async fn within(timeout: Duration, write: impl Future<Output = io::Result<()>>) -> Wrote {
+    let mut write = std::pin::pin!(write);
+    let first = std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await;
+    match first {
+        Poll::Ready(Ok(())) => return Wrote::AtOnce,
+        Poll::Ready(Err(_)) => return Wrote::Failed,
+        Poll::Pending => {}
+    }
+    match tokio::time::timeout(timeout, write).await {
+        Ok(Ok(())) => Wrote::AfterWaiting,
+        _ => Wrote::Failed,
+    }
 }

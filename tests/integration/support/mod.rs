@@ -450,6 +450,11 @@ impl ToolProxy {
         }
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
     /// Sends it `signal` (`"TERM"`, `"HUP"`, …).
     pub fn signal(&self, signal: &str) {
         let pid = self.child.as_ref().unwrap().id();
