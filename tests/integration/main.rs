@@ -25,6 +25,7 @@ mod proxy;
 mod proxy_clients;
 mod proxy_hostile;
 mod proxy_limits;
+mod proxy_login;
 mod proxy_reload;
 mod proxy_stats;
 mod proxy_tls;

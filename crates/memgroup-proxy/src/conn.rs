@@ -31,6 +31,19 @@ struct Running {
     barrier: bool,
 }
 
+impl Running {
+    /// A request answered at once with `reply`.
+    fn done(reply: Bytes) -> Running {
+        Running {
+            future: None,
+            reply: Some(reply),
+            keys: Vec::new(),
+            writes: false,
+            barrier: false,
+        }
+    }
+}
+
 /// The requests in flight, polled together, answered in order.
 #[derive(Default)]
 struct InOrder {
@@ -144,6 +157,8 @@ pub(crate) async fn serve(
     let mut held: Option<(ClientRequest, Vec<u64>)> = None;
     let mut closing = false;
     let mut eof = false;
+    // Logged in, or no login asked for.
+    let mut admitted = shared.config.logins.is_none();
     let idle_timeout = shared.config.idle_timeout;
     let mut idle_since = idle_timeout.map(|_| tokio::time::Instant::now());
     loop {
@@ -170,6 +185,16 @@ pub(crate) async fn serve(
                 }
             };
             match next {
+                Next::Request(request) if !admitted => {
+                    // Answered here: nothing reaches the servers.
+                    let logins = shared.config.logins.as_ref().expect("logins on");
+                    let (reply, logged_in) = crate::login::attempt(logins, &request);
+                    if !logged_in {
+                        shared.stats.auth_errors.fetch_add(1, Relaxed);
+                    }
+                    admitted = logged_in;
+                    inflight.push(Running::done(reply));
+                }
                 Next::Request(request) => {
                     let keys = request.keys().iter().map(|k| key_hash(k)).collect();
                     held = Some((request, keys));

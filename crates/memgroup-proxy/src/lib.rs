@@ -44,7 +44,8 @@
 //! `stats latency` gives each command's latency over the last 30-60 s and
 //! `stats servers` each server as the client sees it. With feature `tls`,
 //! [`ProxyConfig::tls`] serves TLS in front ([`ServerTls`], mutual TLS
-//! optional). [`Proxy::serve_until`] drains on shutdown.
+//! optional); [`ProxyConfig::logins`] asks each client for memcached's ASCII
+//! login ([`Logins`]). [`Proxy::serve_until`] drains on shutdown.
 //!
 //! Requests of one connection run concurrently and are answered in order;
 //! a request waits for the earlier ones when they share a key and one of
@@ -55,6 +56,7 @@ mod answer;
 mod binary;
 mod conn;
 mod latency;
+mod login;
 mod retrieve;
 mod stats;
 mod stream;
@@ -72,6 +74,7 @@ use tokio::net::TcpListener;
 
 use crate::conn::Phase;
 
+pub use login::Logins;
 pub use stats::ProxyStats;
 #[cfg(feature = "tls")]
 pub use tls::{HANDSHAKE, ServerTls};
@@ -117,6 +120,11 @@ pub struct ProxyConfig {
     /// closed, so such a client costs one socket buffer and its requests in
     /// flight, never a growing queue (default 30 s).
     pub write_timeout: std::time::Duration,
+    /// memcached's ASCII authentication in front: each client logs in with
+    /// its first `set` (value `user password`) before anything else is
+    /// served (`CLIENT_ERROR unauthenticated`, counted as `auth_errors`,
+    /// nothing reaching the servers). `None` (the default): no login.
+    pub logins: Option<Logins>,
     /// TLS in front (feature `tls`): every client connection handshakes
     /// first (within [`HANDSHAKE`]; a failure closes it, counted as
     /// `ssl_handshake_errors`). `None` (the default): plaintext.
@@ -137,6 +145,7 @@ impl ProxyConfig {
             max_buffered_replies: 4 << 20,
             idle_timeout: None,
             write_timeout: std::time::Duration::from_secs(30),
+            logins: None,
             #[cfg(feature = "tls")]
             tls: None,
         }

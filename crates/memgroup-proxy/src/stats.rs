@@ -42,6 +42,9 @@ pub struct ProxyStats {
     pub idle_kicks: AtomicU64,
     /// TLS handshakes that failed or took too long (memcached's name).
     pub ssl_handshake_errors: AtomicU64,
+    /// Requests refused for want of a login, and failed logins (memcached's
+    /// `auth_errors`).
+    pub auth_errors: AtomicU64,
     /// `flush_all` commands forwarded.
     pub cmd_flush: AtomicU64,
     /// Writes answered with an error (their policy missed, a server error).
@@ -74,6 +77,7 @@ impl Default for ProxyStats {
             rejected_connections: zero(),
             idle_kicks: zero(),
             ssl_handshake_errors: zero(),
+            auth_errors: zero(),
             write_errors: zero(),
             noreply_failures: zero(),
             protocol_closes: zero(),
@@ -100,6 +104,7 @@ impl ProxyStats {
             &self.rejected_connections,
             &self.idle_kicks,
             &self.ssl_handshake_errors,
+            &self.auth_errors,
             &self.write_errors,
             &self.noreply_failures,
             &self.protocol_closes,
@@ -122,7 +127,7 @@ impl ProxyStats {
         stat("uptime", &self.started.elapsed().as_secs());
         stat("time", &now);
         stat("version", &crate::answer::VERSION);
-        let counters: [(&str, &AtomicU64); 19] = [
+        let counters: [(&str, &AtomicU64); 20] = [
             ("curr_connections", &self.curr_connections),
             ("total_connections", &self.total_connections),
             ("cmd_get", &self.cmd_get),
@@ -141,6 +146,7 @@ impl ProxyStats {
             ("rejected_connections", &self.rejected_connections),
             ("idle_kicks", &self.idle_kicks),
             ("ssl_handshake_errors", &self.ssl_handshake_errors),
+            ("auth_errors", &self.auth_errors),
             ("threads", &AtomicU64::new(thread_count())),
         ];
         for (name, value) in counters {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use memgroup::proxy::{Proxy, ProxyConfig, ServerTls};
+use memgroup::proxy::{Logins, Proxy, ProxyConfig, ServerTls};
 
 use crate::cluster::Cluster;
 use crate::exit::Failure;
@@ -65,6 +65,11 @@ pub(crate) struct Args {
     /// client (mutual TLS).
     #[arg(long, value_name = "FILE", requires = "listen_cert")]
     listen_client_ca: Option<PathBuf>,
+    /// Require memcached's ASCII login of every client, with the users and
+    /// passwords of this file (memcached's `-Y` format: `user:password`
+    /// lines). --username and its password are for the servers behind.
+    #[arg(long, value_name = "FILE")]
+    listen_auth_file: Option<PathBuf>,
     /// Worker threads serving clients (default: one per core).
     #[arg(long, value_name = "N")]
     pub(crate) threads: Option<usize>,
@@ -109,6 +114,11 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
     let grace = seconds(args.grace, "--grace")?.unwrap_or_default();
     raise_descriptor_limit(args.max_connections);
     config.limits.max_value = args.max_value;
+    if let Some(path) = &args.listen_auth_file {
+        let logins =
+            Logins::read(path).map_err(|e| Failure::Usage(format!("--listen-auth-file: {e}")))?;
+        config.logins = Some(logins);
+    }
     if let (Some(cert), Some(key)) = (&args.listen_cert, &args.listen_key) {
         let tls = ServerTls::from_files(cert, key, args.listen_client_ca.as_deref())
             .map_err(|e| Failure::Usage(format!("TLS in front: {e}")))?;
