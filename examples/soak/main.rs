@@ -41,6 +41,7 @@ mod check;
 mod faults;
 mod load;
 mod measure;
+mod proxy;
 mod writers;
 
 use std::process::ExitCode;
@@ -86,13 +87,20 @@ fn main() -> ExitCode {
         _ => {}
     }
     let mut i = 0;
+    let mut through_proxy = false;
     while i < args.len() {
         match (args[i].as_str(), args.get(i + 1)) {
             ("--duration", Some(v)) => {
                 secs = v.parse().expect("--duration SECONDS");
                 i += 2;
             }
-            (other, _) => panic!("unknown argument {other:?} (use --duration SECONDS)"),
+            ("--proxy", _) => {
+                through_proxy = true;
+                i += 1;
+            }
+            (other, _) => {
+                panic!("unknown argument {other:?} (use --duration SECONDS, --proxy)")
+            }
         }
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -100,10 +108,10 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(soak(Duration::from_secs(secs)))
+    runtime.block_on(soak(Duration::from_secs(secs), through_proxy))
 }
 
-async fn soak(duration: Duration) -> ExitCode {
+async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     let fds_before = open_fds();
     let servers: Arc<Vec<Mutex<Memcached>>> = Arc::new(
         (0..GROUPS * PER_GROUP)
@@ -138,6 +146,14 @@ async fn soak(duration: Duration) -> ExitCode {
         .repair_journal(&journal)
         .build()
         .unwrap();
+    // With --proxy the load goes through a memgroup proxy serving this
+    // client, by clients of the proxy's own (one per task).
+    let (front, proxy) = if through_proxy {
+        let (front, proxy) = proxy::start(&client, TASKS, TIMEOUT * 4).await;
+        (front, Some(proxy))
+    } else {
+        (client.clone(), None)
+    };
     let second = writers::spawn(&[
         "--second-writer".into(),
         spec_text.clone(),
@@ -162,7 +178,7 @@ async fn soak(duration: Duration) -> ExitCode {
             };
             tokio::spawn(load::task(
                 t,
-                client.clone(),
+                front.clone(),
                 stop.clone(),
                 counts.clone(),
                 timing,
@@ -217,6 +233,12 @@ async fn soak(duration: Duration) -> ExitCode {
         second_numbers.next().unwrap_or(0),
     );
 
+    // The proxy drains first: its client is the one that heals.
+    drop(front);
+    let drained = match proxy {
+        Some(proxy) => Some(proxy.stop().await),
+        None => None,
+    };
     // The heal: every server is back; the client's background writes and
     // repairs drain (past the backoff of the last restarted servers).
     let healing = Instant::now();
@@ -389,7 +411,16 @@ async fn soak(duration: Duration) -> ExitCode {
         status.hedged_reads,
         status.read_repairs
     );
+    if let Some(drained) = &drained {
+        println!(
+            "| through the proxy | {TASKS} client connections; drained {} of them at the end, {} cut |",
+            drained.connections, drained.cut
+        );
+    }
     let mut violations = Vec::new();
+    if drained.is_some_and(|d| d.cut > 0) {
+        violations.push("the proxy cut connections with requests unanswered".into());
+    }
     if losses.lost > 0 {
         violations.push(format!("{} acknowledged writes lost", losses.lost));
     }

@@ -47,7 +47,7 @@ fn main() -> ExitCode {
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --metrics | --faults | --proxy] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] | mutants [crate] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --metrics | --faults | --proxy] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] [--proxy] | mutants [crate] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -316,8 +316,9 @@ fn compare_feature(feature: &str, unobserved: &str) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask soak [--duration SECONDS]`: the soak under faults
-/// (`examples/soak/`), in release; exits non-zero on any violation.
+/// `cargo xtask soak [--duration SECONDS] [--proxy]`: the soak under faults
+/// (`examples/soak/`), in release, its load sent straight or (`--proxy`)
+/// through a memgroup proxy; exits non-zero on any violation.
 fn soak(args: &[String]) -> Result<()> {
     ensure_memcached()?;
     let mut run_args = vec!["run", "--release", "--example", "soak", "--"];
