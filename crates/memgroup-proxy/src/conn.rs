@@ -66,6 +66,12 @@ impl InOrder {
             })
     }
 
+    /// Whether another request may start: fewer than `window` in flight
+    /// and fewer than `budget` reply bytes waiting.
+    fn has_room(&self, window: usize, budget: usize) -> bool {
+        self.running.len() < window && self.waiting < budget
+    }
+
     /// Adds a request started, last in order.
     fn push(&mut self, running: Running) {
         self.waiting += running.reply.as_ref().map_or(0, Bytes::len);
@@ -164,7 +170,7 @@ pub(crate) async fn serve(
     loop {
         // Start what may start: the held request once nothing blocks it,
         // then newly decoded ones, up to the caps in flight and waiting.
-        while !closing && inflight.running.len() < window && inflight.waiting < max_waiting {
+        while !closing && inflight.has_room(window, max_waiting) {
             if let Some((request, keys)) = held.take() {
                 if inflight.must_wait(&request, &keys) {
                     held = Some((request, keys));
@@ -206,11 +212,7 @@ pub(crate) async fn serve(
         if (closing || eof) && inflight.running.is_empty() && held.is_none() {
             break;
         }
-        let reading = !closing
-            && !eof
-            && held.is_none()
-            && inflight.running.len() < window
-            && inflight.waiting < max_waiting;
+        let reading = !closing && !eof && held.is_none() && inflight.has_room(window, max_waiting);
         if reading && buf.len() >= cap {
             // A request larger than any allowed: memcached would close.
             shared.stats.protocol_closes.fetch_add(1, Relaxed);
