@@ -14,16 +14,21 @@ use crate::{COUNTERS, KEYS_PER_TASK, TASKS};
 #[derive(Debug, Default)]
 pub(crate) struct Losses {
     pub(crate) checked: u64,
-    /// Every group's server for the key was killed since the write.
+    /// Every group's server for the key was killed since the write, and
+    /// no group holds anything newer.
     pub(crate) excused: u64,
     pub(crate) lost: u64,
     pub(crate) examples: Vec<String>,
 }
 
 /// Every key whose last write (a set or a delete) was acknowledged under
-/// the ALL policy reads back that value or a newer one (for a delete:
-/// nothing, or a newer value) from at least one group whose server for the
-/// key was not killed since the acknowledgement.
+/// the ALL policy reads back that value or a newer one from some group (a
+/// newer copy anywhere, even in a group whose server was restarted since,
+/// means the write was superseded, not lost: the second writer's versions
+/// are all newer), and for a delete nothing or a newer value in a group
+/// whose server for the key was not killed since. A key whose every group
+/// lost its server since the acknowledgement, with nothing newer left, is
+/// excused.
 pub(crate) async fn losses(
     verifiers: &[Client],
     topology: &Topology,
@@ -35,35 +40,46 @@ pub(crate) async fn losses(
         let (version, at) = ack.version_at();
         let mut held = false;
         let mut survivors = 0;
+        // What each group held, for the example of a loss.
+        let mut seen = Vec::new();
         for (g, verifier) in verifiers.iter().enumerate() {
             let server = topology.groups()[g].server_for(k.as_bytes()).0;
-            if killed_at[server].is_some_and(|kill| kill >= at) {
-                continue;
-            }
-            survivors += 1;
-            let Ok(found) = verifier.get(k).await else {
-                continue;
+            let killed = killed_at[server].is_some_and(|kill| kill >= at);
+            survivors += u32::from(!killed);
+            let found = verifier.get(k).await;
+            let got = match &found {
+                Ok(Some(item)) => parse(&item.value).map(|(_, got)| got),
+                _ => None,
             };
-            let newer_or_same = |v: &[u8]| parse(v).is_some_and(|(_, got)| got >= version);
-            held |= match ack {
-                Acked::Set { maybe_deleted, .. } => match found {
-                    Some(item) => newer_or_same(&item.value),
-                    None => *maybe_deleted,
-                },
-                Acked::Deleted { .. } => found
-                    .is_none_or(|item| parse(&item.value).is_some_and(|(_, got)| got > version)),
+            seen.push(
+                match (&found, got) {
+                    (Err(_), _) => format!("g{g} unreadable"),
+                    (Ok(None), _) => format!("g{g} none"),
+                    (Ok(Some(_)), None) => format!("g{g} unparsable"),
+                    (Ok(Some(_)), Some(got)) => format!("g{g} v{got}"),
+                } + if killed { " (restarted since)" } else { "" },
+            );
+            held |= match (ack, &found) {
+                (_, Err(_)) => false,
+                (Acked::Set { .. }, Ok(Some(_))) => got.is_some_and(|got| got >= version),
+                (Acked::Set { maybe_deleted, .. }, Ok(None)) => *maybe_deleted && !killed,
+                (Acked::Deleted { .. }, Ok(Some(_))) => got.is_some_and(|got| got > version),
+                (Acked::Deleted { .. }, Ok(None)) => !killed,
             };
+        }
+        if held {
+            out.checked += 1;
+            continue;
         }
         if survivors == 0 {
             out.excused += 1;
             continue;
         }
         out.checked += 1;
-        if !held {
-            out.lost += 1;
-            if out.examples.len() < 5 {
-                out.examples.push(format!("{k}: {ack:?}"));
-            }
+        out.lost += 1;
+        if out.examples.len() < 5 {
+            out.examples
+                .push(format!("{k}: {ack:?}; groups hold: {}", seen.join(", ")));
         }
     }
     out

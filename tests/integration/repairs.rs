@@ -736,3 +736,74 @@ fn config_shows_the_repair_journal_and_its_origin() {
         "off environment MEMGROUP_REPAIR_JOURNAL"
     );
 }
+
+/// A write no server took changed nothing, so it owes no repair: a client
+/// that could reach none of the servers (up for everyone else) once queued
+/// a repair per group and, when they came back, deleted in every group the
+/// value another client had written — an acknowledged write gone from
+/// every zone with no fault on any server (the soak's losses). A write
+/// that reached one group still repairs the group it missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_reached_no_server_deletes_no_one_elses_copy() {
+    use crate::support::relay::Switch;
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let (mut via1, mut via2) = (Switch::to(sg1.addr()), Switch::to(sg2.addr()));
+    let other = Client::builder()
+        .evcache_groups(&format!(
+            "sg1={};sg2={}",
+            sg1.addr_string(),
+            sg2.addr_string()
+        ))
+        .unwrap()
+        .build()
+        .unwrap();
+    let cut_off = through(&via1, &via2);
+    let copies = || [&sg1, &sg2].map(|s| raw::copy(s.addr(), b"k").map(|(value, _, _)| value));
+
+    // Every server unreachable from `cut_off`: its write fails everywhere
+    // unsent, and queues nothing.
+    other.set("k", "theirs", 0).await.unwrap();
+    via1.off();
+    via2.off();
+    assert!(cut_off.set("k", "mine", 0).await.is_err());
+    crate::support::background_done(&cut_off).await;
+    assert_eq!(cut_off.status().repairs.pending, 0);
+    via1.on();
+    via2.on();
+    // (Read once the backoff lets it try the servers again.)
+    let mut read = cut_off.get("k").await;
+    for _ in 0..100 {
+        if read.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        read = cut_off.get("k").await;
+    }
+    assert_eq!(read.unwrap().unwrap().value, b"theirs"[..]);
+    cut_off.close(Duration::from_secs(5)).await.unwrap();
+    let theirs = Some(b"theirs".to_vec());
+    assert_eq!(copies(), [theirs.clone(), theirs]);
+
+    // Reaching one group is landing: the other's copy is repaired away.
+    let cut_off = through(&via1, &via2);
+    via2.off();
+    let outcome = cut_off.set("k", "mine", 0).await.unwrap().settled().await;
+    assert!(outcome.is_partial(), "{outcome:?}");
+    assert_eq!(cut_off.status().repairs.pending, 1);
+    via2.on();
+    cut_off.close(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(copies(), [Some(b"mine".to_vec()), None]);
+}
+
+/// A client of groups sg1 and sg2 through `via1` and `via2`, quick to try a
+/// server again.
+fn through(via1: &crate::support::relay::Switch, via2: &crate::support::relay::Switch) -> Client {
+    Client::builder()
+        .evcache_groups(&format!("sg1={};sg2={}", via1.addr(), via2.addr()))
+        .unwrap()
+        .zone("sg1")
+        .backoff(Duration::from_millis(20), Duration::from_millis(100))
+        .repair_grace(Duration::from_millis(50))
+        .build()
+        .unwrap()
+}

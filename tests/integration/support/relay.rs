@@ -71,3 +71,90 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, gate: Option<&(Mutex<bool>, Cond
     }
     let _ = to.shutdown(std::net::Shutdown::Write);
 }
+
+/// A relay to a real memcached that can be switched off: while off, its
+/// port refuses connections and the ones it carried are closed, so one
+/// client finds the server unreachable (nothing it sends gets through)
+/// while others reach it straight.
+pub struct Switch {
+    addr: SocketAddr,
+    to: SocketAddr,
+    state: Arc<Mutex<SwitchState>>,
+    accepting: Option<thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct SwitchState {
+    off: bool,
+    carried: Vec<TcpStream>,
+}
+
+impl Switch {
+    /// A relay to `to`, on.
+    pub fn to(to: SocketAddr) -> Switch {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(Mutex::new(SwitchState::default()));
+        let accepting = Some(accept(listener, to, state.clone()));
+        Switch {
+            addr,
+            to,
+            state,
+            accepting,
+        }
+    }
+
+    /// `host:port` to connect to.
+    pub fn addr(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Refuses new connections and closes the ones carried.
+    pub fn off(&mut self) {
+        self.state.lock().unwrap().off = true;
+        // Wakes the accept loop, which sees the switch off and closes the
+        // listener.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(accepting) = self.accepting.take() {
+            accepting.join().unwrap();
+        }
+        for stream in self.state.lock().unwrap().carried.drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Accepts connections again, on the same port.
+    pub fn on(&mut self) {
+        self.state.lock().unwrap().off = false;
+        // (std sets SO_REUSEADDR: the port is free again at once.)
+        let listener = TcpListener::bind(self.addr).unwrap();
+        self.accepting = Some(accept(listener, self.to, self.state.clone()));
+    }
+}
+
+/// Relays each connection `listener` accepts to `to`, until the switch is
+/// off.
+fn accept(
+    listener: TcpListener,
+    to: SocketAddr,
+    state: Arc<Mutex<SwitchState>>,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let mut state = state.lock().unwrap();
+            if state.off {
+                return;
+            }
+            let Ok(server) = TcpStream::connect(to) else {
+                return;
+            };
+            state.carried.push(client.try_clone().unwrap());
+            state.carried.push(server.try_clone().unwrap());
+            let (client_in, server_out) =
+                (client.try_clone().unwrap(), server.try_clone().unwrap());
+            thread::spawn(move || pipe(client_in, server_out, None));
+            thread::spawn(move || pipe(server, client, None));
+        }
+    })
+}

@@ -32,6 +32,12 @@
 //!   value this client wrote after the write it repairs; a copy another
 //!   process wrote may be deleted (a miss for its readers, never a stale
 //!   copy).
+//! - **Only for a write that exists.** A write no server took — every
+//!   group's part passed over, unsent, or refused with an error — changed
+//!   no copy, so it owes no repair: a part that surely did not land holds
+//!   its repair until another part reaches a server or may still land
+//!   (`Landing` in `write/op.rs`). A client that wrongly takes every server
+//!   for dead thus deletes nobody's copies when they come back.
 //! - **Bounded and in memory.** At most
 //!   [`ClientBuilder::repair_queue`](crate::ClientBuilder::repair_queue)
 //!   entries (one per server and key); a full queue drops its oldest entry,

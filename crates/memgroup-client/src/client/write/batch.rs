@@ -317,7 +317,11 @@ impl Client {
                     let reached = (result.is_ok() && own == share.target.server).then_some(None);
                     let write = (&wires[i].bytes[..], numbers[i], true);
                     let error = result.as_ref().err();
-                    self.settle_part(snap.name(own), group.name(), write, reached, error, track);
+                    let owed = self.settle_part(snap.name(own), write, reached, error, track);
+                    if let Some(keep) = owed {
+                        let (key, number) = (write.0, write.1);
+                        self.queue_repair(snap.name(own), group.name(), key, number, error, keep);
+                    }
                 }
                 results[i][g] = Some(GroupOutcome {
                     id: group.id(),

@@ -190,6 +190,8 @@ pub(super) struct Job {
     /// Each group's CAS receipt, for the convergence check (`converge.rs`):
     /// set by [`Job::with_receipts`], which also makes a `set` an `ms … c`.
     pub(super) receipts: Option<super::converge::Receipts>,
+    /// Whether it landed anywhere, and the repairs waiting on that.
+    pub(super) landing: Landing,
 }
 
 impl Job {
@@ -218,6 +220,7 @@ impl Job {
             flags,
             command,
             receipts: None,
+            landing: Landing::default(),
         }
     }
 
@@ -289,5 +292,65 @@ impl Job {
     pub(super) fn request(&self) -> Request<'_> {
         self.op()
             .request(Key::new_raw(self.key()).expect("validated when made"))
+    }
+}
+
+/// Whether a write landed anywhere, and the repairs waiting on the answer.
+/// A write that no server took — each group's part passed over for a dead
+/// server, unsent, or refused with an error reply — changed no copy, so no
+/// group's copy became stale: its misses owe no repair, and a repair would
+/// delete whatever copies stand there, the last writes of other processes
+/// (a client that wrongly took every server for dead once deleted, through
+/// its repairs, an acknowledged write in every group). So a part that
+/// surely did not land holds its repair until a part that reached a server,
+/// or may still land, shows the write exists; when the last part ends with
+/// none, the held repairs are dropped.
+#[derive(Debug, Default)]
+pub(super) struct Landing(parking_lot::Mutex<LandingState>);
+
+#[derive(Debug, Default)]
+struct LandingState {
+    outstanding: usize,
+    landed: bool,
+    held: Vec<HeldRepair>,
+}
+
+/// A repair a part owes (see [`Client::queue_repair`](crate::Client)).
+#[derive(Debug)]
+pub(super) struct HeldRepair {
+    pub(super) server: std::sync::Arc<str>,
+    pub(super) group: std::sync::Arc<str>,
+    pub(super) error: Option<crate::Error>,
+    pub(super) keep: Option<(u64, u64)>,
+}
+
+impl Landing {
+    /// The write has `parts` parts (before any ends).
+    pub(super) fn expect(&self, parts: usize) {
+        self.0.lock().outstanding = parts;
+    }
+
+    /// One part ended: `landed` when it reached a server or may still
+    /// land; `repair` is what it owes. Returns the repairs to queue now.
+    pub(super) fn settle(&self, landed: bool, repair: Option<HeldRepair>) -> Vec<HeldRepair> {
+        let mut state = self.0.lock();
+        state.outstanding = state.outstanding.saturating_sub(1);
+        state.landed |= landed;
+        state.held.extend(repair);
+        if state.landed {
+            std::mem::take(&mut state.held)
+        } else {
+            if state.outstanding == 0 {
+                state.held.clear();
+            }
+            Vec::new()
+        }
+    }
+
+    /// Parts cut off that may still land: every held repair, to queue.
+    pub(super) fn landed(&self) -> Vec<HeldRepair> {
+        let mut state = self.0.lock();
+        state.landed = true;
+        std::mem::take(&mut state.held)
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use memgroup_proto::{MetaStatus, Response, StoreCommand};
 use memgroup_topology::{GroupId, ServerId, Skipped, Target};
 
-use super::op::{Job, WriteOp};
+use super::op::{HeldRepair, Job, WriteOp};
 use super::policy::decided;
 use crate::client::repair::Tracking;
 use crate::client::trace::{self, Attempt};
@@ -86,6 +86,9 @@ impl Client {
     ) {
         if !job.op().repairs_on_miss() {
             return;
+        }
+        for held in job.landing.landed() {
+            self.queue_held(job, held);
         }
         let cut_off = Error::new(ErrorKind::Timeout, "outstanding when the client closed").handed();
         for at in running.pending() {
@@ -283,6 +286,7 @@ impl Client {
                 )),
             }
         }
+        job.landing.expect(running.tags());
         running.start(|target| self.part(snap, &job, target));
         let mut rest = Rest {
             running,
@@ -444,24 +448,47 @@ impl Client {
         let group = snap.topology.group(part.group).name();
         let write = (job.key(), job.number, job.op().supersedes_repair());
         let error = part.reply.as_ref().err();
-        self.settle_part(snap.name(part.own), group, write, reached, error, tracking);
+        let owed = self.settle_part(snap.name(part.own), write, reached, error, tracking);
+        // A reply from any server (its own or a failover), or a request
+        // that may yet be applied: the write exists somewhere.
+        let landed = error.is_none_or(Error::may_have_applied);
+        let held = owed.map(|keep| HeldRepair {
+            server: snap.name(part.own).clone(),
+            group: group.into(),
+            error: error.cloned(),
+            keep,
+        });
+        for repair in job.landing.settle(landed, held) {
+            self.queue_held(job, repair);
+        }
+    }
+
+    /// Queues a repair held by [`Job::landing`].
+    fn queue_held(&self, job: &Job, repair: HeldRepair) {
+        let HeldRepair {
+            server,
+            group,
+            error,
+            keep,
+        } = repair;
+        self.queue_repair(&server, &group, job.key(), job.number, error.as_ref(), keep);
     }
 
     /// One group's part of write `(key, number, supersedes)` ended, on the
-    /// key's own server `own` (`reached`, with the CAS it stored when the
-    /// reply carried it) or not (`error`, or a failover server): a miss
-    /// queues a repair unless a later write was applied there meanwhile and
-    /// this one cannot land after it; an applied write that leaves the
-    /// newest value supersedes older repairs there.
+    /// key's own server `own` (`reached`, with the CAS it stored when the reply
+    /// carried it) or not (`error`, or a failover server). Returns the
+    /// repair a miss owes (`Some(keep)`, the later write's copy to keep),
+    /// none when a later write was applied there meanwhile and this one
+    /// cannot land after it; an applied write that leaves the newest value
+    /// supersedes older repairs there.
     pub(super) fn settle_part(
         &self,
-        own: &Arc<str>,
-        group: &str,
+        own: &str,
         (key, number, supersedes): (&[u8], u64, bool),
         reached: Option<Option<u64>>,
         error: Option<&Error>,
         tracking: &mut Tracking,
-    ) {
+    ) -> Option<Option<(u64, u64)>> {
         let applied = reached
             .filter(|_| supersedes)
             .map(|receipt| (number, receipt));
@@ -470,18 +497,19 @@ impl Client {
             if applied.is_some() {
                 self.write_applied(own, key, number, receipt);
             }
-            return;
+            return None;
         }
         let may_land = error.is_some_and(Error::may_have_applied);
         if newest > number && !may_land {
             // A later write of the key was applied there meanwhile, and
             // this one cannot land after it.
-            return;
+            return None;
         }
         // A later write applied there meanwhile: its copy stays.
-        let keep = (newest > number)
-            .then_some(newest_cas.map(|cas| (newest, cas)))
-            .flatten();
-        self.queue_repair(own, group, key, number, error, keep);
+        Some(
+            (newest > number)
+                .then_some(newest_cas.map(|cas| (newest, cas)))
+                .flatten(),
+        )
     }
 }
