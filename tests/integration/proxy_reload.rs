@@ -170,3 +170,53 @@ fn check_validates_a_file_and_exits() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("127.0.0.1:x"), "{stderr}");
 }
+
+/// The library's control handle: a second address opens beside the first,
+/// then the first stops accepting while the connection it carried is
+/// served to the end, and an address that cannot be bound changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listeners_open_and_close_while_the_proxy_serves() {
+    use memgroup::proxy::{Proxy, ProxyConfig};
+    let server = Memcached::spawn();
+    let first: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let second: std::net::SocketAddr = "127.0.0.2:0".parse().unwrap();
+    let client = crate::proxy_limits::client_of(&server);
+    let proxy = Proxy::bind(client, ProxyConfig::listen([first]))
+        .await
+        .unwrap();
+    let control = proxy.control();
+    let at_first = proxy.local_addrs()[0];
+    tokio::spawn(proxy.serve());
+    let mut carried = TcpStream::connect(at_first).await.unwrap();
+    let both = control.listen(&[first, second]).await.unwrap();
+    assert_eq!(both.len(), 2);
+    assert_eq!(both[0], at_first, "an address kept is untouched");
+    let at_second = both[1];
+    let reply = crate::proxy::exchange(at_second, b"set k 0 0 1\r\nv\r\n").await;
+    assert!(reply.starts_with(b"STORED\r\n"), "{reply:?}");
+
+    assert_eq!(control.listen(&[second]).await.unwrap(), [at_second]);
+    // The first address refuses new connections (the accept task ends a
+    // moment after the call)...
+    let mut refused = false;
+    for _ in 0..100 {
+        if TcpStream::connect(at_first).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused, "{at_first} still accepts");
+    // ...while the connection it carried is served.
+    carried.write_all(b"get k\r\n").await.unwrap();
+    let mut reply = vec![0u8; 64];
+    let n = carried.read(&mut reply).await.unwrap();
+    assert_eq!(&reply[..n], b"VALUE k 0 1\r\nv\r\nEND\r\n");
+
+    // An address in use: refused by name, the listeners as they were.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap();
+    let error = control.listen(&[second, taken]).await.unwrap_err();
+    assert!(error.to_string().contains(&taken.to_string()), "{error}");
+    assert_eq!(control.local_addrs(), [at_second]);
+}

@@ -12,7 +12,7 @@ use memgroup_testkit::Pki;
 
 use crate::proxy::{exchange, free_port, proxy_with};
 use crate::proxy_limits::client_of;
-use crate::support::{Memcached, ToolProxy, memgroup_ok, raw};
+use crate::support::{Memcached, ToolProxy, raw};
 
 /// A proxy for `server` serving TLS with the test server certificate;
 /// with `mutual`, requiring client certificates of the test CA.
@@ -86,8 +86,11 @@ async fn mutual_tls_in_front_refuses_a_client_without_a_certificate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tool_serves_tls_in_front() {
     let (pki, server) = (Pki::new(), Memcached::spawn());
-    let cert = pki.server_cert();
-    let key = pki.server_key();
+    // Copies the proxy reads, replaced below as a renewal would.
+    let dir = crate::support::tempdir::Dir::new("proxy-tls");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::copy(pki.server_cert(), &cert).unwrap();
+    std::fs::copy(pki.server_key(), &key).unwrap();
     let tool = ToolProxy::start(
         &["--servers", &server.addr_string()],
         &[
@@ -98,21 +101,76 @@ async fn the_tool_serves_tls_in_front() {
         ],
     );
     raw::set(server.addr(), b"greeting", b"hello");
-    let ca = pki.ca();
-    let got = memgroup_ok(&[
-        "--servers",
-        &tool.addr.to_string(),
-        "--tls-ca",
-        ca.to_str().unwrap(),
-        "get",
-        "greeting",
-    ]);
-    assert_eq!(got, "hello");
+    let addr = tool.addr.to_string();
+    let get_trusting = |ca: &std::path::Path| {
+        crate::support::memgroup(&[
+            "--servers",
+            &addr,
+            "--tls-ca",
+            ca.to_str().unwrap(),
+            "--timeout-ms",
+            "2000",
+            "get",
+            "greeting",
+        ])
+    };
+    let got = get_trusting(&pki.ca());
+    assert_eq!(String::from_utf8_lossy(&got.stdout).trim(), "hello");
     let stats = exchange(tool.addr, b"stats\r\n").await;
     assert!(
         stats.ends_with(b"<CLOSED>"),
         "plaintext served on a TLS port"
     );
+
+    // A file that does not load: the certificate in use stays.
+    std::fs::write(&cert, "not a certificate").unwrap();
+    tool.signal("HUP");
+    assert!(tool.said("keeping the certificate in use").await);
+    // A renewed certificate: SIGHUP, and new handshakes present it.
+    let renewed = Pki::new();
+    std::fs::copy(renewed.server_cert(), &cert).unwrap();
+    std::fs::copy(renewed.server_key(), &key).unwrap();
+    tool.signal("HUP");
+    let mut served = false;
+    for _ in 0..100 {
+        if get_trusting(&renewed.ca()).status.success() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served, "the renewed certificate was never presented");
+    assert!(!get_trusting(&pki.ca()).status.success());
     let (status, _, stderr) = tool.terminate().await;
     assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("new handshakes present the certificate read now"),
+        "{stderr}"
+    );
+}
+
+/// A renewed certificate served without a restart: new handshakes present
+/// it (a client trusting only the old authority is refused), while a
+/// connection opened before keeps being served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_certificate_serves_new_handshakes() {
+    use memgroup::proxy::Proxy;
+    let (old, new, server) = (Pki::new(), Pki::new(), Memcached::spawn());
+    let mut config = free_port();
+    config.tls = Some(ServerTls::from_files(&old.server_cert(), &old.server_key(), None).unwrap());
+    let proxy = Proxy::bind(client_of(&server), config).await.unwrap();
+    let (addr, control) = (proxy.local_addrs()[0], proxy.control());
+    tokio::spawn(proxy.serve());
+    let before = through(addr, TlsConfig::ca_file(old.ca()).unwrap());
+    before.set("k", "v", 0).await.unwrap();
+
+    let renewed = ServerTls::from_files(&new.server_cert(), &new.server_key(), None).unwrap();
+    assert!(control.set_tls(renewed));
+    let after = through(addr, TlsConfig::ca_file(new.ca()).unwrap());
+    assert_eq!(after.get("k").await.unwrap().unwrap().value, b"v"[..]);
+    let stale = through(addr, TlsConfig::ca_file(old.ca()).unwrap());
+    let error = stale.get("k").await.expect_err("the old authority");
+    assert_eq!(error.kind(), memgroup::client::ErrorKind::Tls, "{error}");
+    // Opened before: its session stands.
+    assert_eq!(before.get("k").await.unwrap().unwrap().value, b"v"[..]);
 }

@@ -55,6 +55,7 @@
 mod answer;
 mod binary;
 mod conn;
+mod control;
 mod latency;
 mod login;
 mod retrieve;
@@ -74,6 +75,7 @@ use tokio::net::TcpListener;
 
 use crate::conn::Phase;
 
+pub use control::ProxyControl;
 pub use login::Logins;
 pub use stats::ProxyStats;
 #[cfg(feature = "tls")]
@@ -154,7 +156,7 @@ impl ProxyConfig {
 
 /// What every connection shares.
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     client: Client,
     config: ProxyConfig,
     stats: ProxyStats,
@@ -162,12 +164,16 @@ struct Shared {
     latency: latency::Latencies,
     /// Serving, draining or cut: every connection watches it.
     phase: tokio::sync::watch::Sender<Phase>,
+    /// The listeners ([`ProxyControl::listen`] changes them).
+    listening: parking_lot::Mutex<control::Listening>,
+    /// What new handshakes present ([`ProxyControl::set_tls`]).
+    #[cfg(feature = "tls")]
+    tls: parking_lot::RwLock<Option<ServerTls>>,
 }
 
 /// A bound proxy: its listeners open, serving once [`Proxy::serve`] runs.
 #[derive(Debug)]
 pub struct Proxy {
-    listeners: Vec<TcpListener>,
     shared: Arc<Shared>,
 }
 
@@ -176,15 +182,15 @@ impl Proxy {
     /// could not be bound).
     pub async fn bind(client: Client, config: ProxyConfig) -> std::io::Result<Proxy> {
         let mut listeners = Vec::with_capacity(config.listen.len());
-        for addr in &config.listen {
-            let listener = TcpListener::bind(addr).await.map_err(|e| {
-                std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
-            })?;
-            listeners.push(listener);
+        for &addr in &config.listen {
+            let (local, listener) = control::bind(addr).await?;
+            listeners.push((addr, local, listener));
         }
         Ok(Proxy {
-            listeners,
             shared: Arc::new(Shared {
+                listening: parking_lot::Mutex::new(control::Listening::bound(listeners)),
+                #[cfg(feature = "tls")]
+                tls: parking_lot::RwLock::new(config.tls.clone()),
                 // Keys as memcached's text protocol carries them (control
                 // bytes too), hashed as the clients' other clients hash them.
                 client: client.with_raw_keys(),
@@ -198,10 +204,15 @@ impl Proxy {
 
     /// The addresses listened on (with the ports chosen for port 0).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.listeners
-            .iter()
-            .filter_map(|l| l.local_addr().ok())
-            .collect()
+        self.shared.listening.lock().local_addrs()
+    }
+
+    /// A handle that changes the proxy while it serves: its listeners, its
+    /// certificate.
+    pub fn control(&self) -> ProxyControl {
+        ProxyControl {
+            shared: self.shared.clone(),
+        }
     }
 
     /// The proxy's counters (what `stats` answers).
@@ -226,17 +237,13 @@ impl Proxy {
         shutdown: impl Future<Output = ()>,
         grace: std::time::Duration,
     ) -> Drained {
-        let mut accepting = tokio::task::JoinSet::new();
-        for listener in self.listeners {
-            let shared = self.shared.clone();
-            accepting.spawn(accept(listener, shared));
-        }
-        tokio::select! {
-            () = shutdown => {}
-            _ = async { while accepting.join_next().await.is_some() {} } => {}
-        }
+        self.shared.listening.lock().serve(&self.shared);
+        shutdown.await;
         // The listeners close with their tasks.
-        accepting.shutdown().await;
+        let accepting = self.shared.listening.lock().close();
+        for task in accepting {
+            let _ = task.await;
+        }
         let stats = &self.shared.stats;
         let open = stats.curr_connections.load(Relaxed);
         let answered = stats.requests.load(Relaxed);
@@ -274,7 +281,7 @@ pub struct Drained {
 
 /// One listener's accept loop: a task per connection, up to the most
 /// connections allowed.
-async fn accept(listener: TcpListener, shared: Arc<Shared>) {
+pub(crate) async fn accept(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -293,9 +300,12 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>) {
                     // Boxed: the handshake's state (rustls's session) is
                     // no part of a plaintext connection's task.
                     #[cfg(feature = "tls")]
-                    let stream = match &shared.config.tls {
-                        Some(tls) => Box::pin(handshake(stream, tls, &shared)).await,
-                        None => Some(stream::Stream::Plain(stream)),
+                    let stream = {
+                        let tls = shared.tls.read().clone();
+                        match &tls {
+                            Some(tls) => Box::pin(handshake(stream, tls, &shared)).await,
+                            None => Some(stream::Stream::Plain(stream)),
+                        }
                     };
                     #[cfg(not(feature = "tls"))]
                     let stream = Some(stream::Stream::Plain(stream));

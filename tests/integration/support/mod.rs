@@ -417,6 +417,9 @@ pub struct ToolProxy {
     /// Where it listens.
     pub addr: std::net::SocketAddr,
     stdout: Option<std::io::Lines<std::io::BufReader<std::process::ChildStdout>>>,
+    /// Its stderr so far, read by a thread of its own.
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr_reader: Option<thread::JoinHandle<()>>,
 }
 
 impl ToolProxy {
@@ -436,6 +439,15 @@ impl ToolProxy {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (pipe, into) = (child.stderr.take().unwrap(), stderr.clone());
+        let stderr_reader = Some(thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut text = into.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }));
         let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let first = stdout.next().unwrap().unwrap();
         let addr = first
@@ -447,7 +459,20 @@ impl ToolProxy {
             child: Some(child),
             addr,
             stdout: Some(stdout),
+            stderr,
+            stderr_reader,
         }
+    }
+
+    /// Waits up to 5 s for `text` in its stderr; whether it came.
+    pub async fn said(&self, text: &str) -> bool {
+        for _ in 0..250 {
+            if self.stderr.lock().unwrap().contains(text) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
     }
 
     /// Its process id.
@@ -468,14 +493,14 @@ impl ToolProxy {
     /// SIGTERM, then its exit status, the rest of its stdout and all its
     /// stderr.
     pub async fn terminate(mut self) -> (std::process::ExitStatus, Vec<String>, String) {
-        use std::io::Read;
         self.signal("TERM");
         let (mut child, stdout) = (self.child.take().unwrap(), self.stdout.take().unwrap());
+        let (reader, stderr) = (self.stderr_reader.take().unwrap(), self.stderr.clone());
         tokio::task::spawn_blocking(move || {
             let status = child.wait().unwrap();
             let rest = stdout.map_while(Result::ok).collect();
-            let mut stderr = String::new();
-            let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+            reader.join().unwrap();
+            let stderr = std::mem::take(&mut *stderr.lock().unwrap());
             (status, rest, stderr)
         })
         .await

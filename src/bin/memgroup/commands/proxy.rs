@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use memgroup::proxy::{Logins, Proxy, ProxyConfig, ServerTls};
+use memgroup::proxy::{Logins, Proxy, ProxyConfig, ProxyControl, ServerTls};
 
 use crate::cluster::Cluster;
 use crate::exit::Failure;
@@ -88,23 +88,6 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
         ));
         return Ok(ExitCode::SUCCESS);
     }
-    // A changed --config file applies to new requests (checked every
-    // second, and at once on SIGHUP); one that cannot be read or parsed is
-    // said on stderr and the cluster stays as it was.
-    let watcher = cluster.watch(&client, Ok);
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .map_err(|e| Failure::Op(format!("cannot watch SIGHUP: {e}")))?;
-    tokio::spawn(async move {
-        while hangup.recv().await.is_some() {
-            match &watcher {
-                Some(watcher) => {
-                    output::note("SIGHUP: reading the cluster file again");
-                    watcher.reload_now();
-                }
-                None => output::note("SIGHUP: no --config file to read again"),
-            }
-        }
-    });
     let mut config = ProxyConfig::listen(args.listen.iter().copied());
     config.allow_flush_all = !args.no_flush_all;
     config.allow_cache_memlimit = !args.no_cache_memlimit;
@@ -124,9 +107,10 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
             .map_err(|e| Failure::Usage(format!("TLS in front: {e}")))?;
         config.tls = Some(tls);
     }
-    let proxy = Proxy::bind(client, config)
+    let proxy = Proxy::bind(client.clone(), config)
         .await
         .map_err(|e| Failure::Op(e.to_string()))?;
+    follow(&cluster, &client, args, proxy.control())?;
     let addrs: Vec<String> = proxy
         .local_addrs()
         .iter()
@@ -152,6 +136,50 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
         return Ok(ExitCode::from(crate::exit::PARTIAL));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Follows the `--config` file: a change applies to new requests (checked
+/// every second, and at once on SIGHUP); one that cannot be read or parsed
+/// is said on stderr and the cluster stays as it was. SIGHUP also reads the
+/// certificate and key of TLS in front again: new handshakes present them
+/// (a renewed certificate), or, when they do not load, the old ones stay
+/// and the reason is said.
+fn follow(
+    cluster: &Cluster,
+    client: &memgroup::client::Client,
+    args: &Args,
+    control: ProxyControl,
+) -> Result<(), Failure> {
+    let watcher = cluster.watch(client, Ok);
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| Failure::Op(format!("cannot watch SIGHUP: {e}")))?;
+    let tls = args.listen_cert.clone().zip(args.listen_key.clone());
+    let client_ca = args.listen_client_ca.clone();
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            match &watcher {
+                Some(watcher) => {
+                    output::note("SIGHUP: reading the cluster file again");
+                    watcher.reload_now();
+                }
+                None => output::note("SIGHUP: no --config file to read again"),
+            }
+            if let Some((cert, key)) = &tls {
+                match ServerTls::from_files(cert, key, client_ca.as_deref()) {
+                    Ok(renewed) => {
+                        control.set_tls(renewed);
+                        output::note(
+                            "SIGHUP: TLS in front: new handshakes present the certificate read now",
+                        );
+                    }
+                    Err(e) => output::note(&format!(
+                        "SIGHUP: TLS in front: keeping the certificate in use: {e}"
+                    )),
+                }
+            }
+        }
+    });
+    Ok(())
 }
 
 /// A duration flag in seconds: 0 is `None`, a negative or unreadable one

@@ -9,6 +9,7 @@
 mod arbiter;
 mod batch;
 mod converge;
+mod missed;
 mod op;
 mod policy;
 mod replicate;
