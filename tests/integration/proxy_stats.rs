@@ -122,3 +122,76 @@ async fn latency_and_servers_sections_count_what_was_sent() {
     let latency = exchange(proxied, b"stats latency\r\n").await;
     assert_eq!(stat(&latency, "set:count"), 0);
 }
+
+/// The metrics one Prometheus scrape of `addr` reads, as `name value` by
+/// name (labels kept in the name); empty when nothing listens yet.
+fn scrape(addr: std::net::SocketAddr) -> std::collections::HashMap<String, f64> {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return std::collections::HashMap::new();
+    };
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    let body = reply.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    body.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `memgroup proxy --metrics-listen`: a Prometheus scrape reads the proxy's
+/// `stats` (as `memgroup_proxy_*`, refreshed every second) and the client's
+/// operation durations, counted against what was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_reads_what_stats_says() {
+    let server = Memcached::spawn();
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let metrics_addr = metrics.local_addr().unwrap();
+    drop(metrics);
+    let tool = crate::support::ToolProxy::start(
+        &["--servers", &server.addr_string()],
+        &["--metrics-listen", &metrics_addr.to_string()],
+    );
+    let front = Client::builder()
+        .servers(&tool.addr.to_string())
+        .unwrap()
+        .build()
+        .unwrap();
+    for i in 0..30 {
+        front.set(&format!("k{i}"), "v", 0).await.unwrap();
+    }
+    for i in 0..50 {
+        front.get(&format!("k{i}")).await.unwrap();
+    }
+    let mut seen = std::collections::HashMap::new();
+    for _ in 0..100 {
+        seen = scrape(metrics_addr);
+        if seen.get("memgroup_proxy_cmd_get") == Some(&50.0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen.get("memgroup_proxy_cmd_get"), Some(&50.0), "{seen:?}");
+    assert_eq!(seen.get("memgroup_proxy_cmd_set"), Some(&30.0));
+    assert_eq!(seen.get("memgroup_proxy_get_hits"), Some(&30.0));
+    assert_eq!(seen.get("memgroup_proxy_get_misses"), Some(&20.0));
+    assert_eq!(seen.get("memgroup_proxy_curr_connections"), Some(&1.0));
+    assert_eq!(seen.get("memgroup_proxy_servers_up"), Some(&1.0));
+    // The client's histogram: every set the proxy forwarded.
+    let sets = seen
+        .iter()
+        .find(|(name, _)| {
+            name.starts_with("db_client_operation_duration_count")
+                && name.contains("db_operation_name=\"set\"")
+        })
+        .map(|(_, count)| *count);
+    assert_eq!(sets, Some(30.0), "{seen:?}");
+    let (status, _, stderr) = tool.terminate().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}

@@ -164,4 +164,15 @@ impl ProxyControl {
         *current = Some(tls);
         true
     }
+
+    /// Records the proxy's `stats` and its client's status through the
+    /// `metrics` facade (feature `metrics`; see
+    /// [`ProxyStats`](crate::ProxyStats) for the names): call it every few
+    /// seconds, or before each scrape, for the exporter the process
+    /// installed. The latency of each operation is the client's own
+    /// `db.client.operation.duration`.
+    #[cfg(feature = "metrics")]
+    pub fn record_metrics(&self) {
+        self.shared.stats.record(&self.shared.client.status());
+    }
 }

@@ -113,21 +113,10 @@ impl ProxyStats {
         }
     }
 
-    /// The `stats` reply: `STAT <name> <value>` lines and `END`; the
-    /// proxy's counters, then the client's (`status`): its servers, what it
-    /// repaired and hedged, and its topology's generation and age.
-    pub(crate) fn encode(&self, status: &Status, out: &mut BytesMut) {
-        let mut stat = |name: &str, value: &dyn std::fmt::Display| {
-            out.put_slice(format!("STAT {name} {value}\r\n").as_bytes());
-        };
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        stat("pid", &std::process::id());
-        stat("uptime", &self.started.elapsed().as_secs());
-        stat("time", &now);
-        stat("version", &crate::answer::VERSION);
-        let counters: [(&str, &AtomicU64); 20] = [
+    /// Every counter `stats` answers but the clock's, by name: the proxy's,
+    /// then the client's (`status`).
+    fn values(&self, status: &Status) -> Vec<(&'static str, u64)> {
+        let counters: [(&str, &AtomicU64); 19] = [
             ("curr_connections", &self.curr_connections),
             ("total_connections", &self.total_connections),
             ("cmd_get", &self.cmd_get),
@@ -147,14 +136,15 @@ impl ProxyStats {
             ("idle_kicks", &self.idle_kicks),
             ("ssl_handshake_errors", &self.ssl_handshake_errors),
             ("auth_errors", &self.auth_errors),
-            ("threads", &AtomicU64::new(thread_count())),
         ];
-        for (name, value) in counters {
-            stat(name, &value.load(Relaxed));
-        }
+        let mut values: Vec<(&str, u64)> = counters
+            .into_iter()
+            .map(|(name, value)| (name, value.load(Relaxed)))
+            .collect();
+        values.push(("threads", thread_count()));
         let up = status.servers.iter().filter(|s| s.state == ServerState::Up);
         let sum = |field: fn(&ServerStatus) -> u64| status.servers.iter().map(field).sum::<u64>();
-        let client: [(&str, u64); 13] = [
+        values.extend([
             ("servers", status.servers.len() as u64),
             ("servers_up", up.count() as u64),
             ("server_requests", sum(|s| s.counters.requests)),
@@ -168,8 +158,54 @@ impl ProxyStats {
             ("read_repairs", status.read_repairs),
             ("background_writes", status.background_writes as u64),
             ("topology_generation", status.topology_generation),
+        ]);
+        values
+    }
+
+    /// Records every counter `stats` answers through the `metrics` facade,
+    /// named `memgroup.proxy.<stats name>` (`memgroup_proxy_cmd_get` in
+    /// Prometheus): what goes up and down (connections open, servers up,
+    /// repairs pending, writes finishing, the topology's generation and
+    /// age) as gauges, the rest as counters set to their totals.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn record(&self, status: &Status) {
+        const GAUGES: [&str; 7] = [
+            "curr_connections",
+            "threads",
+            "servers",
+            "servers_up",
+            "repairs_pending",
+            "background_writes",
+            "topology_generation",
         ];
-        for (name, value) in client {
+        for (name, value) in self.values(status) {
+            let gauge = GAUGES.contains(&name);
+            let name = format!("memgroup.proxy.{name}");
+            if gauge {
+                metrics::gauge!(name).set(value as f64);
+            } else {
+                metrics::counter!(name).absolute(value);
+            }
+        }
+        metrics::gauge!("memgroup.proxy.topology_age").set(status.topology_age.as_secs_f64());
+        metrics::gauge!("memgroup.proxy.uptime").set(self.started.elapsed().as_secs_f64());
+    }
+
+    /// The `stats` reply: `STAT <name> <value>` lines and `END`; the
+    /// proxy's counters, then the client's (`status`): its servers, what it
+    /// repaired and hedged, and its topology's generation and age.
+    pub(crate) fn encode(&self, status: &Status, out: &mut BytesMut) {
+        let mut stat = |name: &str, value: &dyn std::fmt::Display| {
+            out.put_slice(format!("STAT {name} {value}\r\n").as_bytes());
+        };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        stat("pid", &std::process::id());
+        stat("uptime", &self.started.elapsed().as_secs());
+        stat("time", &now);
+        stat("version", &crate::answer::VERSION);
+        for (name, value) in self.values(status) {
             stat(name, &value);
         }
         stat("topology_age", &status.topology_age.as_secs());
