@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use memgroup::client::{Client, Error};
+use memgroup::proto::StoreCommand;
 use parking_lot::Mutex;
 
 use crate::measure::{Latency, Rng};
@@ -32,8 +33,94 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    fn error(&self, e: &Error) {
-        *self.errors.lock().entry(e.kind().name()).or_default() += 1;
+    fn error(&self, kind: &'static str) {
+        *self.errors.lock().entry(kind).or_default() += 1;
+    }
+}
+
+/// Where a task's load goes: memgroup's client (straight to the cluster,
+/// or to the proxy as to one memcached), or text-protocol connections to
+/// the proxy. Each call's result: what the load needs of it, or the kind of
+/// error.
+pub(crate) enum Front {
+    Client(Client),
+    Text(crate::text::Conns),
+}
+
+type Kind = &'static str;
+
+fn kind(e: &Error) -> Kind {
+    e.kind().name()
+}
+
+impl Front {
+    async fn get(&mut self, k: &str) -> Result<Option<Vec<u8>>, Kind> {
+        match self {
+            Front::Client(c) => c
+                .get(k)
+                .await
+                .map(|i| i.map(|i| i.value.to_vec()))
+                .map_err(|e| kind(&e)),
+            Front::Text(t) => t.get(k).await,
+        }
+    }
+
+    /// The hits, and the kind of the first key's error (keys no group
+    /// answered, once a call).
+    async fn get_multi(
+        &mut self,
+        ks: &[String],
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Kind>), Kind> {
+        match self {
+            Front::Client(c) => {
+                let found = c.get_multi(ks).await.map_err(|e| kind(&e))?;
+                let hits = found
+                    .hits()
+                    .map(|(k, i)| (k.to_vec(), i.value.to_vec()))
+                    .collect();
+                Ok((hits, found.errors().next().map(|(_, e)| kind(e))))
+            }
+            Front::Text(t) => Ok((t.get_multi(ks).await?, None)),
+        }
+    }
+
+    /// Whether the set was acknowledged (its policy met).
+    async fn set(&mut self, k: &str, v: &[u8]) -> Result<bool, Kind> {
+        match self {
+            Front::Client(c) => c
+                .set(k, v, 0)
+                .await
+                .map(|o| o.applied())
+                .map_err(|e| kind(&e)),
+            Front::Text(t) => t.store(StoreCommand::Set, k, v).await,
+        }
+    }
+
+    /// Whether the key is absent everywhere (applied or not found in every
+    /// group).
+    async fn delete(&mut self, k: &str) -> Result<bool, Kind> {
+        match self {
+            Front::Client(c) => c
+                .delete(k)
+                .await
+                .map(|o| o.groups.iter().all(|g| g.result.is_ok()))
+                .map_err(|e| kind(&e)),
+            Front::Text(t) => t.delete(k).await,
+        }
+    }
+
+    async fn incr(&mut self, k: &str) -> Result<Option<u64>, Kind> {
+        match self {
+            Front::Client(c) => c.incr(k, 1).await.map_err(|e| kind(&e)),
+            Front::Text(t) => t.incr(k).await,
+        }
+    }
+
+    async fn add(&mut self, k: &str, v: &[u8]) -> Result<(), Kind> {
+        match self {
+            Front::Client(c) => c.add(k, v, 0).await.map(drop).map_err(|e| kind(&e)),
+            Front::Text(t) => t.store(StoreCommand::Add, k, v).await.map(drop),
+        }
     }
 }
 
@@ -95,7 +182,7 @@ pub(crate) struct Timing {
 /// Task `t`'s load until `stop`: returns its keys' last acknowledged writes.
 pub(crate) async fn task(
     t: usize,
-    client: Client,
+    mut client: Front,
     stop: Arc<AtomicBool>,
     counts: Arc<Counts>,
     timing: Timing,
@@ -114,13 +201,13 @@ pub(crate) async fn task(
                 counts.gets.fetch_add(1, Relaxed);
                 let k = key(other, i);
                 match client.get(&k).await {
-                    Ok(Some(item)) => {
-                        if parse(&item.value).map(|(key, _)| key) != Some(k.as_str()) {
+                    Ok(Some(value)) => {
+                        if parse(&value).map(|(key, _)| key) != Some(k.as_str()) {
                             counts.misdelivered.fetch_add(1, Relaxed);
                         }
                     }
                     Ok(None) => {}
-                    Err(e) => counts.error(&e),
+                    Err(e) => counts.error(e),
                 }
             }
             50..60 => {
@@ -129,18 +216,18 @@ pub(crate) async fn task(
                     .map(|j| key(other, (i + j * 37) % KEYS_PER_TASK))
                     .collect();
                 match client.get_multi(&keys).await {
-                    Ok(found) => {
-                        for (k, item) in found.hits() {
-                            if parse(&item.value).map(|(key, _)| key.as_bytes()) != Some(k) {
+                    Ok((hits, error)) => {
+                        for (k, value) in hits {
+                            if parse(&value).map(|(key, _)| key.as_bytes()) != Some(&k[..]) {
                                 counts.misdelivered.fetch_add(1, Relaxed);
                             }
                         }
                         // Keys no group answered count as errors, once each call.
-                        if let Some((_, e)) = found.errors().next() {
+                        if let Some(e) = error {
                             counts.error(e);
                         }
                     }
-                    Err(e) => counts.error(&e),
+                    Err(e) => counts.error(e),
                 }
             }
             60..88 => {
@@ -149,8 +236,8 @@ pub(crate) async fn task(
                 let slot = &mut versions[i as usize];
                 *slot += 1;
                 let version = *slot;
-                match client.set(&k, value(&k, version), 0).await {
-                    Ok(outcome) if outcome.applied() => {
+                match client.set(&k, &value(&k, version)).await {
+                    Ok(true) => {
                         counts.acked.fetch_add(1, Relaxed);
                         acked.insert(
                             i,
@@ -161,15 +248,15 @@ pub(crate) async fn task(
                             },
                         );
                     }
-                    Ok(_) => {}
-                    Err(e) => counts.error(&e),
+                    Ok(false) => {}
+                    Err(e) => counts.error(e),
                 }
             }
             88..92 => {
                 counts.incrs.fetch_add(1, Relaxed);
                 let j = rng.below(COUNTERS as u64) as usize;
                 let k = counter_key(j);
-                match client.incr(&k, 1).await {
+                match client.incr(&k).await {
                     Ok(Some(n)) => {
                         let mut acks = counts.counted[j].lock();
                         if !acks.iter().any(|&(s, m)| s >= started && m >= n) {
@@ -179,11 +266,11 @@ pub(crate) async fn task(
                     }
                     // Absent: create it (`add`: one creator wins).
                     Ok(None) => {
-                        if let Err(e) = client.add(&k, "0", 0).await {
-                            counts.error(&e);
+                        if let Err(e) = client.add(&k, b"0").await {
+                            counts.error(e);
                         }
                     }
-                    Err(e) => counts.error(&e),
+                    Err(e) => counts.error(e),
                 }
             }
             _ => {
@@ -194,7 +281,7 @@ pub(crate) async fn task(
                 let version = *slot;
                 match client.delete(&k).await {
                     // Applied or not found: either way absent everywhere.
-                    Ok(outcome) if outcome.groups.iter().all(|g| g.result.is_ok()) => {
+                    Ok(true) => {
                         counts.acked.fetch_add(1, Relaxed);
                         acked.insert(
                             i,
@@ -205,7 +292,7 @@ pub(crate) async fn task(
                         );
                     }
                     failed => {
-                        if let Err(e) = &failed {
+                        if let Err(e) = failed {
                             counts.error(e);
                         }
                         if let Some(Acked::Set { maybe_deleted, .. }) = acked.get_mut(&i) {

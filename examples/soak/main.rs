@@ -42,6 +42,7 @@ mod faults;
 mod load;
 mod measure;
 mod proxy;
+mod text;
 mod writers;
 
 use std::process::ExitCode;
@@ -54,7 +55,7 @@ use memgroup::topology::{ClusterSpec, ReadFallback, Topology, WritePolicy};
 use memgroup_testkit::Memcached;
 use parking_lot::Mutex;
 
-use load::{Counts, Timing, key};
+use load::{Counts, Front, Timing, key};
 use measure::{Latency, open_fds, rss_kib};
 
 const GROUPS: usize = 3;
@@ -146,13 +147,13 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         .repair_journal(&journal)
         .build()
         .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
     // With --proxy the load goes through a memgroup proxy serving this
-    // client, by clients of the proxy's own (one per task).
-    let (front, proxy) = if through_proxy {
-        let (front, proxy) = proxy::start(&client, TASKS, TIMEOUT * 4).await;
-        (front, Some(proxy))
+    // client, by text-protocol clients of it (proxy.rs).
+    let proxy = if through_proxy {
+        Some(proxy::start(&client, TIMEOUT * 4, stop.clone()).await)
     } else {
-        (client.clone(), None)
+        None
     };
     let second = writers::spawn(&[
         "--second-writer".into(),
@@ -161,7 +162,6 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         journal.display().to_string(),
     ]);
 
-    let stop = Arc::new(AtomicBool::new(false));
     let faulting = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Counts::default());
     let (calm, stormy) = (Arc::new(Latency::new()), Arc::new(Latency::new()));
@@ -176,13 +176,11 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
                 calm: calm.clone(),
                 stormy: stormy.clone(),
             };
-            tokio::spawn(load::task(
-                t,
-                front.clone(),
-                stop.clone(),
-                counts.clone(),
-                timing,
-            ))
+            let front = match &proxy {
+                Some(proxy) => Front::Text(proxy.conns()),
+                None => Front::Client(client.clone()),
+            };
+            tokio::spawn(load::task(t, front, stop.clone(), counts.clone(), timing))
         })
         .collect();
     let faults = faults::start(
@@ -234,7 +232,6 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     );
 
     // The proxy drains first: its client is the one that heals.
-    drop(front);
     let drained = match proxy {
         Some(proxy) => Some(proxy.stop().await),
         None => None,
@@ -411,15 +408,10 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         status.hedged_reads,
         status.read_repairs
     );
-    if let Some(drained) = &drained {
-        println!(
-            "| through the proxy | {TASKS} client connections; drained {} of them at the end, {} cut |",
-            drained.connections, drained.cut
-        );
-    }
     let mut violations = Vec::new();
-    if drained.is_some_and(|d| d.cut > 0) {
-        violations.push("the proxy cut connections with requests unanswered".into());
+    if let Some(drained) = &drained {
+        drained.print();
+        drained.violations(&mut violations);
     }
     if losses.lost > 0 {
         violations.push(format!("{} acknowledged writes lost", losses.lost));

@@ -23,6 +23,12 @@ impl Rng {
 /// Log-linear latency buckets (1/8 octave) of atomics.
 pub(crate) struct Latency([AtomicU64; 256]);
 
+impl Default for Latency {
+    fn default() -> Latency {
+        Latency::new()
+    }
+}
+
 impl Latency {
     pub(crate) fn new() -> Latency {
         Latency([const { AtomicU64::new(0) }; 256])

@@ -554,3 +554,51 @@ fn write_race(groups: &str, zone: &str, converge: bool, w: u64) -> u64 {
         writer.status().converged
     })
 }
+
+/// The same race with the arbiter missing both writes (unreachable from
+/// both writers, as a stalled zone is): A lands in sg2 before B and in sg3
+/// after B (its sg3 connection held by a relay). The writes' checks have no
+/// arbiter copy to judge by, so each keeps its copies only where every
+/// copy is its own: A, finding B's value in sg2, deletes its own in sg3.
+/// Unchecked (as such writes were), sg2 and sg3 keep different values for
+/// good: the soak's one divergent key in 600 s through the proxy.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn writers_the_arbiter_missed_end_in_agreement() {
+    use crate::support::relay::{Relay, Switch};
+    use crate::support::{HeldClock, advance_until};
+    use std::time::Duration;
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, sg3) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
+    let mut arbiter = Switch::to(sg1.addr());
+    arbiter.off();
+    let held = Relay::holding_first(sg3.addr());
+    let groups = format!(
+        "sg1={};sg2={};sg3={}",
+        arbiter.addr(),
+        sg2.addr_string(),
+        held.addr()
+    );
+    let writer = || {
+        Client::builder()
+            .evcache_groups(&groups)
+            .unwrap()
+            .zone("sg2")
+            .write_policy(memgroup::topology::WritePolicy::One)
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (writer(), writer());
+    // A: applied in sg2, refused by the arbiter, its sg3 part held.
+    let outcome = a.set("k", "A", 0).await.unwrap();
+    assert_eq!(outcome.pending.len(), 1, "{outcome:?}");
+    // B: after A in sg2, before A in sg3; its check finds its own copies.
+    b.set("k", "B", 0).await.unwrap().settled().await;
+    let settled = |c: &Client| c.status().background_writes == 0;
+    advance_until(Duration::from_secs(1), || settled(&b)).await;
+    held.release();
+    advance_until(Duration::from_secs(1), || settled(&a) && settled(&b)).await;
+    assert_eq!(raw::get(sg2.addr(), b"k").as_deref(), Some(&b"B"[..]));
+    assert_eq!(raw::get(sg3.addr(), b"k"), None, "sg3 kept A's value");
+    assert_eq!((a.status().converged, b.status().converged), (1, 0));
+}

@@ -23,7 +23,9 @@
 //!   delete or repair, a concurrent write, and this write's copies stay
 //!   where every copy present elsewhere is its own (they agree: deleting
 //!   them would turn another process's repair, which may cost a miss, into
-//!   the loss of the write everywhere), and go otherwise.
+//!   the loss of the write everywhere), and go otherwise;
+//! - the arbiter missed this write (no receipt: its copy there is the
+//!   repair queue's): judged as when it holds nothing.
 //!
 //! Every delete names the exact copy it judged, so a copy written after the
 //! check read it is never touched; that copy's writer runs its own check.
@@ -111,11 +113,6 @@ impl Client {
         let Some(all) = receipts.settle(receipt) else {
             return;
         };
-        let arbiter = snap.topology.arbiter();
-        // The arbiter missed it: nothing to judge by (its repair runs).
-        if !all.iter().any(|r| r.group == arbiter) {
-            return;
-        }
         let background = self.inner.background();
         let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
         tokio::spawn(async move {
@@ -160,35 +157,50 @@ impl Client {
     /// The check of a write whose groups all answered (see the module doc).
     async fn check(&self, snap: &Snapshot, job: &Job, receipts: &[Receipt]) {
         let arbiter = snap.topology.arbiter();
-        let Some(mine) = receipts.iter().find(|r| r.group == arbiter) else {
-            return;
-        };
+        let mine = receipts.iter().find(|r| r.group == arbiter);
         let key = job.key();
         let at = |group| own_target(snap, group, key);
-        let Ok(held) = self.cas_at(snap, at(arbiter), key).await else {
-            return;
+        // The arbiter missed this write: its copy there is the repair
+        // queue's (deleted, unless a later write of this client stands),
+        // so it judges nothing, and the other groups are judged as when
+        // the arbiter holds nothing. (Two writers the arbiter both missed,
+        // landing in opposite orders elsewhere, left two zones different
+        // for good when such a write went unchecked.)
+        let held = match mine {
+            Some(_) => match self.cas_at(snap, at(arbiter), key).await {
+                Ok(held) => held,
+                Err(_) => return,
+            },
+            None => None,
         };
         let mut deleted = 0;
+        // Whether every copy of the groups this write reached is its own or
+        // absent; `None` when a read failed (then nothing is judged).
         let mine_everywhere = async || {
             for receipt in receipts.iter().filter(|r| r.group != arbiter) {
                 match self.cas_at(snap, at(receipt.group), key).await {
                     Ok(None) => {}
                     Ok(Some(cas)) if cas == receipt.cas => {}
-                    _ => return false,
+                    Ok(Some(_)) => return Some(false),
+                    Err(_) => return None,
                 }
             }
-            true
+            Some(true)
         };
-        let lost = match held {
-            Some(cas) => cas != mine.cas,
+        let lost = match (held, mine) {
+            (Some(cas), Some(mine)) => cas != mine.cas,
             // Nothing at the arbiter: a later write of this client there (a
             // delete) means this one lost; otherwise it may be another
             // process's delete or a repair's, a concurrent write either
             // way, and this write's copies stand where every copy present
             // is its own (they agree); any other copy means a race, lost.
-            None => {
-                self.inner.repairs.started_since(key, job.number + 1) || !mine_everywhere().await
-            }
+            (None, Some(_)) if self.inner.repairs.started_since(key, job.number + 1) => true,
+            // Missed by the arbiter: a later write of this client may have
+            // failed everywhere, so only the copies judge.
+            _ => match mine_everywhere().await {
+                Some(mine) => !mine,
+                None => return,
+            },
         };
         if lost {
             // A loser: its own copies go, wherever they still stand.
