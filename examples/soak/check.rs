@@ -18,6 +18,9 @@ pub(crate) struct Losses {
     /// no group holds anything newer.
     pub(crate) excused: u64,
     pub(crate) lost: u64,
+    /// Keys the second writer writes too whose acknowledged write ended
+    /// with nothing newer anywhere: a race the promise allows, counted.
+    pub(crate) raced_to_nothing: u64,
     pub(crate) examples: Vec<String>,
 }
 
@@ -28,7 +31,8 @@ pub(crate) struct Losses {
 /// are all newer), and for a delete nothing or a newer value in a group
 /// whose server for the key was not killed since. A key whose every group
 /// lost its server since the acknowledgement, with nothing newer left, is
-/// excused.
+/// excused; one the second writer writes too is counted apart (a race may
+/// leave nothing), the others are lost.
 pub(crate) async fn losses(
     verifiers: &[Client],
     topology: &Topology,
@@ -76,6 +80,11 @@ pub(crate) async fn losses(
             continue;
         }
         out.checked += 1;
+        let i = k.rsplit(':').next().and_then(|i| i.parse().ok());
+        if i.is_some_and(crate::writers::shared) {
+            out.raced_to_nothing += 1;
+            continue;
+        }
         out.lost += 1;
         if out.examples.len() < 5 {
             out.examples

@@ -330,9 +330,10 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         losses.excused
     );
     println!(
-        "| lost acknowledged writes | **{}** {} |",
+        "| lost acknowledged writes | **{}** {} (keys one writer writes; of those the second writer races on, {} ended with nothing newer anywhere, as a race may) |",
         losses.lost,
-        losses.examples.join("; ")
+        losses.examples.join("; "),
+        losses.raced_to_nothing
     );
     println!(
         "| counters behind their last acknowledged incr | **{}** of {} checked ({COUNTERS} counters; each against the incrs sent since its arbiter server last restarted empty) |",

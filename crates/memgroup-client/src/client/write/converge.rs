@@ -15,7 +15,8 @@
 //! conditional writes are decided by):
 //! - the arbiter still holds this write (its CAS is the receipt): every
 //!   other group whose copy is not this write's has that copy deleted, by
-//!   the CAS just read;
+//!   the CAS just read, if the arbiter still holds this write when read
+//!   again and this client started no later write of the key;
 //! - it holds something else: this write lost there, so its own copies
 //!   elsewhere are deleted, by their receipts;
 //! - it holds nothing: a later write of this client there (a delete) means
@@ -210,11 +211,21 @@ impl Client {
                         .await,
                 );
             }
-        } else if held.is_some() {
-            // The winner: every other copy that is not this write's goes.
+        } else if let Some(mine) = mine.filter(|_| held.is_some())
+            && !self.inner.repairs.started_since(key, job.number + 1)
+        {
+            // The winner: every other copy that is not this write's goes,
+            // while the arbiter still holds this write. Such a copy was
+            // stored after this write there (a server's CAS uniques only
+            // grow), so it may be the next winner on its way to the
+            // arbiter: read again before each delete, and none at all once
+            // this client started a later write of the key (the winner
+            // once deleted this client's own next write, acknowledged,
+            // in two zones, and the arbiter's server died next).
             for receipt in receipts.iter().filter(|r| r.group != arbiter) {
                 if let Ok(Some(cas)) = self.cas_at(snap, at(receipt.group), key).await
                     && cas != receipt.cas
+                    && matches!(self.cas_at(snap, at(arbiter), key).await, Ok(Some(a)) if a == mine.cas)
                 {
                     deleted += u64::from(self.deleted(snap, at(receipt.group), key, cas).await);
                 }
