@@ -42,6 +42,7 @@ mod faults;
 mod load;
 mod measure;
 mod proxy;
+mod reload;
 mod text;
 mod writers;
 
@@ -190,6 +191,7 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         killed.clone(),
     );
     let short = writers::short_writers(spec_text.clone(), journal.clone(), stop.clone());
+    let reloads = reload::start(client.clone(), stop.clone());
 
     let started = Instant::now();
     let warm_up = (duration / 10).min(Duration::from_secs(10));
@@ -214,6 +216,7 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         }
     }
     let elapsed = started.elapsed();
+    let reloads = reloads.await.expect("the reload task");
     let short_runs = tokio::task::spawn_blocking(move || short.join())
         .await
         .expect("join")
@@ -356,7 +359,7 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         converged.examples.join("; ")
     );
     println!(
-        "| second writer (zone sg2, same keys) | {second_writes} sets; copies its convergence checks deleted: {second_converged}, the main client's: {} |",
+        "| second writer (zone sg2, the even keys) | {second_writes} sets; copies its convergence checks deleted: {second_converged}, the main client's: {} |",
         status.converged
     );
     println!(
@@ -398,8 +401,9 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         .map(|s| s.failures)
         .sum::<u32>();
     println!(
-        "| client view at the end | {} servers, {dead} failures in a row outstanding |",
-        status.servers.len()
+        "| client view at the end | {} servers, {dead} failures in a row outstanding; {reloads} reloads of the topology while the load ran (generation {}) |",
+        status.servers.len(),
+        status.topology_generation
     );
     println!(
         "| repair queue | {} pending, {} repaired, {} dropped (full); {} hedged reads; {} copies by read repair |",
