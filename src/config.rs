@@ -289,6 +289,9 @@ pub struct ClusterFile {
     /// Absent: the library keeps repairs in memory; the tool uses its
     /// default directory.
     pub repair_journal: Option<RepairJournal>,
+    /// `[proxy] listen`: the addresses `memgroup proxy` listens on beside
+    /// its `--listen` flags, followed when the file changes.
+    pub proxy_listen: Vec<std::net::SocketAddr>,
 }
 
 /// The file's `repair_journal`.
@@ -331,8 +334,17 @@ struct RawFile {
     discover_every_s: Option<u64>,
     repair_journal: Option<String>,
     read_repair: Option<bool>,
+    proxy: Option<RawProxy>,
     #[serde(default)]
     groups: Vec<RawGroup>,
+}
+
+/// `[proxy]`: what `memgroup proxy` reads of the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProxy {
+    #[serde(default)]
+    listen: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -493,9 +505,23 @@ impl ClusterFile {
             }
             Some(dir) => Some(RepairJournal::Dir(PathBuf::from(dir))),
         };
+        let proxy_listen = raw
+            .proxy
+            .unwrap_or_default()
+            .listen
+            .iter()
+            .map(|a| {
+                a.parse().map_err(|_| {
+                    ConfigError::new(format!(
+                        "[proxy] listen: {a:?} is not host:port (an IP address and a port)"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
         Ok(ClusterFile {
             long_keys,
             repair_journal,
+            proxy_listen,
             read_repair: raw.read_repair,
             discover: raw.discover,
             discover_every: raw.discover_every_s.map(Duration::from_secs),

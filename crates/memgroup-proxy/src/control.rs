@@ -101,8 +101,9 @@ pub struct ProxyControl {
 
 impl ProxyControl {
     /// Listens on exactly `addrs` from now on: addresses not listened on
-    /// yet open, the ones left out stop accepting (their connections stay
-    /// and are served to the end), the others are untouched. Returns the
+    /// yet open, the ones left out are closed by the time this returns
+    /// (their connections stay and are served to the end), the others are
+    /// untouched. Returns the
     /// addresses listened on (the ports chosen for port 0).
     ///
     /// # Errors
@@ -123,28 +124,36 @@ impl ProxyControl {
             let (local, listener) = bind(addr).await?;
             opened.push((addr, local, listener));
         }
-        let mut listening = self.shared.listening.lock();
-        listening.entries.retain_mut(|entry| {
-            let keep = addrs.contains(&entry.asked);
-            if !keep && let State::Accepting(task) = &entry.state {
-                task.abort();
+        let (now, left) = {
+            let mut listening = self.shared.listening.lock();
+            let (kept, left): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut listening.entries)
+                .into_iter()
+                .partition(|entry| addrs.contains(&entry.asked));
+            listening.entries = kept;
+            let serving = listening.serving;
+            for (asked, local, listener) in opened {
+                let state = if serving {
+                    State::Accepting(tokio::spawn(crate::accept(listener, self.shared.clone())))
+                } else {
+                    State::Bound(listener)
+                };
+                listening.entries.push(Entry {
+                    asked,
+                    local,
+                    state,
+                });
             }
-            keep
-        });
-        let serving = listening.serving;
-        for (asked, local, listener) in opened {
-            let state = if serving {
-                State::Accepting(tokio::spawn(crate::accept(listener, self.shared.clone())))
-            } else {
-                State::Bound(listener)
-            };
-            listening.entries.push(Entry {
-                asked,
-                local,
-                state,
-            });
+            (listening.local_addrs(), left)
+        };
+        // Closed when this returns: their accept tasks (which own them)
+        // ended.
+        for entry in left {
+            if let State::Accepting(task) = entry.state {
+                task.abort();
+                let _ = task.await;
+            }
         }
-        Ok(listening.local_addrs())
+        Ok(now)
     }
 
     /// The addresses listened on.

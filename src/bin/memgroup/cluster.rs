@@ -383,6 +383,11 @@ impl Cluster {
         old_layout(text, self.flags.old_hash)
     }
 
+    /// The cluster file's path, when one was read.
+    pub(crate) fn config_path(&self) -> Option<&std::path::Path> {
+        self.config.as_ref().map(|c| c.path.as_path())
+    }
+
     /// Makes a long-running command (bench, warm, status --watch) follow
     /// changes to the `--config` file, checked every second; `adjust` is
     /// applied to each new description as it was to the first (or refuses

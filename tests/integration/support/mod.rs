@@ -453,6 +453,10 @@ impl ToolProxy {
         let addr = first
             .strip_prefix("memgroup proxy listening on ")
             .unwrap_or_else(|| panic!("{first}"))
+            // The first: the --listen given here.
+            .split(", ")
+            .next()
+            .unwrap()
             .parse()
             .unwrap();
         ToolProxy {

@@ -7,7 +7,7 @@
 //! to `--drain`, the rest journaled).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -21,8 +21,9 @@ use crate::output;
 /// Where to listen and what to allow.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// An address to listen on (`host:port`); repeatable.
-    #[arg(long, value_name = "ADDR", required_unless_present = "check")]
+    /// An address to listen on (`host:port`); repeatable. The cluster
+    /// file's `[proxy] listen` adds its own, followed when the file changes.
+    #[arg(long, value_name = "ADDR")]
     listen: Vec<SocketAddr>,
     /// Checks the cluster (the `--config` file, flags and variables) as the
     /// proxy would read it, says what it found, and exits: 0 valid, 2 not.
@@ -94,7 +95,22 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
         ));
         return Ok(ExitCode::SUCCESS);
     }
-    let mut config = ProxyConfig::listen(args.listen.iter().copied());
+    let in_file = match cluster.config_path() {
+        Some(path) => {
+            memgroup::config::ClusterFile::read(path)
+                .map_err(|e| Failure::Usage(e.to_string()))?
+                .proxy_listen
+        }
+        None => Vec::new(),
+    };
+    let listen = together(&args.listen, &in_file);
+    if listen.is_empty() {
+        return Err(Failure::Usage(
+            "nothing to listen on: give --listen ADDR, or [proxy] listen in the cluster file"
+                .into(),
+        ));
+    }
+    let mut config = ProxyConfig::listen(listen);
     config.allow_flush_all = !args.no_flush_all;
     config.allow_cache_memlimit = !args.no_cache_memlimit;
     config.max_in_flight = args.max_in_flight.max(1);
@@ -116,7 +132,7 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
     let proxy = Proxy::bind(client.clone(), config)
         .await
         .map_err(|e| Failure::Op(e.to_string()))?;
-    follow(&cluster, &client, args, proxy.control())?;
+    follow(&cluster, &client, args, proxy.control(), in_file)?;
     if let Some(addr) = args.metrics_listen {
         serve_metrics(addr, proxy.control())?;
     }
@@ -158,12 +174,20 @@ fn follow(
     client: &memgroup::client::Client,
     args: &Args,
     control: ProxyControl,
+    in_file: Vec<SocketAddr>,
 ) -> Result<(), Failure> {
     let watcher = cluster.watch(client, Ok);
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|e| Failure::Op(format!("cannot watch SIGHUP: {e}")))?;
     let tls = args.listen_cert.clone().zip(args.listen_key.clone());
     let client_ca = args.listen_client_ca.clone();
+    let listens = Listens {
+        path: cluster.config_path().map(Path::to_path_buf),
+        flags: args.listen.clone(),
+        in_file,
+        control: control.clone(),
+    };
+    tokio::spawn(listens.follow());
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
             match &watcher {
@@ -189,6 +213,58 @@ fn follow(
         }
     });
     Ok(())
+}
+
+/// The addresses to listen on: the flags', then the file's not among them.
+fn together(flags: &[SocketAddr], in_file: &[SocketAddr]) -> Vec<SocketAddr> {
+    let mut all = flags.to_vec();
+    all.extend(in_file.iter().filter(|a| !flags.contains(a)));
+    all
+}
+
+/// The listen addresses of the cluster file, followed: read every second
+/// (SIGHUP's reading of the file applies here within that second); a
+/// change opens the new addresses and stops accepting on the removed ones
+/// (their connections are served to the end), or, when one cannot be
+/// bound, is refused with a line and nothing changes.
+struct Listens {
+    path: Option<PathBuf>,
+    flags: Vec<SocketAddr>,
+    in_file: Vec<SocketAddr>,
+    control: ProxyControl,
+}
+
+impl Listens {
+    async fn follow(mut self) {
+        let Some(path) = self.path.take() else {
+            return;
+        };
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            // A file that does not parse is the watcher's to report.
+            let Ok(file) = memgroup::config::ClusterFile::read(&path) else {
+                continue;
+            };
+            if file.proxy_listen == self.in_file {
+                continue;
+            }
+            let listen = together(&self.flags, &file.proxy_listen);
+            match self.control.listen(&listen).await {
+                Ok(addrs) => {
+                    let addrs: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+                    output::note(&format!(
+                        "memgroup proxy now listening on {}",
+                        addrs.join(", ")
+                    ));
+                }
+                Err(e) => output::note(&format!(
+                    "[proxy] listen not applied, the listeners stay as they were: {e}"
+                )),
+            }
+            self.in_file = file.proxy_listen;
+        }
+    }
 }
 
 /// Installs the Prometheus exporter on `addr` as the process's metrics
