@@ -28,6 +28,21 @@ impl Client {
         error: Option<&Error>,
         keep: Option<(u64, u64)>,
     ) {
+        self.queue_repair_as(server, group, (key, write), error, keep, false);
+    }
+
+    /// [`Client::queue_repair`], `held` until
+    /// [`Repairs::resolve`](super::Repairs::resolve) says whether the write
+    /// landed anywhere.
+    pub(crate) fn queue_repair_as(
+        &self,
+        server: &Arc<str>,
+        group: &str,
+        (key, write): (&[u8], u64),
+        error: Option<&Error>,
+        keep: Option<(u64, u64)>,
+        held: bool,
+    ) {
         let repairs = &self.inner.repairs;
         if repairs.capacity == 0 {
             return;
@@ -39,6 +54,7 @@ impl Client {
             write,
             may_land,
             keep,
+            held,
         };
         let pushed = repairs.push(server, group, key, missed, now());
         if pushed.dropped > 0 {

@@ -86,6 +86,15 @@ impl Inflight {
         }
     }
 
+    /// Whether a part of a write of the key of `digest` is in flight to
+    /// `server`.
+    pub(crate) fn busy(&self, server: ServerId, digest: u64) -> bool {
+        self.shards[shard(digest)]
+            .lock()
+            .get(&(server.0, digest))
+            .is_some_and(|t| t.parts > 0)
+    }
+
     fn end(&self, at: (usize, u64), applied: Option<(u64, Option<u64>)>) -> (u64, Option<u64>) {
         let mut shard = self.shards[shard(at.1)].lock();
         let Some(track) = shard.get_mut(&at) else {

@@ -34,10 +34,12 @@
 //!   copy).
 //! - **Only for a write that exists.** A write no server took — every
 //!   group's part passed over, unsent, or refused with an error — changed
-//!   no copy, so it owes no repair: a part that surely did not land holds
-//!   its repair until another part reaches a server or may still land
-//!   (`Landing` in `write/op.rs`). A client that wrongly takes every server
-//!   for dead thus deletes nobody's copies when they come back.
+//!   no copy, so it owes no repair: a part that surely did not land queues
+//!   its repair *held* (never due, yet superseded by a later write applied
+//!   there as any other) until another part reaches a server or may still
+//!   land (`Landing` in `write/op.rs`); when none does, it is dropped. A
+//!   client that wrongly takes every server for dead thus deletes nobody's
+//!   copies when they come back. (Batches still repair each miss.)
 //! - **Bounded and in memory.** At most
 //!   [`ClientBuilder::repair_queue`](crate::ClientBuilder::repair_queue)
 //!   entries (one per server and key); a full queue drops its oldest entry,
@@ -169,6 +171,10 @@ struct Entry {
     /// The newest later write of this client applied there (its number,
     /// and the CAS its copy got): a copy of that CAS is in line, not stale.
     keep: Option<(u64, u64)>,
+    /// Waiting to learn whether its write landed anywhere (see `Landing`
+    /// in `write/op.rs`): never due until then, but superseded and merged
+    /// as any other.
+    held: bool,
 }
 
 /// A due repair, as the drain task sends it.
@@ -191,6 +197,8 @@ pub(crate) struct Missed {
     /// A later write of this client applied there meanwhile: its number and
     /// the CAS its copy got, which the repair keeps.
     pub(crate) keep: Option<(u64, u64)>,
+    /// Held until the write is known to have landed somewhere.
+    pub(crate) held: bool,
 }
 
 /// What a push did.
@@ -285,13 +293,6 @@ impl Repairs {
             || self.marks[bucket].load(Ordering::Acquire) >= since
     }
 
-    /// Whether a write of `key` (or of a key sharing its bucket) started
-    /// as number `since` or later (writes in flight before it not counted).
-    pub(crate) fn started_since(&self, key: &[u8], since: u64) -> bool {
-        let bucket = inflight::digest(key) as usize % MARKS;
-        self.marks[bucket].load(Ordering::Acquire) >= since
-    }
-
     /// The counters now.
     pub(crate) fn status(&self) -> RepairStatus {
         RepairStatus {
@@ -333,6 +334,7 @@ impl Repairs {
             write,
             may_land,
             keep,
+            held,
         } = missed;
         let mut queue = self.queue.write();
         let number = queue.next;
@@ -345,10 +347,13 @@ impl Repairs {
             may_land,
             confirming: false,
             keep,
+            held,
         };
         let keys = queue.servers.entry(server.clone()).or_default();
         if let Some(old) = keys.remove(key) {
             entry.may_land |= old.may_land;
+            // A repair already due stays due.
+            entry.held &= old.held;
             entry.write = entry.write.max(old.write);
             // A copy kept for a write newer than every miss still stands.
             let kept = [entry.keep, old.keep].into_iter().flatten().max();
@@ -396,7 +401,7 @@ impl Repairs {
             .filter(|(server, _)| ready(server))
             .flat_map(|(server, keys)| {
                 keys.iter()
-                    .filter(|(_, e)| e.due <= now)
+                    .filter(|(_, e)| !e.held && e.due <= now)
                     .map(move |(key, e)| Due {
                         number: e.number,
                         server: server.clone(),

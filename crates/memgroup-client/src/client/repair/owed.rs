@@ -20,6 +20,34 @@ impl Repairs {
             .is_some_and(|e| e.write < write)
     }
 
+    /// The held repair of write `write` of `key` on `server`: due from now
+    /// when the write `landed` somewhere, dropped when it did not (unless
+    /// merged with another write's meanwhile, which stands).
+    pub(crate) fn resolve(&self, server: &str, key: &[u8], write: u64, landed: bool) {
+        let mut queue = self.queue.write();
+        let Some(entry) = queue
+            .servers
+            .get_mut(server)
+            .and_then(|keys| keys.get_mut(key))
+            .filter(|e| e.held && e.write == write)
+        else {
+            return;
+        };
+        if landed {
+            entry.held = false;
+            return;
+        }
+        let number = entry.number;
+        queue.take(number, server, key);
+        if queue.age.len() < self.capacity {
+            queue.full = false;
+        }
+        self.pending.store(queue.age.len(), Ordering::Release);
+        if let Some(journal) = &self.journal {
+            journal.done(server, key);
+        }
+    }
+
     /// Write `write` of `key` was applied on `server`, its copy of CAS
     /// `receipt` when known: a repair for an older missed write that cannot
     /// land any more is superseded (the server holds the newest value) and
@@ -122,6 +150,7 @@ impl Repairs {
                             write: 0,
                             may_land: record.may_land,
                             keep: None,
+                            held: false,
                         },
                         now,
                     );

@@ -16,7 +16,7 @@
 //! - the arbiter still holds this write (its CAS is the receipt): every
 //!   other group whose copy is not this write's has that copy deleted, by
 //!   the CAS just read, if the arbiter still holds this write when read
-//!   again and this client started no later write of the key;
+//!   again and no write of this client of the key is in flight to it;
 //! - it holds something else: this write lost there, so its own copies
 //!   elsewhere are deleted, by their receipts;
 //! - it holds nothing: a later write of this client there (a delete) means
@@ -35,8 +35,8 @@
 //! value, and every other write finds itself a loser and clears its own:
 //! each group holds the arbiter's value or nothing. A group that did not
 //! answer a write gives no receipt; its copy is the repair queue's
-//! ([`crate::client::repair`]). A check whose reads fail does nothing (the
-//! repair of that group's miss, if any, still runs).
+//! ([`crate::client::repair`]). A check whose reads fail does nothing and
+//! runs again a little later (up to three times).
 //!
 //! Not covered: writes from clients outside memgroup (they keep no
 //! receipts), `noreply` writes, binary (base64) keys, the warmer's and
@@ -56,6 +56,15 @@ use crate::client::exec::own_target;
 use crate::join::{BoxFuture, join_all};
 use crate::options::WriteOptions;
 use crate::pool::Snapshot;
+
+/// When a check runs: at once, then again after each wait while its reads
+/// fail.
+const CHECK_RETRIES: [std::time::Duration; 4] = [
+    std::time::Duration::ZERO,
+    std::time::Duration::from_millis(200),
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(3),
+];
 
 /// A write's receipts, gathered as its groups answer.
 #[derive(Debug)]
@@ -117,7 +126,14 @@ impl Client {
         let background = self.inner.background();
         let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
         tokio::spawn(async move {
-            client.check(&snap, &job, &all).await;
+            // A check whose reads failed runs again a little later (the
+            // copies it could not read may disagree for good otherwise).
+            for wait in CHECK_RETRIES {
+                tokio::time::sleep(wait).await;
+                if client.check(&snap, &job, &all).await {
+                    break;
+                }
+            }
             drop(background);
         });
     }
@@ -155,8 +171,9 @@ impl Client {
         Ok(written)
     }
 
-    /// The check of a write whose groups all answered (see the module doc).
-    async fn check(&self, snap: &Snapshot, job: &Job, receipts: &[Receipt]) {
+    /// The check of a write whose groups all answered (see the module doc);
+    /// `false` when a read failed before it could judge.
+    async fn check(&self, snap: &Snapshot, job: &Job, receipts: &[Receipt]) -> bool {
         let arbiter = snap.topology.arbiter();
         let mine = receipts.iter().find(|r| r.group == arbiter);
         let key = job.key();
@@ -170,7 +187,7 @@ impl Client {
         let held = match mine {
             Some(_) => match self.cas_at(snap, at(arbiter), key).await {
                 Ok(held) => held,
-                Err(_) => return,
+                Err(_) => return false,
             },
             None => None,
         };
@@ -190,17 +207,15 @@ impl Client {
         };
         let lost = match (held, mine) {
             (Some(cas), Some(mine)) => cas != mine.cas,
-            // Nothing at the arbiter: a later write of this client there (a
-            // delete) means this one lost; otherwise it may be another
-            // process's delete or a repair's, a concurrent write either
-            // way, and this write's copies stand where every copy present
-            // is its own (they agree); any other copy means a race, lost.
-            (None, Some(_)) if self.inner.repairs.started_since(key, job.number + 1) => true,
-            // Missed by the arbiter: a later write of this client may have
-            // failed everywhere, so only the copies judge.
+            // Nothing at the arbiter, or missed by it: the copies judge. A
+            // later write of this client (a delete there) shows in them; an
+            // absent copy may be another process's delete or repair, a
+            // concurrent write either way: this write's copies stand where
+            // every copy present is its own (they agree), any other copy
+            // means a race, lost.
             _ => match mine_everywhere().await {
                 Some(mine) => !mine,
-                None => return,
+                None => return false,
             },
         };
         if lost {
@@ -211,20 +226,26 @@ impl Client {
                         .await,
                 );
             }
-        } else if let Some(mine) = mine.filter(|_| held.is_some())
-            && !self.inner.repairs.started_since(key, job.number + 1)
-        {
+        } else if let Some(mine) = mine.filter(|_| held.is_some()) {
             // The winner: every other copy that is not this write's goes,
-            // while the arbiter still holds this write. Such a copy was
-            // stored after this write there (a server's CAS uniques only
-            // grow), so it may be the next winner on its way to the
-            // arbiter: read again before each delete, and none at all once
-            // this client started a later write of the key (the winner
-            // once deleted this client's own next write, acknowledged,
-            // in two zones, and the arbiter's server died next).
+            // while the arbiter holds this write. Such a copy was stored
+            // after this write there (a server's CAS uniques only grow), so
+            // it may be the next winner on its way to the arbiter: not
+            // while a write of this client of the key is in flight to the
+            // arbiter's server (the winner once deleted this client's own
+            // next write, acknowledged, in two zones, and the arbiter's
+            // server died next), and only if the arbiter, read again,
+            // still holds this write.
+            let on_its_way = || {
+                self.inner
+                    .repairs
+                    .inflight
+                    .busy(at(arbiter).server, job.digest)
+            };
             for receipt in receipts.iter().filter(|r| r.group != arbiter) {
                 if let Ok(Some(cas)) = self.cas_at(snap, at(receipt.group), key).await
                     && cas != receipt.cas
+                    && !on_its_way()
                     && matches!(self.cas_at(snap, at(arbiter), key).await, Ok(Some(a)) if a == mine.cas)
                 {
                     deleted += u64::from(self.deleted(snap, at(receipt.group), key, cas).await);
@@ -237,6 +258,7 @@ impl Client {
                 .converged
                 .fetch_add(deleted, std::sync::atomic::Ordering::Relaxed);
         }
+        true
     }
 }
 

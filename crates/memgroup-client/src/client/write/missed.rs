@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use memgroup_topology::{Skipped, Target};
 
-use super::op::{HeldRepair, Job};
+use super::op::{Job, Landed};
 use super::replicate::{Part, group_of};
 use crate::client::Client;
 use crate::client::repair::Tracking;
@@ -27,8 +27,10 @@ impl Client {
         if !job.op().repairs_on_miss() {
             return;
         }
-        for held in job.landing.landed() {
-            self.queue_held(job, held);
+        for server in job.landing.landed() {
+            self.inner
+                .repairs
+                .resolve(&server, job.key(), job.number, true);
         }
         let cut_off = Error::new(ErrorKind::Timeout, "outstanding when the client closed").handed();
         for at in running.pending() {
@@ -67,26 +69,23 @@ impl Client {
         // A reply from any server (its own or a failover), or a request
         // that may yet be applied: the write exists somewhere.
         let landed = error.is_none_or(Error::may_have_applied);
-        let held = owed.map(|keep| HeldRepair {
-            server: snap.name(part.own).clone(),
-            group: group.into(),
-            error: error.cloned(),
-            keep,
-        });
-        for repair in job.landing.settle(landed, held) {
-            self.queue_held(job, repair);
+        let (key, number) = (job.key(), job.number);
+        if let Some(keep) = owed {
+            let server = snap.name(part.own);
+            let held = !landed && job.landing.holds();
+            self.queue_repair_as(server, group, (key, number), error, keep, held);
+            if held {
+                job.landing.held(server.clone());
+            }
         }
-    }
-
-    /// Queues a repair held by [`Job::landing`].
-    fn queue_held(&self, job: &Job, repair: HeldRepair) {
-        let HeldRepair {
-            server,
-            group,
-            error,
-            keep,
-        } = repair;
-        self.queue_repair(&server, &group, job.key(), job.number, error.as_ref(), keep);
+        let (servers, landed) = match job.landing.part_ended(landed) {
+            Landed::Open => return,
+            Landed::Somewhere(servers) => (servers, true),
+            Landed::Nowhere(servers) => (servers, false),
+        };
+        for server in servers {
+            self.inner.repairs.resolve(&server, key, number, landed);
+        }
     }
 
     /// One group's part of write `(key, number, supersedes)` ended, on the

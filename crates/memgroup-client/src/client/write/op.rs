@@ -302,9 +302,10 @@ impl Job {
 /// delete whatever copies stand there, the last writes of other processes
 /// (a client that wrongly took every server for dead once deleted, through
 /// its repairs, an acknowledged write in every group). So a part that
-/// surely did not land holds its repair until a part that reached a server,
-/// or may still land, shows the write exists; when the last part ends with
-/// none, the held repairs are dropped.
+/// surely did not land queues its repair *held* (never due, but superseded
+/// by a later write applied there as any other), until a part that reached
+/// a server, or may still land, shows the write exists; when the last part
+/// ends with none, the held repairs are dropped.
 #[derive(Debug, Default)]
 pub(super) struct Landing(parking_lot::Mutex<LandingState>);
 
@@ -312,16 +313,18 @@ pub(super) struct Landing(parking_lot::Mutex<LandingState>);
 struct LandingState {
     outstanding: usize,
     landed: bool,
-    held: Vec<HeldRepair>,
+    /// The servers whose repair of this write is held.
+    held: Vec<std::sync::Arc<str>>,
 }
 
-/// A repair a part owes (see [`Client::queue_repair`](crate::Client)).
-#[derive(Debug)]
-pub(super) struct HeldRepair {
-    pub(super) server: std::sync::Arc<str>,
-    pub(super) group: std::sync::Arc<str>,
-    pub(super) error: Option<crate::Error>,
-    pub(super) keep: Option<(u64, u64)>,
+/// What became of a write's held repairs when a part ended.
+pub(super) enum Landed {
+    /// Not known yet.
+    Open,
+    /// It landed: these held repairs are due.
+    Somewhere(Vec<std::sync::Arc<str>>),
+    /// No part landed: these held repairs go.
+    Nowhere(Vec<std::sync::Arc<str>>),
 }
 
 impl Landing {
@@ -330,25 +333,33 @@ impl Landing {
         self.0.lock().outstanding = parts;
     }
 
-    /// One part ended: `landed` when it reached a server or may still
-    /// land; `repair` is what it owes. Returns the repairs to queue now.
-    pub(super) fn settle(&self, landed: bool, repair: Option<HeldRepair>) -> Vec<HeldRepair> {
+    /// Whether a miss's repair must be held: nothing landed yet.
+    pub(super) fn holds(&self) -> bool {
+        !self.0.lock().landed
+    }
+
+    /// The repair on `server` was queued held.
+    pub(super) fn held(&self, server: std::sync::Arc<str>) {
+        self.0.lock().held.push(server);
+    }
+
+    /// One part ended; `landed` when it reached a server or may still
+    /// land.
+    pub(super) fn part_ended(&self, landed: bool) -> Landed {
         let mut state = self.0.lock();
         state.outstanding = state.outstanding.saturating_sub(1);
         state.landed |= landed;
-        state.held.extend(repair);
         if state.landed {
-            std::mem::take(&mut state.held)
+            Landed::Somewhere(std::mem::take(&mut state.held))
+        } else if state.outstanding == 0 {
+            Landed::Nowhere(std::mem::take(&mut state.held))
         } else {
-            if state.outstanding == 0 {
-                state.held.clear();
-            }
-            Vec::new()
+            Landed::Open
         }
     }
 
-    /// Parts cut off that may still land: every held repair, to queue.
-    pub(super) fn landed(&self) -> Vec<HeldRepair> {
+    /// Parts cut off that may still land: every held repair is due.
+    pub(super) fn landed(&self) -> Vec<std::sync::Arc<str>> {
         let mut state = self.0.lock();
         state.landed = true;
         std::mem::take(&mut state.held)

@@ -224,7 +224,8 @@ impl Client {
     /// longer reachable);
     /// the groups still outstanding then finish on a task of their own,
     /// bounded by the timeout. Every group that missed the key's own server
-    /// queues a repair ([`crate::client::repair`]).
+    /// queues a repair ([`crate::client::repair`]), held while the write may
+    /// have landed nowhere (`missed.rs`).
     async fn replicate_request(
         &self,
         snap: &Arc<Snapshot>,
