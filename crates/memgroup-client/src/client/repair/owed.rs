@@ -38,14 +38,7 @@ impl Repairs {
             return;
         }
         let number = entry.number;
-        queue.take(number, server, key);
-        if queue.age.len() < self.capacity {
-            queue.full = false;
-        }
-        self.pending.store(queue.age.len(), Ordering::Release);
-        if let Some(journal) = &self.journal {
-            journal.done(server, key);
-        }
+        self.remove_entry(&mut queue, number, server, key);
     }
 
     /// Write `write` of `key` was applied on `server`, its copy of CAS
@@ -76,12 +69,18 @@ impl Repairs {
             return;
         }
         let number = entry.number;
+        self.remove_entry(&mut queue, number, server, key);
+        self.repaired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes entry `number` of `key` on `server` out of the queue (and the
+    /// journal).
+    fn remove_entry(&self, queue: &mut super::Queue, number: u64, server: &str, key: &[u8]) {
         queue.take(number, server, key);
         if queue.age.len() < self.capacity {
             queue.full = false;
         }
         self.pending.store(queue.age.len(), Ordering::Release);
-        self.repaired.fetch_add(1, Ordering::Relaxed);
         if let Some(journal) = &self.journal {
             journal.done(server, key);
         }
