@@ -192,6 +192,7 @@ impl Client {
                 };
                 let (key, attempt) = (read.key, read.attempt);
                 let keys = [key];
+                let blocked = [blocked_at(snap, &self.inner.repairs, target, key)];
                 // Only a key's first try hedges or passes a server over: a
                 // fallback waits, so the last candidate still answers.
                 let answers = if op.hedges()
@@ -211,13 +212,16 @@ impl Client {
                     ((target, reply), None)
                 };
                 let (first, second) = answers;
+                let sent = [(first.0, blocked[0])];
                 for (target, reply) in std::iter::once(first).chain(second) {
+                    // (A hedge's second target is checked at its reply.)
+                    let blocked = sent.iter().find(|(t, _)| *t == target).map(|&(_, b)| b);
                     settle(
                         op,
                         snap,
                         &self.inner.repairs,
                         reply,
-                        &[(target, 0)],
+                        (&[(target, 0)], &[blocked.unwrap_or(false)]),
                         &keys,
                         std::slice::from_mut(read),
                     );
@@ -253,13 +257,26 @@ impl Client {
                 .iter()
                 .map(|b| b.iter().map(|&(_, i)| reads[i].key).collect())
                 .collect();
+            let repairs = &self.inner.repairs;
+            let blocked: Vec<bool> = plan
+                .iter()
+                .map(|&(t, i)| blocked_at(snap, repairs, t, reads[i].key))
+                .collect();
+            let blocked: Vec<&[bool]> = batches
+                .iter()
+                .scan(0, |at, b| {
+                    let part = &blocked[*at..*at + b.len()];
+                    *at += b.len();
+                    Some(part)
+                })
+                .collect();
             if let ([batch], [keys]) = (&batches[..], &keys[..]) {
                 // The common case needs no joining.
                 let attempt = reads[batch[0].1].attempt;
                 let reply = self
                     .read_exec(snap, batch[0].0, &op.request(keys), attempt, op.hedges())
                     .await;
-                settle(op, snap, &self.inner.repairs, reply, batch, keys, reads);
+                settle(op, snap, repairs, reply, (batch, blocked[0]), keys, reads);
             } else {
                 let futures: Vec<BoxFuture<'_, _>> = batches
                     .iter()
@@ -278,25 +295,37 @@ impl Client {
                         }) as BoxFuture<'_, _>
                     })
                     .collect();
-                for ((reply, batch), keys) in
-                    join_all(futures).await.into_iter().zip(&batches).zip(&keys)
+                for (((reply, batch), keys), blocked) in join_all(futures)
+                    .await
+                    .into_iter()
+                    .zip(&batches)
+                    .zip(&keys)
+                    .zip(&blocked)
                 {
-                    settle(op, snap, &self.inner.repairs, reply, batch, keys, reads);
+                    settle(op, snap, repairs, reply, (batch, blocked), keys, reads);
                 }
             }
         }
     }
 }
 
+/// Whether `target`'s copy of `key` awaits a repair as a read is sent: its
+/// reply may then predate the repair's delete even if the repair is done
+/// when the reply comes (a stale copy once served so, under load).
+fn blocked_at(snap: &Snapshot, repairs: &Repairs, target: Target, key: Key<'_>) -> bool {
+    repairs.blocks(snap.name(target.server), key.as_bytes())
+}
+
 /// Applies one request's reply to the keys it carried: hits end their walk
-/// (unless that server's copy awaits a repair: a miss there); an answer marks
-/// the others as missed there; an error is remembered.
+/// (unless that server's copy awaits a repair, or did when the read was
+/// sent: a miss there); an answer marks the others as missed there; an
+/// error is remembered.
 fn settle<R: ReadOp>(
     op: &R,
     snap: &Snapshot,
     repairs: &Repairs,
     reply: Result<Option<Response>, Error>,
-    batch: &[(Target, usize)],
+    (batch, blocked): (&[(Target, usize)], &[bool]),
     keys: &[Key<'_>],
     reads: &mut [KeyRead<'_, R::Hit>],
 ) {
@@ -304,7 +333,7 @@ fn settle<R: ReadOp>(
         .and_then(|r| r.ok_or_else(|| unexpected(None)))
         .and_then(|r| {
             op.hits(r, keys, |j, hit| {
-                if repairs.blocks(snap.name(batch[j].0.server), keys[j].as_bytes()) {
+                if blocked[j] || repairs.blocks(snap.name(batch[j].0.server), keys[j].as_bytes()) {
                     return;
                 }
                 let read = &mut reads[batch[j].1];

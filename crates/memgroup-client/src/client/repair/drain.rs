@@ -28,21 +28,6 @@ impl Client {
         error: Option<&Error>,
         keep: Option<(u64, u64)>,
     ) {
-        self.queue_repair_as(server, group, (key, write), error, keep, false);
-    }
-
-    /// [`Client::queue_repair`], `held` until
-    /// [`Repairs::resolve`](super::Repairs::resolve) says whether the write
-    /// landed anywhere.
-    pub(crate) fn queue_repair_as(
-        &self,
-        server: &Arc<str>,
-        group: &str,
-        (key, write): (&[u8], u64),
-        error: Option<&Error>,
-        keep: Option<(u64, u64)>,
-        held: bool,
-    ) {
         let repairs = &self.inner.repairs;
         if repairs.capacity == 0 {
             return;
@@ -54,7 +39,6 @@ impl Client {
             write,
             may_land,
             keep,
-            held,
         };
         let pushed = repairs.push(server, group, key, missed, now());
         if pushed.dropped > 0 {
@@ -69,6 +53,16 @@ impl Client {
         }
         if pushed.start_drain {
             self.start_drain();
+        }
+    }
+
+    /// The held repair of write `write` of `key` on `server` (see
+    /// [`Repairs::hold`](super::Repairs::hold)): queued when the write
+    /// `landed` somewhere, dropped when it did not.
+    pub(crate) fn unhold_repair(&self, server: &Arc<str>, key: &[u8], write: u64, landed: bool) {
+        let held = self.inner.repairs.unhold(server, key, write);
+        if let Some(held) = held.filter(|_| landed) {
+            self.queue_repair(server, &held.group, key, write, None, held.keep);
         }
     }
 

@@ -91,6 +91,8 @@ pub(crate) struct Repairs {
     queue: RwLock<Queue>,
     /// Entries queued, readable without the lock: the read path's check.
     pending: AtomicUsize,
+    /// Repairs held (`Queue::held`).
+    holding: AtomicUsize,
     repaired: AtomicU64,
     dropped: AtomicU64,
     /// Writes in flight per server and key ([`inflight`]).
@@ -151,6 +153,19 @@ struct Queue {
     /// Whether a drain task runs: set by the push that starts one, cleared
     /// by the task when it finds the queue empty, both under the lock.
     draining: bool,
+    /// Repairs held until their write is known to have landed somewhere
+    /// (`Landing` in `write/op.rs`), apart from the queue: never due, never
+    /// merged into an entry, superseded by a later write applied there as
+    /// entries are; queued when the write landed, dropped when it did not.
+    held: HashMap<(Arc<str>, Box<[u8]>), Held>,
+}
+
+/// A held repair: its write, group and the later copy it keeps.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    pub(crate) write: u64,
+    pub(crate) group: Arc<str>,
+    pub(crate) keep: Option<(u64, u64)>,
 }
 
 #[derive(Debug)]
@@ -171,10 +186,6 @@ struct Entry {
     /// The newest later write of this client applied there (its number,
     /// and the CAS its copy got): a copy of that CAS is in line, not stale.
     keep: Option<(u64, u64)>,
-    /// Waiting to learn whether its write landed anywhere (see `Landing`
-    /// in `write/op.rs`): never due until then, but superseded and merged
-    /// as any other.
-    held: bool,
 }
 
 /// A due repair, as the drain task sends it.
@@ -197,8 +208,6 @@ pub(crate) struct Missed {
     /// A later write of this client applied there meanwhile: its number and
     /// the CAS its copy got, which the repair keeps.
     pub(crate) keep: Option<(u64, u64)>,
-    /// Held until the write is known to have landed somewhere.
-    pub(crate) held: bool,
 }
 
 /// What a push did.
@@ -235,6 +244,7 @@ impl Repairs {
             grace,
             queue: RwLock::new(Queue::default()),
             pending: AtomicUsize::new(0),
+            holding: AtomicUsize::new(0),
             repaired: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             inflight: Arc::default(),
@@ -309,14 +319,41 @@ impl Repairs {
 
     /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
     pub(crate) fn blocks(&self, server: &str, key: &[u8]) -> bool {
-        if self.pending.load(Ordering::Acquire) == 0 {
+        if self.pending.load(Ordering::Acquire) == 0 && self.holding.load(Ordering::Acquire) == 0 {
             return false;
         }
-        self.queue
-            .read()
+        let queue = self.queue.read();
+        queue
             .servers
             .get(server)
             .is_some_and(|keys| keys.contains_key(key))
+            || (!queue.held.is_empty() && queue.held.contains_key(&(server.into(), key.into())))
+    }
+
+    /// Holds the repair of write `held.write` of `key` on `server` until
+    /// [`Repairs::unhold`].
+    pub(crate) fn hold(&self, server: &Arc<str>, key: &[u8], held: Held) {
+        let mut queue = self.queue.write();
+        let at = (server.clone(), key.into());
+        let newer = queue.held.get(&at).is_some_and(|h| h.write > held.write);
+        if !newer {
+            queue.held.insert(at, held);
+        }
+        self.holding.store(queue.held.len(), Ordering::Release);
+    }
+
+    /// The held repair of write `write` of `key` on `server`, taken out
+    /// (`None` when superseded or held for another write meanwhile).
+    pub(crate) fn unhold(&self, server: &Arc<str>, key: &[u8], write: u64) -> Option<Held> {
+        let mut queue = self.queue.write();
+        let at = (server.clone(), Box::<[u8]>::from(key));
+        let held = if queue.held.get(&at).is_some_and(|h| h.write == write) {
+            queue.held.remove(&at)
+        } else {
+            None
+        };
+        self.holding.store(queue.held.len(), Ordering::Release);
+        held
     }
 
     /// Queues a repair of `key` on `server` (a member of `group`) for the
@@ -334,7 +371,6 @@ impl Repairs {
             write,
             may_land,
             keep,
-            held,
         } = missed;
         let mut queue = self.queue.write();
         let number = queue.next;
@@ -347,13 +383,10 @@ impl Repairs {
             may_land,
             confirming: false,
             keep,
-            held,
         };
         let keys = queue.servers.entry(server.clone()).or_default();
         if let Some(old) = keys.remove(key) {
             entry.may_land |= old.may_land;
-            // A repair already due stays due.
-            entry.held &= old.held;
             entry.write = entry.write.max(old.write);
             // A copy kept for a write newer than every miss still stands.
             let kept = [entry.keep, old.keep].into_iter().flatten().max();
@@ -401,7 +434,7 @@ impl Repairs {
             .filter(|(server, _)| ready(server))
             .flat_map(|(server, keys)| {
                 keys.iter()
-                    .filter(|(_, e)| !e.held && e.due <= now)
+                    .filter(|(_, e)| e.due <= now)
                     .map(move |(key, e)| Due {
                         number: e.number,
                         server: server.clone(),

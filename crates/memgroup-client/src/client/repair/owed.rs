@@ -20,27 +20,6 @@ impl Repairs {
             .is_some_and(|e| e.write < write)
     }
 
-    /// The held repair of write `write` of `key` on `server`: due from now
-    /// when the write `landed` somewhere, dropped when it did not (unless
-    /// merged with another write's meanwhile, which stands).
-    pub(crate) fn resolve(&self, server: &str, key: &[u8], write: u64, landed: bool) {
-        let mut queue = self.queue.write();
-        let Some(entry) = queue
-            .servers
-            .get_mut(server)
-            .and_then(|keys| keys.get_mut(key))
-            .filter(|e| e.held && e.write == write)
-        else {
-            return;
-        };
-        if landed {
-            entry.held = false;
-            return;
-        }
-        let number = entry.number;
-        self.remove_entry(&mut queue, number, server, key);
-    }
-
     /// Write `write` of `key` was applied on `server`, its copy of CAS
     /// `receipt` when known: a repair for an older missed write that cannot
     /// land any more is superseded (the server holds the newest value) and
@@ -50,6 +29,14 @@ impl Repairs {
     /// this write's copy (by its CAS) and deleting any other, so that
     /// server ends with the newest value or nothing, never the older one.
     pub(super) fn superseded(&self, server: &str, key: &[u8], write: u64, receipt: Option<u64>) {
+        if self.holding.load(Ordering::Acquire) > 0 {
+            let mut queue = self.queue.write();
+            let at = (Arc::<str>::from(server), Box::<[u8]>::from(key));
+            if queue.held.get(&at).is_some_and(|h| h.write < write) {
+                queue.held.remove(&at);
+                self.holding.store(queue.held.len(), Ordering::Release);
+            }
+        }
         if self.pending.load(Ordering::Acquire) == 0 || !self.blocks_older(server, key, write) {
             return;
         }
@@ -149,7 +136,6 @@ impl Repairs {
                             write: 0,
                             may_land: record.may_land,
                             keep: None,
-                            held: false,
                         },
                         now,
                     );

@@ -10,7 +10,7 @@ use memgroup_topology::{Skipped, Target};
 use super::op::{Job, Landed};
 use super::replicate::{Part, group_of};
 use crate::client::Client;
-use crate::client::repair::Tracking;
+use crate::client::repair::{Held, Tracking};
 use crate::error::{Error, ErrorKind};
 use crate::join::Unordered;
 use crate::pool::Snapshot;
@@ -28,9 +28,7 @@ impl Client {
             return;
         }
         for server in job.landing.landed() {
-            self.inner
-                .repairs
-                .resolve(&server, job.key(), job.number, true);
+            self.unhold_repair(&server, job.key(), job.number, true);
         }
         let cut_off = Error::new(ErrorKind::Timeout, "outstanding when the client closed").handed();
         for at in running.pending() {
@@ -72,10 +70,16 @@ impl Client {
         let (key, number) = (job.key(), job.number);
         if let Some(keep) = owed {
             let server = snap.name(part.own);
-            let held = !landed && job.landing.holds();
-            self.queue_repair_as(server, group, (key, number), error, keep, held);
-            if held {
+            if !landed && job.landing.holds() {
+                let held = Held {
+                    write: number,
+                    group: group.into(),
+                    keep,
+                };
+                self.inner.repairs.hold(server, key, held);
                 job.landing.held(server.clone());
+            } else {
+                self.queue_repair(server, group, key, number, error, keep);
             }
         }
         let (servers, landed) = match job.landing.part_ended(landed) {
@@ -84,7 +88,7 @@ impl Client {
             Landed::Nowhere(servers) => (servers, false),
         };
         for server in servers {
-            self.inner.repairs.resolve(&server, key, number, landed);
+            self.unhold_repair(&server, key, number, landed);
         }
     }
 
