@@ -160,14 +160,6 @@ struct Queue {
     held: HashMap<(Arc<str>, Box<[u8]>), Held>,
 }
 
-/// A held repair: its write, group and the later copy it keeps.
-#[derive(Debug, Clone)]
-pub(crate) struct Held {
-    pub(crate) write: u64,
-    pub(crate) group: Arc<str>,
-    pub(crate) keep: Option<(u64, u64)>,
-}
-
 #[derive(Debug)]
 struct Entry {
     number: u64,
@@ -315,45 +307,6 @@ impl Repairs {
     /// The servers with repairs pending.
     pub(crate) fn servers(&self) -> Vec<Arc<str>> {
         self.queue.read().servers.keys().cloned().collect()
-    }
-
-    /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
-    pub(crate) fn blocks(&self, server: &str, key: &[u8]) -> bool {
-        if self.pending.load(Ordering::Acquire) == 0 && self.holding.load(Ordering::Acquire) == 0 {
-            return false;
-        }
-        let queue = self.queue.read();
-        queue
-            .servers
-            .get(server)
-            .is_some_and(|keys| keys.contains_key(key))
-            || (!queue.held.is_empty() && queue.held.contains_key(&(server.into(), key.into())))
-    }
-
-    /// Holds the repair of write `held.write` of `key` on `server` until
-    /// [`Repairs::unhold`].
-    pub(crate) fn hold(&self, server: &Arc<str>, key: &[u8], held: Held) {
-        let mut queue = self.queue.write();
-        let at = (server.clone(), key.into());
-        let newer = queue.held.get(&at).is_some_and(|h| h.write > held.write);
-        if !newer {
-            queue.held.insert(at, held);
-        }
-        self.holding.store(queue.held.len(), Ordering::Release);
-    }
-
-    /// The held repair of write `write` of `key` on `server`, taken out
-    /// (`None` when superseded or held for another write meanwhile).
-    pub(crate) fn unhold(&self, server: &Arc<str>, key: &[u8], write: u64) -> Option<Held> {
-        let mut queue = self.queue.write();
-        let at = (server.clone(), Box::<[u8]>::from(key));
-        let held = if queue.held.get(&at).is_some_and(|h| h.write == write) {
-            queue.held.remove(&at)
-        } else {
-            None
-        };
-        self.holding.store(queue.held.len(), Ordering::Release);
-        held
     }
 
     /// Queues a repair of `key` on `server` (a member of `group`) for the
@@ -531,3 +484,4 @@ pub(crate) mod journal;
 mod owed;
 
 pub(crate) use inflight::{Inflight, Tracking};
+pub(crate) use owed::Held;
