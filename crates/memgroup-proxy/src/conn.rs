@@ -257,8 +257,13 @@ pub(crate) async fn serve(
                     due += more;
                 }
                 shared.stats.requests.fetch_add(due, Relaxed);
+                // The window grows only while a window of replies this size
+                // fits the reply budget: a socket's buffer takes the first
+                // large replies of a client that never reads at once too.
+                let each = (out.len() / (due as usize).max(1)).max(1);
+                let fits = (max_waiting / each).max(FIRST_WINDOW);
                 match writer.write(&mut out, shared.config.write_timeout).await {
-                    Wrote::AtOnce => window = (window * 2).min(max_in_flight),
+                    Wrote::AtOnce => window = (window * 2).min(max_in_flight).min(fits),
                     Wrote::AfterWaiting => window = FIRST_WINDOW.min(max_in_flight),
                     // Gone, or not reading its replies.
                     Wrote::Failed => break,
