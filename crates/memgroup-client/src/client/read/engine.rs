@@ -212,16 +212,16 @@ impl Client {
                     ((target, reply), None)
                 };
                 let (first, second) = answers;
-                let sent = [(first.0, blocked[0])];
+                let sent_to = first.0;
                 for (target, reply) in std::iter::once(first).chain(second) {
                     // (A hedge's second target is checked at its reply.)
-                    let blocked = sent.iter().find(|(t, _)| *t == target).map(|&(_, b)| b);
+                    let blocked = [blocked[0] && target == sent_to];
                     settle(
                         op,
                         snap,
                         &self.inner.repairs,
                         reply,
-                        (&[(target, 0)], &[blocked.unwrap_or(false)]),
+                        (&[(target, 0)], &blocked),
                         &keys,
                         std::slice::from_mut(read),
                     );
@@ -257,15 +257,20 @@ impl Client {
                 .iter()
                 .map(|b| b.iter().map(|&(_, i)| reads[i].key).collect())
                 .collect();
+            // Which copies await a repair as the reads go out: none (and
+            // nothing allocated) while no repair is queued or held.
             let repairs = &self.inner.repairs;
-            let blocked: Vec<bool> = plan
-                .iter()
-                .map(|&(t, i)| blocked_at(snap, repairs, t, reads[i].key))
-                .collect();
+            let blocked: Vec<bool> = if repairs.awaiting() {
+                plan.iter()
+                    .map(|&(t, i)| blocked_at(snap, repairs, t, reads[i].key))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let blocked: Vec<&[bool]> = batches
                 .iter()
                 .scan(0, |at, b| {
-                    let part = &blocked[*at..*at + b.len()];
+                    let part = blocked.get(*at..*at + b.len()).unwrap_or(&[]);
                     *at += b.len();
                     Some(part)
                 })
@@ -333,7 +338,9 @@ fn settle<R: ReadOp>(
         .and_then(|r| r.ok_or_else(|| unexpected(None)))
         .and_then(|r| {
             op.hits(r, keys, |j, hit| {
-                if blocked[j] || repairs.blocks(snap.name(batch[j].0.server), keys[j].as_bytes()) {
+                if blocked.get(j).copied().unwrap_or(false)
+                    || repairs.blocks(snap.name(batch[j].0.server), keys[j].as_bytes())
+                {
                     return;
                 }
                 let read = &mut reads[batch[j].1];

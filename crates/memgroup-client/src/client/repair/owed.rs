@@ -17,9 +17,14 @@ pub(crate) struct Held {
 }
 
 impl Repairs {
+    /// Whether any repair is queued or held (else no copy awaits one).
+    pub(crate) fn awaiting(&self) -> bool {
+        self.pending.load(Ordering::Acquire) > 0 || self.holding.load(Ordering::Acquire) > 0
+    }
+
     /// Whether `server`'s copy of `key` awaits a repair (reads pass it over).
     pub(crate) fn blocks(&self, server: &str, key: &[u8]) -> bool {
-        if self.pending.load(Ordering::Acquire) == 0 && self.holding.load(Ordering::Acquire) == 0 {
+        if !self.awaiting() {
             return false;
         }
         let queue = self.queue.read();
