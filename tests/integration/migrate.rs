@@ -319,3 +319,97 @@ fn route_compare_from_the_cluster_places_stored_keys_as_they_are() {
     assert_eq!(plan[0]["keys"], 100, "{plan}");
     assert_eq!(plan[0]["moved"], moving, "{plan}");
 }
+
+/// A running client begins a migration with the layout change (what a
+/// reloaded `cluster.toml` that adds a server and names `migrate_from`
+/// does), keeps it when the same layout is given again, and ends it: keys
+/// that moved read through and are backfilled behind the key prefix while
+/// it lasts; after it, the new placement alone answers.
+#[tokio::test]
+async fn a_running_client_begins_and_ends_a_migration() {
+    let servers = [Memcached::spawn(), Memcached::spawn()];
+    let old_spec = ClusterSpec::parse_server_list(&servers[0].addr_string()).unwrap();
+    let client = Client::builder()
+        .cluster(old_spec.clone())
+        .key_prefix("app:")
+        .build()
+        .unwrap();
+    const N: usize = 300;
+    for i in 0..N {
+        client.set(key(i), key(i), 0).await.unwrap();
+    }
+    let new_spec = ClusterSpec::parse_server_list(&server_list(&servers)).unwrap();
+    let new_topology = Topology::new(new_spec.clone()).unwrap();
+    let moved: Vec<usize> = (0..N)
+        .filter(|&i| {
+            let wire = format!("app:{}", key(i));
+            new_topology.groups()[0].server_for(wire.as_bytes()).0 == 1
+        })
+        .collect();
+    assert!(
+        moved.len() > N / 4,
+        "a second server takes a share: {}",
+        moved.len()
+    );
+
+    client.set_migration(Some(old_spec.clone())).unwrap();
+    client.set_topology(new_spec).unwrap();
+    let half = moved.len() / 2;
+    for &i in &moved[..half] {
+        let item = client.get(key(i)).await.unwrap();
+        assert_eq!(item.expect("read through to the old layout").value, key(i));
+        let wire = format!("app:{}", key(i));
+        assert_eq!(
+            raw::get(servers[1].addr(), wire.as_bytes()).as_deref(),
+            Some(key(i).as_bytes()),
+            "backfilled behind the prefix"
+        );
+    }
+    // The same old layout again (a file re-read): the migration goes on.
+    client.set_migration(Some(old_spec)).unwrap();
+    let migration = client.status().migration.expect("migrating");
+    assert_eq!(
+        (migration.old_hits, migration.backfills),
+        (half as u64, half as u64)
+    );
+
+    client.set_migration(None).unwrap();
+    assert_eq!(client.status().migration, None);
+    for &i in &moved[half..] {
+        assert_eq!(
+            client.get(key(i)).await.unwrap(),
+            None,
+            "the old placement no longer read"
+        );
+    }
+    for &i in &moved[..half] {
+        assert!(
+            client.get(key(i)).await.unwrap().is_some(),
+            "backfilled copies stay"
+        );
+    }
+}
+
+/// `set_timeout` changes the timeout of every handle without its own, for
+/// operations started after it; zero is refused.
+#[tokio::test]
+async fn a_running_client_changes_its_timeout() {
+    let server = Memcached::spawn();
+    let client = Client::builder()
+        .servers(&server.addr_string())
+        .unwrap()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    client.set("k", "v", 0).await.unwrap();
+    let own = client.with_timeout(Duration::from_millis(150));
+    let clone = client.clone();
+    assert!(client.set_timeout(Duration::ZERO).is_err());
+    client.set_timeout(Duration::from_millis(60)).unwrap();
+    server.stop();
+    let error = clone.get("k").await.unwrap_err().to_string();
+    assert!(error.contains("60ms"), "{error}");
+    let error = own.get("k").await.unwrap_err().to_string();
+    assert!(error.contains("150ms"), "{error}");
+    server.resume();
+}

@@ -262,3 +262,90 @@ async fn the_proxy_follows_the_listen_addresses_of_its_file() {
     let (status, _, stderr) = tool.terminate().await;
     assert_eq!(status.code(), Some(0), "{stderr}");
 }
+
+/// Sends `request` and reads until the reply ends with `ends`.
+async fn ask(stream: &mut TcpStream, request: &[u8], ends: &[u8]) -> Vec<u8> {
+    stream.write_all(request).await.unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !reply.ends_with(ends) {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&reply));
+        reply.extend_from_slice(&buf[..n]);
+    }
+    reply
+}
+
+/// A reload that adds a server and names `migrate_from` reads the keys
+/// that moved through to the old layout and backfills them; one that drops
+/// `migrate_from` ends the migration; a setting that applies only at a
+/// restart is said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_begins_and_ends_a_migration() {
+    use memgroup::topology::{ClusterSpec, Topology};
+    let servers: Vec<Memcached> = (0..2).map(|_| Memcached::spawn()).collect();
+    let addr = |i: usize| servers[i].addr_string();
+    let new_layout = Topology::new(
+        ClusterSpec::parse_server_list(&format!("{},{}", addr(0), addr(1)))
+            .unwrap()
+            .with_hash(memgroup::hash::HashStrategy::Ketama),
+    )
+    .unwrap();
+    let moves = |key: &str| new_layout.groups()[0].server_for(key.as_bytes()).0 == 1;
+    let keys: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
+    for key in &keys {
+        crate::support::raw::set(servers[0].addr(), key.as_bytes(), key.as_bytes());
+    }
+    let moved: Vec<&String> = keys.iter().filter(|k| moves(k)).collect();
+    assert!(moved.len() > 40, "{} moved", moved.len());
+
+    let dir = Dir::new("proxy-migrate");
+    let file = dir.path().join("cluster.toml");
+    replace(&file, &cluster_toml(&[addr(0)], 2000));
+    let tool = ToolProxy::start(&["--config", file.to_str().unwrap()], &[]);
+    let both = cluster_toml(&[addr(0), addr(1)], 2000);
+    replace(&file, &format!("migrate_from = {:?}\n{both}", addr(0)));
+    tool.signal("HUP");
+    assert!(tool.said("migrate_from applied").await);
+    let mut stream = TcpStream::connect(tool.addr).await.unwrap();
+    for key in &moved {
+        let reply = ask(&mut stream, format!("get {key}\r\n").as_bytes(), b"END\r\n").await;
+        let hit = format!("VALUE {key} 0 {}\r\n{key}\r\nEND\r\n", key.len());
+        assert_eq!(String::from_utf8_lossy(&reply), hit, "read through");
+        let copy = crate::support::raw::get(servers[1].addr(), key.as_bytes());
+        assert_eq!(copy.as_deref(), Some(key.as_bytes()), "backfilled");
+    }
+
+    // The migration ends; a copy only the old placement holds is not read.
+    let late = (0..)
+        .map(|i| format!("late{i}"))
+        .find(|k| moves(k))
+        .unwrap();
+    crate::support::raw::set(servers[0].addr(), late.as_bytes(), b"old");
+    replace(
+        &file,
+        &format!(
+            "connect_timeout_ms = 700\n{}",
+            cluster_toml(&[addr(0), addr(1)], 1500)
+        ),
+    );
+    tool.signal("HUP");
+    assert!(tool.said("the migration has ended").await);
+    assert!(
+        tool.said("connect_timeout_ms changed: it applies at a restart")
+            .await
+    );
+    let reply = ask(
+        &mut stream,
+        format!("get {late}\r\n").as_bytes(),
+        b"END\r\n",
+    )
+    .await;
+    assert_eq!(String::from_utf8_lossy(&reply), "END\r\n");
+    let (status, _, stderr) = tool.terminate().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("file's timeout_ms"),
+        "applied, not deferred: {stderr}"
+    );
+}

@@ -388,12 +388,14 @@ impl Cluster {
         self.config.as_ref().map(|c| c.path.as_path())
     }
 
-    /// Makes a long-running command (bench, warm, status --watch) follow
-    /// changes to the `--config` file, checked every second; `adjust` is
-    /// applied to each new description as it was to the first (or refuses
-    /// it, saying why). A change that cannot be applied is said on stderr
-    /// and the cluster stays as it was. `None` without a file (the cluster
-    /// then comes from flags only).
+    /// Makes a long-running command (bench, warm, status --watch, proxy)
+    /// follow changes to the `--config` file, checked every second; `adjust`
+    /// is applied to each new description as it was to the first (or
+    /// refuses it, saying why). A changed `timeout_ms` and `migrate_from`
+    /// apply too; a setting that applies only at a restart is said on
+    /// stderr. A change that cannot be applied is said on stderr and the
+    /// cluster stays as it was. `None` without a file (the cluster then
+    /// comes from flags only).
     pub(crate) fn watch(
         &self,
         client: &Client,
@@ -401,14 +403,63 @@ impl Cluster {
     ) -> Option<Watcher> {
         let path = self.config.as_ref()?.path.clone();
         let flags = self.flags.clone();
-        Some(client.watch_file(
-            path,
-            Duration::from_secs(1),
-            move |_| match Cluster::resolve(&flags, &sources::process_env, &mut Vec::new()) {
-                Ok(cluster) => adjust(cluster.spec),
-                Err(Failure::Usage(m) | Failure::Op(m) | Failure::Unknown(m)) => Err(m),
-            },
-        ))
+        let (client_now, last) = (client.clone(), std::sync::Mutex::new(self.settings.clone()));
+        Some(client.watch_file(path, Duration::from_secs(1), move |_| {
+            let cluster = Cluster::resolve(&flags, &sources::process_env, &mut Vec::new())
+                .map_err(|(Failure::Usage(m) | Failure::Op(m) | Failure::Unknown(m))| m)?;
+            let spec = adjust(cluster.spec)?;
+            // Checked before any setting changes: a file refused changes nothing.
+            memgroup::topology::Topology::new(spec.clone()).map_err(|e| e.to_string())?;
+            let mut last = last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let new = cluster.settings;
+            if new.migrate_from != last.migrate_from {
+                client_now
+                    .set_migration(new.migrate_from.clone())
+                    .map_err(|e| format!("migrate_from: {e}"))?;
+                crate::output::note(match new.migrate_from {
+                    Some(_) => "migrate_from applied: misses read through to the old layout",
+                    None => "migrate_from removed: the migration has ended",
+                });
+            }
+            if new.timeout != last.timeout {
+                client_now
+                    .set_timeout(new.timeout)
+                    .map_err(|e| e.to_string())?;
+            }
+            for name in last.restart_only(&new) {
+                crate::output::note(&format!(
+                    "the file's {name} changed: it applies at a restart"
+                ));
+            }
+            *last = new;
+            Ok::<_, String>(spec)
+        }))
+    }
+}
+
+impl ClientSettings {
+    /// The settings a running client keeps until it restarts that differ
+    /// between `self` and `new`.
+    fn restart_only(&self, new: &ClientSettings) -> Vec<&'static str> {
+        let changed = [
+            (
+                "connect_timeout_ms",
+                self.connect_timeout != new.connect_timeout,
+            ),
+            ("value_format", self.values != new.values),
+            ("credentials", self.credentials != new.credentials),
+            ("limits", self.limits != new.limits),
+            ("read_repair", self.read_repair != new.read_repair),
+            ("repair_journal", self.repair_journal != new.repair_journal),
+            ("discover", self.discovery != new.discovery),
+        ];
+        changed
+            .iter()
+            .filter(|(_, c)| *c)
+            .map(|(n, _)| *n)
+            .collect()
     }
 }
 

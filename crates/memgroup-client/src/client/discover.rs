@@ -275,7 +275,7 @@ pub(crate) fn follow(
 
 /// One poll of one group's endpoint.
 async fn poll(client: &Client, settings: &ConnSettings, f: &mut Followed) {
-    let outcome = match fetch(&f.endpoint, settings, discovery_timeout(client.timeout)).await {
+    let outcome = match fetch(&f.endpoint, settings, discovery_timeout(client.timeout())).await {
         Ok(config) => match f.accepts(config.version) {
             Ok(true) => with_nodes(
                 ClusterSpec::clone(client.topology().spec()),

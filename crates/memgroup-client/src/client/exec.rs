@@ -96,7 +96,7 @@ impl Client {
         );
         // Each step is its own `async fn` called in place: a future bound to
         // a local and then awaited is stored twice in the caller's.
-        let deadline = crate::clock::deadline(started, self.timeout);
+        let deadline = crate::clock::deadline(started, self.timeout());
         let result = trace::await_in_span!(
             span,
             self.exec_timed(snap, target, request, watched, deadline)
@@ -138,7 +138,7 @@ impl Client {
                 self.inner.pool.timed_out(snap, target.server);
                 let error = Error::new(
                     ErrorKind::Timeout,
-                    format!("operation timed out after {:?}", self.timeout),
+                    format!("operation timed out after {:?}", self.timeout()),
                 )
                 .at(snap.name(target.server));
                 Err(if handed {

@@ -16,15 +16,20 @@
 //! - **deletes** go to both, so the old placement cannot bring a deleted key
 //!   back; a failure to delete from the old placement fails the delete.
 //!
-//! Turning migration off is a configuration change: build the client
-//! without `migrate_from`. [`Client::status`] counts what the old placement
-//! served (`migration`).
+//! A running client starts or ends a migration with
+//! [`Client::set_migration`] (what a reloaded `cluster.toml` with or without
+//! `migrate_from` does), operations already running finishing as they
+//! began. [`Client::status`] counts what the old placement served
+//! (`migration`).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use memgroup_proto::MetaFlag;
+use memgroup_topology::ClusterSpec;
 
 use crate::client::Client;
+use crate::error::Error;
 use crate::item::Item;
 use crate::options::{Expiry, WriteOptions};
 
@@ -33,6 +38,8 @@ use crate::options::{Expiry, WriteOptions};
 pub(crate) struct Migration {
     /// A client of the old cluster (same settings as the new one's).
     pub(crate) old: Client,
+    /// The old layout as it was given.
+    given: ClusterSpec,
     counters: MigrationCounters,
 }
 
@@ -66,9 +73,9 @@ struct MigrationCounters {
 /// - **deletes** go to both, so the old placement cannot bring a deleted key
 ///   back; a failure to delete from the old placement fails the delete.
 ///
-/// Turning migration off is a configuration change: build the client
-/// without `migrate_from`. [`Client::status`] counts what the old placement
-/// served (`migration`).
+/// A running client starts or ends a migration with
+/// [`Client::set_migration`]. [`Client::status`] counts what the old
+/// placement served (`migration`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MigrationStatus {
@@ -88,9 +95,10 @@ pub struct MigrationStatus {
 }
 
 impl Migration {
-    pub(crate) fn new(old: Client) -> Migration {
+    pub(crate) fn new(old: Client, given: ClusterSpec) -> Migration {
         Migration {
             old,
+            given,
             counters: MigrationCounters::default(),
         }
     }
@@ -182,5 +190,33 @@ mod tests {
             expiry(Some(40 * 86_400)),
             Some(Expiry::After(Duration::from_secs(40 * 86_400)))
         );
+    }
+}
+
+impl Client {
+    /// Starts migration mode on a running client (`Some(old)`: the layout
+    /// the cache was filled under, as [`ClientBuilder::migrate_from`](crate::ClientBuilder::migrate_from)
+    /// takes it), moves it to another old layout, or ends it (`None`).
+    /// Operations already running finish as they began; new ones read
+    /// through to the old placement from now on. The old placement follows
+    /// the client's current layout for its key prefix and its settings
+    /// (timeouts, TLS, logins). Giving the layout already in use changes
+    /// nothing (its connections and counters stay). What a reloaded
+    /// `cluster.toml` with `migrate_from` added, changed or removed does.
+    pub fn set_migration(&self, old: Option<ClusterSpec>) -> Result<(), Error> {
+        let Some(old) = old else {
+            *self.inner.migration.write() = None;
+            return Ok(());
+        };
+        if self.migration().is_some_and(|m| m.given == old) {
+            return Ok(());
+        }
+        let current = self.topology().spec().clone();
+        let client = self
+            .inner
+            .recipe
+            .old_client_of(current, old.clone(), self.timeout())?;
+        *self.inner.migration.write() = Some(Arc::new(Migration::new(client, old)));
+        Ok(())
     }
 }

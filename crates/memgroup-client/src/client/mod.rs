@@ -59,6 +59,7 @@ use crate::options::WriteWait;
 use crate::pool::{GroupSecurity, Pool, Snapshot};
 use crate::value::Codec;
 use migrate::Migration;
+use parking_lot::RwLock;
 use trace::Attempt;
 
 /// The memcached cluster client. Cheap to clone; clones share connections.
@@ -67,7 +68,9 @@ use trace::Attempt;
 #[derive(Debug, Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
-    timeout: Duration,
+    /// This handle's own timeout ([`Client::with_timeout`]); `None`: the
+    /// client's, which [`Client::set_timeout`] changes.
+    timeout: Option<Duration>,
     /// How this handle's typed reads and writes encode values.
     pub(crate) values: Codec,
     /// Whether this handle takes keys as memcached's text protocol carries
@@ -85,7 +88,12 @@ pub(crate) struct Inner {
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) trace_keys: bool,
     /// The old placement, in migration mode.
-    pub(crate) migration: Option<Migration>,
+    migration: RwLock<Option<Arc<Migration>>>,
+    /// The builder as it built this client: a migration begun later builds
+    /// its old placement's client from it.
+    recipe: Box<crate::ClientBuilder>,
+    /// The operation timeout, in nanoseconds, of handles without their own.
+    timeout: AtomicU64,
     /// Long keys stored under digests, when on.
     pub(crate) long_keys: Option<LongKeys>,
     /// When replicated writes return.
@@ -170,6 +178,7 @@ pub(crate) struct Parts {
     pub(crate) timeout: Duration,
     pub(crate) values: Codec,
     pub(crate) migration: Option<Migration>,
+    pub(crate) recipe: Box<crate::ClientBuilder>,
     pub(crate) long_keys: Option<LongKeys>,
     pub(crate) write_wait: WriteWait,
     pub(crate) converge: bool,
@@ -213,7 +222,9 @@ impl Client {
                 rotation: AtomicU64::new(0),
                 max_value_size: parts.max_value_size,
                 trace_keys: parts.observe.trace_keys,
-                migration: parts.migration,
+                migration: RwLock::new(parts.migration.map(Arc::new)),
+                recipe: parts.recipe,
+                timeout: AtomicU64::new(nanos_of(parts.timeout)),
                 long_keys: parts.long_keys,
                 write_wait: parts.write_wait,
                 converge: parts.converge,
@@ -233,7 +244,7 @@ impl Client {
                 closing: tokio::sync::watch::Sender::new(false),
                 durations: crate::metrics::Durations::new(),
             }),
-            timeout: parts.timeout,
+            timeout: None,
             values: parts.values,
             raw_keys: false,
         }
@@ -244,7 +255,7 @@ impl Client {
     pub(crate) fn background(inner: Arc<Inner>, timeout: Duration) -> Client {
         Client {
             inner,
-            timeout,
+            timeout: Some(timeout),
             values: Codec::default(),
             raw_keys: false,
         }
@@ -266,9 +277,40 @@ impl Client {
     /// A handle to the same client whose operations use `timeout`.
     pub fn with_timeout(&self, timeout: Duration) -> Client {
         Client {
-            timeout,
+            timeout: Some(timeout),
             ..self.clone()
         }
+    }
+
+    /// Changes the operation timeout of this client and of every handle
+    /// cloned from it, for operations that start from now on (a handle made
+    /// by [`Client::with_timeout`] keeps its own). What a reloaded
+    /// configuration's `timeout_ms` does. A timeout of zero is refused.
+    pub fn set_timeout(&self, timeout: Duration) -> Result<(), Error> {
+        if timeout.is_zero() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "a timeout of 0 would fail every request: give one above zero",
+            ));
+        }
+        self.inner
+            .timeout
+            .store(nanos_of(timeout), Ordering::Relaxed);
+        if let Some(migration) = self.migration() {
+            migration.old.set_timeout(timeout)?;
+        }
+        Ok(())
+    }
+
+    /// This handle's operation timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+            .unwrap_or_else(|| Duration::from_nanos(self.inner.timeout.load(Ordering::Relaxed)))
+    }
+
+    /// The old placement, while migrating.
+    pub(crate) fn migration(&self) -> Option<Arc<Migration>> {
+        self.inner.migration.read().clone()
     }
 
     /// The current topology.
@@ -442,4 +484,9 @@ impl Client {
 /// A reply of an unexpected kind (or none where one was due).
 pub(crate) fn unexpected(reply: Option<&Response>) -> Error {
     Error::new(ErrorKind::Protocol, format!("unexpected reply {reply:?}"))
+}
+
+/// A timeout in nanoseconds, saturating (a timeout of centuries is no timeout).
+fn nanos_of(timeout: Duration) -> u64 {
+    u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX)
 }

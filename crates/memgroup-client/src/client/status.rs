@@ -162,7 +162,7 @@ impl Client {
         Status {
             servers,
             groups,
-            migration: self.inner.migration.as_ref().map(Migration::status),
+            migration: self.migration().as_deref().map(Migration::status),
             repairs: self.inner.repairs.status(),
             hedged_reads: self
                 .inner

@@ -68,8 +68,10 @@ impl Client {
         let (client, path) = (self.clone(), path.into());
         let now = Arc::new(tokio::sync::Notify::new());
         let woken = now.clone();
+        // Read now, not when the task first runs: a change made between
+        // this call and then would otherwise pass for the text applied.
+        let mut applied = std::fs::read_to_string(&path).ok();
         let task = tokio::spawn(async move {
-            let mut applied = std::fs::read_to_string(&path).ok();
             loop {
                 tokio::select! {
                     () = tokio::time::sleep(interval) => {}

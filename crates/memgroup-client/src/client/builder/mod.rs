@@ -333,6 +333,25 @@ impl ClientBuilder {
         self
     }
 
+    /// The client of the old cluster for a migration begun on a running
+    /// client whose layout is now `current` ([`Client::set_migration`]).
+    /// `current` already carries the overrides and the key prefix in use.
+    pub(crate) fn old_client_of(
+        &self,
+        current: ClusterSpec,
+        old: ClusterSpec,
+        timeout: Duration,
+    ) -> Result<Client, Error> {
+        let mut builder = self.clone();
+        builder.spec = current;
+        builder.op_timeout = timeout;
+        builder.overrides = SpecOverrides {
+            pool_size: self.overrides.pool_size,
+            ..SpecOverrides::default()
+        };
+        builder.old_client(old)
+    }
+
     /// The client of the old cluster, in migration mode.
     fn old_client(&self, old: ClusterSpec) -> Result<Client, Error> {
         // The same keys move: behind the new layout's key prefix unless the
@@ -372,9 +391,11 @@ impl ClientBuilder {
             return Err(Error::new(ErrorKind::Config, "no server groups configured"));
         }
         let migration = match self.migrate_from.take() {
-            Some(old) => Some(Migration::new(self.old_client(old)?)),
+            Some(old) => Some(Migration::new(self.old_client(old.clone())?, old)),
             None => None,
         };
+        // What a migration begun later builds its old placement's client from.
+        let recipe = Box::new(self.clone());
         let topology = Topology::new(self.spec())?;
         check_zone(&topology)?;
         if self.op_timeout.is_zero() || self.conn.connect_timeout.is_zero() {
@@ -426,6 +447,7 @@ impl ClientBuilder {
             timeout: self.op_timeout,
             values: self.values,
             migration,
+            recipe,
             long_keys: self.long_keys,
             write_wait: self.write_wait,
             converge: self.converge,

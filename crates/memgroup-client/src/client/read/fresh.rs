@@ -46,7 +46,7 @@ impl Client {
             item.cas = None;
             return Ok(Some(Filled { item, freshness }));
         }
-        Ok(match &self.inner.migration {
+        Ok(match self.migration() {
             Some(migration) => migration.fill(self, key).await.map(|item| Filled {
                 item,
                 freshness: Freshness::Cached,

@@ -192,7 +192,7 @@ impl Client {
                 Err(e) => Err(e),
             },
         };
-        match (found, &self.inner.migration) {
+        match (found, self.migration()) {
             // Boxed: migration mode's second read stays out of every `get`'s
             // future.
             (Ok(None), Some(migration)) => Ok(Box::pin(migration.fill(self, key)).await),
@@ -250,7 +250,7 @@ impl Client {
     pub async fn gets(&self, key: impl AsRef<[u8]>) -> Result<Option<Item>, Error> {
         let key = key.as_ref();
         let found = self.gets_here(key).await;
-        match (found, &self.inner.migration) {
+        match (found, self.migration()) {
             (Ok(None), Some(migration)) => match migration.fill(self, key).await {
                 Some(_) => self.gets_here(key).await,
                 None => Ok(None),
@@ -360,8 +360,8 @@ impl Client {
         let mut found = MultiGet::new(keys, slot, first, seen, outcomes);
         self.drop_stubs(&mut found).await;
         trace::operation_done(&span, &found);
-        if let Some(migration) = &self.inner.migration {
-            self.fill_multi(migration, &mut found).await;
+        if let Some(migration) = self.migration() {
+            self.fill_multi(&migration, &mut found).await;
         }
         Ok(found)
     }

@@ -75,7 +75,7 @@ impl Client {
                 runtime.spawn(drain(
                     Arc::downgrade(&self.inner),
                     self.inner.repairs.clone(),
-                    self.timeout,
+                    self.timeout(),
                 ));
             }
             Err(_) => self.inner.repairs.queue.write().draining = false,

@@ -197,7 +197,7 @@ impl Client {
         for key in given {
             wires.push(self.wire_key(&snap, key)?);
         }
-        if self.inner.migration.is_some() || wires.iter().any(|w| w.long.is_some()) {
+        if self.inner.migration.read().is_some() || wires.iter().any(|w| w.long.is_some()) {
             return self.one_by_one(given, values, kind).await;
         }
         let span = trace::batch_span(self, kind.command(), given.len());

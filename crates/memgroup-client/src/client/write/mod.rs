@@ -219,7 +219,7 @@ impl Client {
     /// there fails the delete.
     pub async fn delete(&self, key: impl AsRef<[u8]>) -> Result<WriteOutcome, Error> {
         let key = key.as_ref();
-        match &self.inner.migration {
+        match self.migration() {
             None => self.delete_here(key).await,
             Some(migration) => {
                 let (new, old) =
