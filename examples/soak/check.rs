@@ -8,12 +8,25 @@ use memgroup::client::Client;
 use memgroup::topology::Topology;
 
 use crate::load::{Acked, Counts, counter_key, key, parse};
+use crate::reload::Spare;
 use crate::{COUNTERS, KEYS_PER_TASK, TASKS};
+
+/// What the verdicts are judged by.
+pub(crate) struct Judged<'a> {
+    /// The layout the load started with (and ended with).
+    pub(crate) topology: &'a Topology,
+    /// When each server was last killed.
+    pub(crate) killed_at: &'a [Option<Instant>],
+    /// The keys the reloads moved to the spare and back: not judged.
+    pub(crate) spare: &'a Spare,
+}
 
 /// Acknowledged writes checked, excused and lost.
 #[derive(Debug, Default)]
 pub(crate) struct Losses {
     pub(crate) checked: u64,
+    /// Keys the reloads moved (left out).
+    pub(crate) moved: u64,
     /// Every group's server for the key was killed since the write, and
     /// no group holds anything newer.
     pub(crate) excused: u64,
@@ -35,12 +48,16 @@ pub(crate) struct Losses {
 /// leave nothing), the others are lost.
 pub(crate) async fn losses(
     verifiers: &[Client],
-    topology: &Topology,
+    judged: &Judged<'_>,
     acked: &[(String, Acked)],
-    killed_at: &[Option<Instant>],
 ) -> Losses {
+    let (topology, killed_at) = (judged.topology, judged.killed_at);
     let mut out = Losses::default();
     for (k, ack) in acked {
+        if judged.spare.moves(k) {
+            out.moved += 1;
+            continue;
+        }
         let (version, at) = ack.version_at();
         let mut held = false;
         let mut survivors = 0;
@@ -99,6 +116,8 @@ pub(crate) async fn losses(
 pub(crate) struct Convergence {
     /// Keys read in every group (values and counters).
     pub(crate) keys: u64,
+    /// Keys the reloads moved (left out).
+    pub(crate) moved: u64,
     /// Copies (key, group) older than the key's last acknowledged write —
     /// for a counter, lower than another group's copy.
     pub(crate) stale: u64,
@@ -126,17 +145,21 @@ impl Convergence {
 /// hold different versions.
 pub(crate) async fn convergence(
     verifiers: &[Client],
-    topology: &Topology,
+    judged: &Judged<'_>,
     acked: &[(String, Acked)],
     counts: &Counts,
-    killed_at: &[Option<Instant>],
 ) -> Convergence {
+    let (topology, killed_at) = (judged.topology, judged.killed_at);
     let last: std::collections::HashMap<&str, &Acked> =
         acked.iter().map(|(k, a)| (k.as_str(), a)).collect();
     let mut out = Convergence::default();
     for t in 0..TASKS {
         for i in 0..KEYS_PER_TASK {
             let k = key(t, i);
+            if judged.spare.moves(&k) {
+                out.moved += 1;
+                continue;
+            }
             let mut versions = Vec::new();
             for verifier in verifiers {
                 match verifier.get(&k).await {
@@ -169,6 +192,10 @@ pub(crate) async fn convergence(
     let arbiter = topology.arbiter().0;
     for j in 0..COUNTERS {
         let k = counter_key(j);
+        if judged.spare.moves(&k) {
+            out.moved += 1;
+            continue;
+        }
         let mut copies: Vec<(usize, u64)> = Vec::new();
         for (g, verifier) in verifiers.iter().enumerate() {
             match verifier.get(&k).await {

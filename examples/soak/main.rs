@@ -128,6 +128,9 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         })
         .collect();
     let spec_text = groups.join(";");
+    // A spare server, never faulted: reloads add it and take it away.
+    let spare_server = Memcached::spawn_with(&["-m", "64"]);
+    let spare = Arc::new(reload::Spare::new(&spec_text, spare_server.addr_string()));
     let topology = Topology::new(ClusterSpec::parse_evcache(&spec_text).unwrap()).unwrap();
     let build = |zone: &str, fallback: ReadFallback| {
         Client::builder()
@@ -191,7 +194,7 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         killed.clone(),
     );
     let short = writers::short_writers(spec_text.clone(), journal.clone(), stop.clone());
-    let reloads = reload::start(client.clone(), stop.clone());
+    let reloads = reload::start(client.clone(), spare.clone(), TIMEOUT, stop.clone());
 
     let started = Instant::now();
     let warm_up = (duration / 10).min(Duration::from_secs(10));
@@ -264,9 +267,13 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         })
         .collect();
     let killed_at = killed.lock().clone();
-    let losses = check::losses(&verifiers, &topology, &acked_keys, &killed_at).await;
-    let mut converged =
-        check::convergence(&verifiers, &topology, &acked_keys, &counts, &killed_at).await;
+    let judged = check::Judged {
+        topology: &topology,
+        killed_at: &killed_at,
+        spare: &spare,
+    };
+    let losses = check::losses(&verifiers, &judged, &acked_keys).await;
+    let mut converged = check::convergence(&verifiers, &judged, &acked_keys, &counts).await;
     let (short_checked, short_stale, short_divergent) =
         check::short_keys(&verifiers, &short_runs, &mut converged.examples).await;
     let status = client.status();
@@ -326,11 +333,12 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         injected.stops, injected.kills, injected.resets, injected.storms
     );
     println!(
-        "| acknowledged writes (ALL) | {} ops; {} keys last acked: {} checked, {} excused (every group's server killed since) |",
+        "| acknowledged writes (ALL) | {} ops; {} keys last acked: {} checked, {} excused (every group's server killed since), {} moved by the reloads (not judged) |",
         counts.acked.load(Relaxed),
         acked_keys.len(),
         losses.checked,
-        losses.excused
+        losses.excused,
+        losses.moved
     );
     println!(
         "| lost acknowledged writes | **{}** {} (keys one writer writes; of those the second writer races on, {} ended with nothing newer anywhere, as a race may) |",
@@ -350,8 +358,8 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         }
     );
     println!(
-        "| stale copies after heal | **{}** ({} keys read in every group, {} copies unreadable) |",
-        converged.stale, converged.keys, converged.unread
+        "| stale copies after heal | **{}** ({} keys read in every group, {} copies unreadable; {} keys moved by the reloads not judged) |",
+        converged.stale, converged.keys, converged.unread, converged.moved
     );
     println!(
         "| divergent keys | **{}** {} |",
@@ -401,8 +409,11 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         .map(|s| s.failures)
         .sum::<u32>();
     println!(
-        "| client view at the end | {} servers, {dead} failures in a row outstanding; {reloads} reloads of the topology while the load ran (generation {}) |",
+        "| client view at the end | {} servers, {dead} failures in a row outstanding; {} reloads while the load ran (timeouts, a spare server added and removed in migration mode: {} reads the old layout answered, {} backfilled; generation {}) |",
         status.servers.len(),
+        reloads.applied,
+        reloads.old_hits,
+        reloads.backfills,
         status.topology_generation
     );
     println!(

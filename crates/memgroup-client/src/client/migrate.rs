@@ -171,28 +171,6 @@ fn expiry(ttl: Option<i64>) -> Option<Expiry> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    #[test]
-    fn remaining_ttls_become_expiries() {
-        assert_eq!(
-            expiry(Some(-1)),
-            Some(Expiry::Never),
-            "no expiry stays none"
-        );
-        assert_eq!(expiry(None), Some(Expiry::Never));
-        assert_eq!(expiry(Some(0)), None, "about to expire: not copied");
-        assert_eq!(
-            expiry(Some(40 * 86_400)),
-            Some(Expiry::After(Duration::from_secs(40 * 86_400)))
-        );
-    }
-}
-
 impl Client {
     /// Starts migration mode on a running client (`Some(old)`: the layout
     /// the cache was filled under, as [`ClientBuilder::migrate_from`](crate::ClientBuilder::migrate_from)
@@ -218,5 +196,27 @@ impl Client {
             .old_client_of(current, old.clone(), self.timeout())?;
         *self.inner.migration.write() = Some(Arc::new(Migration::new(client, old)));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn remaining_ttls_become_expiries() {
+        assert_eq!(
+            expiry(Some(-1)),
+            Some(Expiry::Never),
+            "no expiry stays none"
+        );
+        assert_eq!(expiry(None), Some(Expiry::Never));
+        assert_eq!(expiry(Some(0)), None, "about to expire: not copied");
+        assert_eq!(
+            expiry(Some(40 * 86_400)),
+            Some(Expiry::After(Duration::from_secs(40 * 86_400)))
+        );
     }
 }
