@@ -30,6 +30,7 @@
 //! long_keys_prefix = "lk:"
 //! key_prefix = "app:"          # in front of every key (EVCache's cache prefix "app", Dalli's namespace)
 //! migrate_from = "old.toml"    # migration mode: the old layout (file, URL or list)
+//! meta_protocol = "detect"     # detect | always | never: "never" for memcached 1.4/1.5 or twemproxy
 //!
 //! [tls]                        # connect over TLS (memcached -Z)
 //! ca = "/etc/memcached/ca.pem" # trusted CAs; without it, the platform's roots
@@ -274,6 +275,9 @@ pub struct ClusterFile {
     /// Migration mode: the old layout (a path, list or URL; see the tool's
     /// `--migrate-from`).
     pub migrate_from: Option<String>,
+    /// Whether the servers speak memcached's meta protocol
+    /// (`meta_protocol`): see [`ClientBuilder::meta_protocol`](crate::client::ClientBuilder::meta_protocol).
+    pub meta_protocol: Option<crate::client::MetaProtocol>,
     /// The server groups; empty when the servers come from elsewhere.
     pub groups: Vec<FileGroup>,
     /// The configuration endpoint of a cluster of one group
@@ -330,6 +334,7 @@ struct RawFile {
     key_prefix: Option<String>,
     tls: Option<TlsFiles>,
     migrate_from: Option<String>,
+    meta_protocol: Option<String>,
     discover: Option<String>,
     discover_every_s: Option<u64>,
     repair_journal: Option<String>,
@@ -550,6 +555,7 @@ impl ClusterFile {
             password_file: raw.password_file,
             tls: checked_tls(raw.tls)?,
             migrate_from: raw.migrate_from,
+            meta_protocol: named("meta_protocol", raw.meta_protocol)?,
             groups: raw
                 .groups
                 .into_iter()

@@ -1062,7 +1062,12 @@ async fn concurrent_gets_merge_and_each_caller_gets_its_own_reply() {
 async fn merging_can_be_turned_off() {
     bounded(async {
         let server = Memcached::spawn();
-        let client = one_server(&server).merge_gets(false).build().unwrap();
+        // Connected first: the connection's question (`mn`) is not a get.
+        let client = one_server(&server)
+            .merge_gets(false)
+            .connect()
+            .await
+            .unwrap();
         let keys: Vec<String> = (0..200).map(|i| format!("off:{i:04}")).collect();
         let commands = get_commands(&server, 200, 8, async {
             for got in join(keys.iter().map(|k| client.get(k))).await {

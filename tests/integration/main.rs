@@ -39,6 +39,7 @@ mod status;
 mod support;
 mod tidy;
 mod trust;
+mod twemproxy;
 
 /// Per-thread heap accounting (`memgroup_testkit::alloc`): the hostile
 /// scripts' memory bounds are measured, not assumed. A test on a

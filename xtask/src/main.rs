@@ -154,6 +154,8 @@ fn test() -> Result<()> {
     // measures the tool's peak memory in the hostile-peer tests.
     ensure_installed(SPY_JAR, "libspymemcached-java")?;
     ensure_installed("/usr/bin/time", "time")?;
+    // twemproxy: the tests of servers without the meta protocol go through it.
+    ensure_installed("/usr/sbin/nutcracker", "nutcracker")?;
     run(&cargo(), &["fmt", "--all", "--", "--check"], &[])?;
     // Everything; the client without its optional features (TLS,
     // compression); the root library with cluster.toml but without the tool

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::Server;
 use crate::{Result, cargo, root, run};
+use memgroup_testkit::Twemproxy;
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -103,29 +104,6 @@ fn spread(mut values: Vec<f64>) -> (f64, f64, f64) {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     (values[n / 2], values[0], values[n - 1])
-}
-
-fn nutcracker(servers: &[Server], port: u16, dir: &std::path::Path) -> Result<Child> {
-    let list: String = servers
-        .iter()
-        .map(|s| format!("   - {}:1\n", s.addr_string()))
-        .collect();
-    let config = format!(
-        "pool:\n  listen: 127.0.0.1:{port}\n  hash: md5\n  distribution: ketama\n  timeout: 1000\n  servers:\n{list}"
-    );
-    let file = dir.join("nutcracker.yml");
-    std::fs::write(&file, config).map_err(|e| e.to_string())?;
-    Command::new("nutcracker")
-        .arg("-c")
-        .arg(&file)
-        .args(["-a", "127.0.0.1", "-s", &free_port()?.to_string()])
-        .arg("-o")
-        .arg(dir.join("nutcracker.log"))
-        .arg("-p")
-        .arg(dir.join("nutcracker.pid"))
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start nutcracker: {e}"))
 }
 
 fn memgroup_proxy(servers: &str, port: u16) -> Result<Child> {
@@ -214,10 +192,11 @@ pub(crate) fn compare_proxy() -> Result<()> {
     let direct = direct.join(",");
     let dir = root().join("target/compare-proxy");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let (nut_port, mg_port) = (free_port()?, free_port()?);
-    let mut nut = nutcracker(&servers, nut_port, &dir)?;
+    let mg_port = free_port()?;
+    let nut =
+        Twemproxy::try_spawn(&servers.iter().collect::<Vec<_>>()).map_err(|e| e.to_string())?;
     let mut mg = memgroup_proxy(&direct, mg_port)?;
-    let ready = wait_listening(nut_port).and_then(|()| wait_listening(mg_port));
+    let ready = wait_listening(mg_port);
     let result = ready.and_then(|()| {
         let targets = [
             Target {
@@ -227,8 +206,8 @@ pub(crate) fn compare_proxy() -> Result<()> {
             },
             Target {
                 name: "nutcracker",
-                servers: format!("127.0.0.1:{nut_port}"),
-                pid: Some(nut.id()),
+                servers: nut.addr_string(),
+                pid: Some(nut.pid()),
             },
             Target {
                 name: "memgroup proxy",
@@ -238,9 +217,8 @@ pub(crate) fn compare_proxy() -> Result<()> {
         ];
         measure(&targets, rounds, secs)
     });
-    let _ = nut.kill();
+    drop(nut);
     let _ = mg.kill();
-    let _ = nut.wait();
     let _ = mg.wait();
     result
 }

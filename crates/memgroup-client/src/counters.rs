@@ -10,7 +10,7 @@
 //! by kind, bytes in and out (plaintext, before TLS) and a latency histogram
 //! of the requests (from queueing to the reply, connecting included).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::error::ErrorKind;
@@ -173,6 +173,12 @@ pub(crate) struct ServerCounters {
     /// [`REPLY_GRAIN`] or nothing else is outstanding, so it is written about
     /// once a millisecond under load, not per request.
     waiting_since: AtomicU64,
+    /// Whether the server speaks the meta protocol, once known
+    /// ([`crate::conn::probe`]): 0 not yet, 1 yes, 2 no.
+    meta: AtomicU8,
+    /// Held by the connection asking the server, so connections opening at
+    /// once ask it once (twemproxy closes each connection that asks).
+    asking: tokio::sync::Mutex<()>,
 }
 
 /// How stale [`ServerCounters::replied`]'s record may be, in nanoseconds.
@@ -190,6 +196,25 @@ impl Drop for Outstanding<'_> {
 impl ServerCounters {
     fn shard(&self) -> &Shard {
         &self.shards[shard_index()].0
+    }
+
+    /// Whether the server speaks the meta protocol, if a connection found out.
+    pub(crate) fn meta(&self) -> Option<bool> {
+        match self.meta.load(Relaxed) {
+            1 => Some(true),
+            2 => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Held while a connection asks the server about the meta protocol.
+    pub(crate) async fn asking(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.asking.lock().await
+    }
+
+    /// What a connection found out about the meta protocol.
+    pub(crate) fn set_meta(&self, speaks: bool) {
+        self.meta.store(if speaks { 1 } else { 2 }, Relaxed);
     }
 
     /// One request done: its latency, whether it stored, its error.

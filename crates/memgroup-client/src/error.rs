@@ -60,11 +60,14 @@ pub enum ErrorKind {
     /// grant one `add`); the other groups' copies were cleared. Read the
     /// key to learn what it holds.
     OutcomeUnknown,
+    /// The server lacks the meta protocol ([`MetaProtocol`](crate::MetaProtocol))
+    /// and the request has no classic form (a lease, …): not sent, not a server failure.
+    Unsupported,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 18] = [
+    pub const ALL: [ErrorKind; 19] = [
         ErrorKind::Timeout,
         ErrorKind::Connection,
         ErrorKind::ServerDead,
@@ -83,6 +86,7 @@ impl ErrorKind {
         ErrorKind::Overloaded,
         ErrorKind::Fill,
         ErrorKind::OutcomeUnknown,
+        ErrorKind::Unsupported,
     ];
 
     /// The kind's position in [`ErrorKind::ALL`].
@@ -112,6 +116,7 @@ impl ErrorKind {
             ErrorKind::Overloaded => "overloaded",
             ErrorKind::Fill => "fill",
             ErrorKind::OutcomeUnknown => "outcome_unknown",
+            ErrorKind::Unsupported => "unsupported",
         }
     }
 }
@@ -155,8 +160,7 @@ impl Error {
         }
     }
 
-    /// Marks the error of a request that was never sent (see
-    /// [`Error::is_unsent`]).
+    /// Marks the error of a request never sent (see [`Error::is_unsent`]).
     pub(crate) fn unsent(mut self) -> Error {
         self.delivery = Delivery::Unsent;
         self

@@ -190,6 +190,7 @@ pub use client::{
 #[cfg(feature = "serde")]
 pub use client::{SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS, SerdeCodec};
 pub use conn::Credentials;
+pub use conn::probe::MetaProtocol;
 #[cfg(feature = "tls")]
 pub use conn::tls::TlsConfig;
 pub use counters::{Counters, Histogram};

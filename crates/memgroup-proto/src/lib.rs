@@ -39,6 +39,7 @@
 
 #![forbid(unsafe_code)]
 
+mod classic;
 mod decode;
 mod discovery;
 mod key;
@@ -54,6 +55,7 @@ mod tests;
 /// The buffers the codec reads and writes (the `bytes` crate's), so a user
 /// of this crate alone needs no dependency of their own to call it.
 pub use bytes::{Bytes, BytesMut};
+pub use classic::{Classic, Lacking};
 pub use decode::{Decoder, Expect, ITEM_OVERHEAD, Limits, MAX_ITEM_SIZE, ProtoError};
 pub use discovery::{ClusterConfig, ConfigError, ConfigNode, LEGACY_CONFIG_KEY, MAX_CONFIG_NODES};
 pub use key::{Key, KeyError, MAX_KEY_LEN, base64_decode, base64_encode};

@@ -529,6 +529,22 @@ pub enum MetaCommand<'a> {
 }
 
 impl Request<'_> {
+    /// Whether this is a meta command (`mg`, `ms`, `md`, `ma`, `mn`, `me`,
+    /// a quiet meta batch): memcached 1.6's protocol, which older servers
+    /// and some proxies do not speak (see [`Classic`](crate::Classic)).
+    pub fn is_meta(&self) -> bool {
+        matches!(
+            self,
+            Request::MetaGet { .. }
+                | Request::MetaSet { .. }
+                | Request::MetaDelete { .. }
+                | Request::MetaArith { .. }
+                | Request::MetaNoop
+                | Request::MetaDebug { .. }
+                | Request::MetaBatch { .. }
+        )
+    }
+
     /// The command's name as on the wire (`"get"`, `"set"`, `"mg"`, …): for
     /// logs, spans and metrics.
     pub fn command(&self) -> &'static str {

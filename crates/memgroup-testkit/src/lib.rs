@@ -18,6 +18,9 @@
 //! // SIGKILLed here.
 //! ```
 //!
+//! [`Twemproxy`] starts Debian's `nutcracker` in front of them: a proxy
+//! without memcached's meta commands.
+//!
 //! [`alloc`] holds the counting global allocator that the allocation tests of
 //! `memgroup-hash`, `memgroup-topology` and the integration tests install.
 
@@ -26,6 +29,9 @@
 #![deny(unsafe_code)]
 
 pub mod alloc;
+mod twemproxy;
+
+pub use twemproxy::Twemproxy;
 
 #[cfg(feature = "tls")]
 mod pki;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use memgroup::client::value::ValueFormat;
 use memgroup::client::{
-    Client, ClientUrl, Credentials, Hedge, LongKeys, TlsConfig, Watcher, WriteWait,
+    Client, ClientUrl, Credentials, Hedge, LongKeys, MetaProtocol, TlsConfig, Watcher, WriteWait,
 };
 use memgroup::config::{self, ClusterFile, Limits, TlsFiles};
 use memgroup::hash::HashStrategy;
@@ -81,6 +81,8 @@ pub(crate) struct ClientSettings {
     pub(crate) repair_journal: Option<std::path::PathBuf>,
     /// Read repair on (`--read-repair`, the file's `read_repair`).
     read_repair: bool,
+    /// Whether the servers speak the meta protocol (the file's `meta_protocol`).
+    meta_protocol: MetaProtocol,
 }
 
 /// A group's own login and TLS (from the file).
@@ -312,6 +314,10 @@ impl Cluster {
                 .or_else(|| flags.long_keys.then(LongKeys::default)),
             repair_journal,
             read_repair: flags.read_repair || file.read_repair == Some(true),
+            meta_protocol: flags
+                .meta_protocol
+                .or(file.meta_protocol)
+                .unwrap_or_default(),
         };
         let mut origins = sources::origins(flags, &source, config.as_ref(), &file, &url_given);
         origins.push(("repair_journal", journal_origin));
@@ -454,6 +460,7 @@ impl ClientSettings {
             ("read_repair", self.read_repair != new.read_repair),
             ("repair_journal", self.repair_journal != new.repair_journal),
             ("discover", self.discovery != new.discovery),
+            ("meta_protocol", self.meta_protocol != new.meta_protocol),
         ];
         changed
             .iter()

@@ -201,6 +201,16 @@ pub(crate) struct ClusterFlags {
     /// spymemcached, evcache, whalin, python-memcached (default raw).
     #[arg(long, global = true)]
     pub(crate) value_format: Option<ValueFormat>,
+    /// Whether the servers speak memcached's meta protocol: detect (ask
+    /// each once, the default), always, never (memcached 1.4/1.5,
+    /// twemproxy: classic commands only, nothing asked).
+    #[arg(
+        long,
+        global = true,
+        hide_short_help = true,
+        value_name = "detect|always|never"
+    )]
+    pub(crate) meta_protocol: Option<memgroup::client::MetaProtocol>,
     /// Long keys, as services using the library's long keys store them:
     /// keys over 250 bytes go under an MD5 digest key (prefix mglk:), the
     /// value in an envelope naming the key. Also `long_keys = true` (with

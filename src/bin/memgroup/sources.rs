@@ -243,6 +243,7 @@ pub(crate) fn origins(
     };
     let file_groups = source.servers == Servers::File;
     let flag = |set: bool, name: &'static str| set.then_some(name);
+    let meta = flag(flags.meta_protocol.is_some(), "--meta-protocol");
     vec![
         (
             "servers",
@@ -353,6 +354,10 @@ pub(crate) fn origins(
                 None,
                 from_file(file.connect_timeout.is_some()),
             ),
+        ),
+        (
+            "meta_protocol",
+            pick(meta, None, from_file(file.meta_protocol.is_some())),
         ),
         (
             "value_format",

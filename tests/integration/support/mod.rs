@@ -352,7 +352,30 @@ impl Drop for Watchdog {
 /// loopback port that hands every request it reads, on every connection, to
 /// `respond`, which writes whatever misbehaviour the test wants to the
 /// stream and returns whether to keep reading. Returns `host:port`.
+///
+/// A connection's first question, whether the peer speaks the meta
+/// protocol (`mn`), is answered `MN` here, so the misbehaviour meets the
+/// requests; [`fault_peer_raw`] hands it to `respond` too.
 pub fn fault_peer(
+    respond: impl Fn(&[u8], &mut std::net::TcpStream) -> bool + Send + Sync + 'static,
+) -> String {
+    use std::io::Write;
+    let asked = std::sync::Mutex::new(std::collections::HashSet::new());
+    fault_peer_raw(move |request, conn| {
+        let peer = conn.peer_addr().ok();
+        if request.starts_with(b"mn\r\n") && asked.lock().unwrap().insert(peer) {
+            if conn.write_all(b"MN\r\n").is_err() {
+                return false;
+            }
+            let rest = &request[4..];
+            return rest.is_empty() || respond(rest, conn);
+        }
+        respond(request, conn)
+    })
+}
+
+/// [`fault_peer`] without the answer to the first `mn`.
+pub fn fault_peer_raw(
     respond: impl Fn(&[u8], &mut std::net::TcpStream) -> bool + Send + Sync + 'static,
 ) -> String {
     use std::io::Read;

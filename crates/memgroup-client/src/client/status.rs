@@ -41,6 +41,9 @@ pub struct ServerStatus {
     pub in_flight: usize,
     /// Requests queued, not yet written.
     pub queued: usize,
+    /// Whether it speaks memcached's meta protocol, once a connection found
+    /// out or the settings said ([`ClientBuilder::meta_protocol`](crate::ClientBuilder::meta_protocol)).
+    pub meta_protocol: Option<bool>,
     /// Since the client started.
     pub counters: Counters,
 }
@@ -137,6 +140,7 @@ impl Client {
                 connections,
                 in_flight,
                 queued,
+                meta_protocol: snap.counters(id).meta(),
                 counters: counters.clone(),
             });
             parts.push((counters, latency));

@@ -57,6 +57,7 @@ mod idle;
 mod login;
 pub(crate) mod merge;
 mod open;
+pub(crate) mod probe;
 mod read;
 pub(crate) mod state;
 mod timer;
@@ -132,6 +133,9 @@ struct Shared {
     room: Notify,
     /// The server's counters: bytes in and out.
     counters: Arc<ServerCounters>,
+    /// Whether the server speaks the meta protocol; if not, meta requests
+    /// go as their classic forms ([`probe`]).
+    meta: bool,
 }
 
 /// The reading end's buffer and decoder.
@@ -229,7 +233,8 @@ impl Connection {
         counters: Arc<ServerCounters>,
         callers: Arc<std::sync::atomic::AtomicUsize>,
     ) -> Result<Connection, Error> {
-        let transport = open(server, settings).await?.into_transport();
+        let (stream, meta) = probe::open_asking(server, settings, &counters).await?;
+        let transport = stream.into_transport();
         let mut state = State::new(settings.max_batches, settings.merge_gets)
             .with_max_callers(settings.max_in_flight)
             .with_busy(callers);
@@ -250,6 +255,7 @@ impl Connection {
             failed: AtomicBool::new(false),
             room: Notify::new(),
             counters,
+            meta,
         });
         let reader = tokio::spawn(guarded(shared.clone(), read::read_loop(shared.clone())));
         let writer = tokio::spawn(guarded(shared.clone(), write_loop(shared.clone())));
@@ -293,7 +299,24 @@ impl Connection {
     ///
     /// Cancel-safe: dropping the future at any point leaves the connection in
     /// sync (see the module docs).
+    ///
+    /// On a server without the meta protocol a meta request goes as its
+    /// classic form, its reply read back as the meta reply, or fails with
+    /// [`ErrorKind::Unsupported`] unsent ([`probe`]).
     pub(crate) async fn call(
+        &self,
+        request: &Request<'_>,
+        deadline: std::time::Instant,
+    ) -> Result<Option<Response>, Error> {
+        if !self.inner.shared.meta && request.is_meta() {
+            // Boxed: the rare path stays out of every call's future.
+            return Box::pin(self.call_classic(request, deadline)).await;
+        }
+        self.send(request, deadline).await
+    }
+
+    /// Sends `request` as it is (see [`Connection::call`]).
+    pub(super) async fn send(
         &self,
         request: &Request<'_>,
         deadline: std::time::Instant,

@@ -27,6 +27,8 @@ pub(crate) struct ConnSettings {
     pub(crate) limits: Limits,
     /// Every new connection logs in with these first.
     pub(crate) credentials: Option<Arc<Credentials>>,
+    /// Whether the servers speak the meta protocol, or to ask them.
+    pub(crate) meta: super::probe::MetaProtocol,
     /// Every new connection runs a TLS handshake with this first.
     #[cfg(feature = "tls")]
     pub(crate) tls: Option<crate::conn::tls::TlsConnector>,
@@ -43,6 +45,7 @@ impl Default for ConnSettings {
             merge_gets: true,
             limits: Limits::default(),
             credentials: None,
+            meta: super::probe::MetaProtocol::Detect,
             #[cfg(feature = "tls")]
             tls: None,
         }

@@ -60,10 +60,16 @@ pub(crate) struct GroupSecurity {
     #[cfg(feature = "tls")]
     pub(crate) tls: Option<crate::conn::tls::TlsConnector>,
     pub(crate) credentials: Option<Arc<Credentials>>,
+    /// Whether the group's servers speak the meta protocol, if the group
+    /// says so itself.
+    pub(crate) meta: Option<crate::MetaProtocol>,
 }
 
 impl GroupSecurity {
     fn apply(&self, settings: &mut ConnSettings) {
+        if let Some(meta) = self.meta {
+            settings.meta = meta;
+        }
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
             settings.tls = Some(tls.clone());

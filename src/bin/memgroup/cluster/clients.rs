@@ -46,6 +46,7 @@ impl ClientSettings {
             .connect_timeout(self.connect_timeout)
             .value_format(self.values)
             .write_wait(self.write_wait)
+            .meta_protocol(self.meta_protocol)
             .hedge(self.hedge);
         if let Some(credentials) = self.credentials.clone() {
             builder = builder.credentials(credentials);

@@ -65,6 +65,7 @@ impl Cluster {
                     .long_keys
                     .as_ref()
                     .map_or("off".into(), ToString::to_string),
+                "meta_protocol" => s.meta_protocol.name().to_string(),
                 "read_repair" => if s.read_repair { "on" } else { "off" }.to_string(),
                 "repair_journal" => s
                     .repair_journal

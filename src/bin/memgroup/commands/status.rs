@@ -205,7 +205,7 @@ fn records(probes: &[Probe], status: &Status) -> Vec<Value> {
             "version": probe.and_then(|p| p.version.as_ref().ok()).map(|v| output::clean(v)),
             "state": shown.name(), "state_text": shown.text(), "retry_in_ms": shown.retry_in_ms(),
             "failures": s.failures, "connections": s.connections,
-            "in_flight": s.in_flight, "queued": s.queued,
+            "in_flight": s.in_flight, "queued": s.queued, "meta_protocol": s.meta_protocol,
             "counters": counters_json(&s.counters),
         });
         if let Some(Err(e)) = probe.map(|p| &p.version) {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::ClientBuilder;
 use crate::conn::Credentials;
+use crate::conn::probe::MetaProtocol;
 
 impl ClientBuilder {
     /// Per-operation timeout (default 500 ms); see also [`Client::with_timeout`](crate::Client::with_timeout).
@@ -106,6 +107,28 @@ impl ClientBuilder {
     /// the cluster-wide [`ClientBuilder::credentials`].
     pub fn group_credentials(mut self, group: &str, credentials: Credentials) -> Self {
         self.group_override(group).credentials = Some(Arc::new(credentials));
+        self
+    }
+
+    /// Whether the servers speak memcached 1.6's meta protocol (default
+    /// [`MetaProtocol::Detect`]: each server is asked once, with `mn`,
+    /// when the first connection to it opens). On a server without it the
+    /// client sends the classic command that does the same (`get`, `gets`,
+    /// `gat`, `touch`, the storage commands, `delete`, `incr`/`decr`), and
+    /// what has none (leases, stale marks, conditional deletes, …) fails
+    /// with [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported)
+    /// naming the server, unsent and not counted against it. Replicas then
+    /// keep no CAS receipts, so their convergence check does nothing.
+    /// `Never` suits memcached 1.4/1.5 and proxies such as twemproxy that
+    /// close the connection on a command they do not know.
+    pub fn meta_protocol(mut self, meta: MetaProtocol) -> Self {
+        self.conn.meta = meta;
+        self
+    }
+
+    /// [`ClientBuilder::meta_protocol`] for `group`'s servers alone.
+    pub fn group_meta_protocol(mut self, group: &str, meta: MetaProtocol) -> Self {
+        self.group_override(group).meta = Some(meta);
         self
     }
 

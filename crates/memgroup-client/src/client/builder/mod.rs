@@ -76,6 +76,7 @@ struct GroupOverride {
     #[cfg(feature = "tls")]
     tls: Option<crate::TlsConfig>,
     credentials: Option<Arc<Credentials>>,
+    meta: Option<crate::MetaProtocol>,
 }
 
 impl Default for ClientBuilder {
@@ -422,7 +423,7 @@ impl ClientBuilder {
                 return Err(Error::new(
                     ErrorKind::Config,
                     format!(
-                        "TLS or credentials given for group {:?}, which the cluster does not have",
+                        "TLS, credentials or meta_protocol given for group {:?}, which the cluster does not have",
                         own.group
                     ),
                 ));
@@ -435,6 +436,7 @@ impl ClientBuilder {
                     .map(crate::TlsConfig::connector)
                     .transpose()?,
                 credentials: own.credentials,
+                meta: own.meta,
                 group: own.group,
             });
         }

@@ -25,10 +25,18 @@ impl Client {
     /// to the callers that fill. One `mg` per key (no merging into a
     /// multi-key `get`).
     pub async fn get_with_freshness(&self, key: impl AsRef<[u8]>) -> Result<Option<Filled>, Error> {
+        // `t`: a won right to refill goes back with the TTL the value had.
         const FLAGS: [MetaFlag; 4] = [
             MetaFlag::ReturnValue,
             MetaFlag::ReturnFlags,
             MetaFlag::ReturnTtl,
+            MetaFlag::ReturnCas,
+        ];
+        // A server without the meta protocol has no TTL to give (nor stale
+        // values, nor rights to refill): there it is a `gets`.
+        const CLASSIC: [MetaFlag; 3] = [
+            MetaFlag::ReturnValue,
+            MetaFlag::ReturnFlags,
             MetaFlag::ReturnCas,
         ];
         let key = key.as_ref();
@@ -36,7 +44,13 @@ impl Client {
             let snap = self.snapshot();
             self.wire_key(&snap, key)?.bytes.into_owned()
         };
-        if let Some(meta) = self.read_no_fill(key, &wire, &FLAGS).await? {
+        let found = match self.read_no_fill(key, &wire, &FLAGS).await {
+            Err(e) if e.kind() == crate::ErrorKind::Unsupported => {
+                self.read_no_fill(key, &wire, &CLASSIC).await
+            }
+            found => found,
+        };
+        if let Some(meta) = found? {
             let freshness = if meta.is_stale() {
                 Freshness::Stale
             } else {

@@ -103,11 +103,12 @@ impl Client {
                 .map(memgroup_topology::Group::name)
                 .collect();
             let (cleaned, _) = self
-                .replicate_judged(
+                .replicate_after(
                     key,
                     Some(&others),
                     WriteOp::Delete { noreply: false },
                     false,
+                    true,
                 )
                 .await?;
             for mut group in cleaned.groups {

@@ -73,6 +73,16 @@ impl Client {
                 failed.join(", ")
             )
         };
+        // No group could be sent it (servers without the meta protocol):
+        // that is the error, not a missed policy.
+        if outcome.groups.iter().all(|g| {
+            g.result
+                .as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::Unsupported)
+        }) && let Some((_, first)) = outcome.failed().next()
+        {
+            return Err(first.clone());
+        }
         let mut error = Error::new(ErrorKind::WritePolicy, message);
         if let Some((_, first)) = outcome.failed().next() {
             error = error.with_source(first.clone());

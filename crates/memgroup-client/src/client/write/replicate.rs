@@ -161,6 +161,23 @@ impl Client {
         op: WriteOp<'_>,
         judge: bool,
     ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
+        self.replicate_after(key, only, op, judge, false).await
+    }
+
+    /// [`Client::replicate_judged`]; `landed`: the write this one completes
+    /// landed (or may have): the other groups' clear after the arbiter
+    /// decided. Its misses then owe their repairs whatever becomes of it —
+    /// a clear that reached no group (nothing could be sent) leaves the
+    /// older copies there, where a plain delete that reached no group
+    /// changed nothing anywhere.
+    pub(super) async fn replicate_after(
+        &self,
+        key: &[u8],
+        only: Option<&[&str]>,
+        op: WriteOp<'_>,
+        judge: bool,
+        landed: bool,
+    ) -> Result<(WriteOutcome, Vec<Option<Response>>), Error> {
         let snap = self.snapshot();
         let wire = self.wire_key(&snap, key)?;
         let only: Option<Vec<GroupId>> = only
@@ -202,6 +219,9 @@ impl Client {
         }
         // Numbered as it starts: nothing awaits between here and its parts'
         // registration.
+        if landed {
+            job.landing.landed();
+        }
         let (number, writing) = self.inner.repairs.start_write(&wire.bytes);
         (job.number, job.digest) = (number, writing.digest());
         job.writing = Some(writing);
