@@ -21,14 +21,12 @@ fn bench(c: &mut Criterion) {
     let addrs: Vec<String> = servers.iter().map(Memcached::addr_string).collect();
     let one = Client::builder()
         .servers(&addrs[0])
-        .unwrap()
         .pool_size(1)
         .build()
         .unwrap();
     let list: Vec<&str> = addrs.iter().map(String::as_str).collect();
     let three = Client::builder()
         .servers(&list.join(","))
-        .unwrap()
         .pool_size(1)
         .build()
         .unwrap();

@@ -24,7 +24,6 @@ fn in_zone(rt: &Runtime, a: &str, b: &str, zone: &str, converge: bool) -> Client
     let _guard = rt.enter();
     Client::builder()
         .evcache_groups(&format!("sg1={a};sg2={b}"))
-        .expect("groups")
         .zone(zone)
         .converge(converge)
         .build()
@@ -58,13 +57,21 @@ pub fn converge_cost(rounds: usize) {
                         .unwrap();
                 }
             });
-            rt.block_on(client.close(Duration::from_secs(10))).expect("close");
-            let requests: u64 = client.status().servers.iter().map(|s| s.counters.requests).sum();
+            rt.block_on(client.close(Duration::from_secs(10)))
+                .expect("close");
+            let requests: u64 = client
+                .status()
+                .servers
+                .iter()
+                .map(|s| s.counters.requests)
+                .sum();
             rows[which].1.push(lat);
             rows[which].2.push(requests as f64 / (ops + warmup) as f64);
         }
     }
-    println!("| set, two groups, zone sg2 (the arbiter is sg1) | mean / p50 / p99 µs | client CPU µs/set | requests/set |");
+    println!(
+        "| set, two groups, zone sg2 (the arbiter is sg1) | mean / p50 / p99 µs | client CPU µs/set | requests/set |"
+    );
     println!("|---|---|---|---|");
     for (name, lats, requests) in &rows {
         let med = |mut v: Vec<f64>| {
@@ -194,7 +201,6 @@ fn writes(rt: &Runtime, a: &str, b: &str) -> Vec<(&'static str, &'static str, La
         let _guard = rt.enter();
         Client::builder()
             .evcache_groups(&format!("sg1={a};sg2={b}"))
-            .expect("groups")
             .zone("sg1")
             .near_cache(NearCache::new(1_000, Duration::from_secs(3600)))
             .build()

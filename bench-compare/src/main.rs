@@ -386,7 +386,6 @@ fn memgroup_client_with(
     rt.block_on(
         memgroup_client::Client::builder()
             .servers(&addrs.join(","))
-            .expect("server list")
             .pool_size(pool)
             .merge_gets(merge_gets)
             .connect(),
@@ -446,7 +445,6 @@ impl TlsServer {
         rt.block_on(
             memgroup_client::Client::builder()
                 .servers(&self.server.addr_string())
-                .expect("server list")
                 .tls(tls)
                 .connect(),
         )
@@ -696,7 +694,7 @@ fn throughput(
                         while !stop.load(Relaxed) {
                             let ok = if decode {
                                 matches!(
-                                    client.get_value(&keys[i]).await,
+                                    client.get_as::<memgroup_client::value::Value>(&keys[i]).await,
                                     Ok(Some(memgroup_client::value::Value::String(s))) if s.len() == VALUE_LEN
                                 )
                             } else {

@@ -135,7 +135,6 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     let build = |zone: &str, fallback: ReadFallback| {
         Client::builder()
             .evcache_groups(&spec_text)
-            .unwrap()
             .zone(zone)
             .read_fallback(fallback)
             .write_policy(WritePolicy::All)

@@ -48,7 +48,6 @@ pub(crate) fn short_key(i: u64) -> String {
 fn client(spec: &str, zone: &str, journal: &Path) -> Client {
     Client::builder()
         .evcache_groups(spec)
-        .expect("groups")
         .zone(zone)
         .write_policy(WritePolicy::All)
         .backoff(Duration::from_millis(100), Duration::from_secs(1))

@@ -381,7 +381,6 @@ mod tests {
             .builder()
             .unwrap()
             .servers("h1:11211,h2:11211")
-            .unwrap()
             .build()
             .unwrap();
         let topology = client.topology();

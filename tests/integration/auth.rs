@@ -23,7 +23,6 @@ fn auth_server() -> (Memcached, tempdir::Dir) {
 fn client(server: &Memcached, user: &str, password: &str) -> Client {
     Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .credentials(Credentials::new(user, password).unwrap())
         .build()
         .unwrap()
@@ -100,7 +99,6 @@ async fn refused_logins_are_auth_errors_and_store_nothing() {
     // No credentials: the server's `unauthenticated` is the auth error too.
     let anonymous = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .build()
         .unwrap();
     let err = anonymous.get("k").await.unwrap_err();
@@ -164,7 +162,6 @@ fn the_tool_logs_in_for_every_command() {
     rt.block_on(async {
         let c = Client::builder()
             .evcache_groups(&groups)
-            .unwrap()
             .credentials(Credentials::new("alice", "s3cret-wörd").unwrap())
             .build()
             .unwrap();

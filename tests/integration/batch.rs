@@ -100,7 +100,6 @@ async fn a_batch_after_a_server_died_fails_over_key_by_key() {
     let client = |failover| {
         Client::builder()
             .servers(&list)
-            .unwrap()
             .hash(HashStrategy::NewCompat)
             .failover(failover)
             .build()

@@ -571,7 +571,6 @@ async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
     let groups_again = groups.clone();
     let client = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .pool_size(6)
         .build()
         .unwrap();
@@ -642,16 +641,8 @@ async fn warm_copies_every_live_key_once_with_value_flags_and_ttl() {
     // Value, flags and TTL (±2 s) survived.
     let dst_only = format!("dst={}", list(&target));
     let src_only = format!("src={}", list(&source));
-    let dst = Client::builder()
-        .evcache_groups(&dst_only)
-        .unwrap()
-        .build()
-        .unwrap();
-    let src = Client::builder()
-        .evcache_groups(&src_only)
-        .unwrap()
-        .build()
-        .unwrap();
+    let dst = Client::builder().evcache_groups(&dst_only).build().unwrap();
+    let src = Client::builder().evcache_groups(&src_only).build().unwrap();
     for chunk in keys.chunks(1000) {
         let got = dst.get_multi(chunk).await.unwrap();
         assert_eq!(got.hit_count(), chunk.len());

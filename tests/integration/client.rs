@@ -44,7 +44,7 @@ fn sum_stat(servers: &[Memcached], name: &str) -> u64 {
 
 /// A client of one server.
 fn one_server(server: &Memcached) -> ClientBuilder {
-    Client::builder().servers(&server.addr_string()).unwrap()
+    Client::builder().servers(&server.addr_string())
 }
 
 /// Bounds every test: a hang is a failure, not a stuck CI job.
@@ -67,7 +67,6 @@ async fn keys_sit_exactly_where_the_locator_says() {
         let groups = spawn_groups(2, 3);
         let client = Client::builder()
             .evcache_groups(&evcache_list(&groups))
-            .unwrap()
             .hash(HashStrategy::Ketama)
             .pool_size(3)
             .build()
@@ -96,7 +95,6 @@ async fn keys_sit_exactly_where_the_locator_says() {
         let single = spawn_groups(1, 3).remove(0);
         let client = Client::builder()
             .servers(&server_list(&single))
-            .unwrap()
             .hash(HashStrategy::NewCompat)
             .sanitize_keys(true)
             .build()
@@ -124,7 +122,6 @@ async fn one_write_per_group_per_key_whatever_the_pool_size() {
         let groups = spawn_groups(2, 3);
         let client = Client::builder()
             .evcache_groups(&evcache_list(&groups))
-            .unwrap()
             .pool_size(4)
             .build()
             .unwrap();
@@ -153,7 +150,6 @@ async fn warming_a_new_group_writes_each_key_exactly_once() {
         // the default timeout.
         let client = Client::builder()
             .evcache_groups(&evcache_list(&groups))
-            .unwrap()
             .pool_size(6)
             .timeout(Duration::from_secs(5))
             .build()
@@ -185,7 +181,6 @@ async fn warming_a_new_group_writes_each_key_exactly_once() {
         // Every key reads back from the new group alone.
         let reader = Client::builder()
             .servers(&server_list(target))
-            .unwrap()
             .build()
             .unwrap();
         let mut found = 0;
@@ -232,7 +227,6 @@ async fn killed_server_reads_fall_back_and_writes_report_the_group() {
         let list = evcache_list(&groups);
         let client = Client::builder()
             .evcache_groups(&list)
-            .unwrap()
             .zone("sg0")
             .read_fallback(ReadFallback::OneMore)
             .write_policy(WritePolicy::All)
@@ -268,7 +262,6 @@ async fn killed_server_reads_fall_back_and_writes_report_the_group() {
         // Under ONE, the same write succeeds and reports sg0 as failed.
         let lenient = Client::builder()
             .evcache_groups(&list)
-            .unwrap()
             .write_policy(WritePolicy::One)
             .build()
             .unwrap();
@@ -288,7 +281,6 @@ async fn callers_beyond_the_cap_on_requests_in_flight_wait_their_turn() {
     let server = Memcached::spawn();
     let client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .max_in_flight(1)
         .build()
         .unwrap();
@@ -318,7 +310,6 @@ async fn a_request_waiting_for_a_place_times_out_at_its_deadline() {
     let server = Memcached::spawn();
     let client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .max_in_flight(1)
         .failover(false)
         .timeout(Duration::from_millis(300))
@@ -362,7 +353,6 @@ async fn a_lone_reader_is_woken_when_its_connection_closes() {
     let server = Memcached::spawn();
     let client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .pool_size(2)
         .failover(false)
         .timeout(Duration::from_secs(10))
@@ -419,7 +409,6 @@ async fn stalled_server_is_marked_down_after_three_timeouts_and_probed_back() {
         let budget = Duration::from_millis(300);
         let client = Client::builder()
             .servers(&server_list(&group))
-            .unwrap()
             .failover(false)
             .timeout(budget)
             .backoff(Duration::from_secs(1), Duration::from_secs(8))
@@ -498,7 +487,6 @@ async fn restarted_server_takes_writes_again_after_the_backoff() {
         let mut group = spawn_groups(1, 3).remove(0);
         let client = Client::builder()
             .servers(&server_list(&group))
-            .unwrap()
             .failover(false)
             .backoff(Duration::from_millis(200), Duration::from_secs(2))
             .build()
@@ -540,7 +528,6 @@ async fn failover_picks_the_server_the_java_client_would() {
         let mut group = spawn_groups(1, 3).remove(0);
         let client = Client::builder()
             .servers(&server_list(&group))
-            .unwrap()
             .hash(HashStrategy::NewCompat)
             .failover(true)
             .build()
@@ -592,7 +579,6 @@ async fn the_first_write_after_a_server_died_fails_over_too() {
         let client = |failover| {
             Client::builder()
                 .servers(&server_list(&group))
-                .unwrap()
                 .hash(HashStrategy::NewCompat)
                 .failover(failover)
                 .build()
@@ -635,7 +621,6 @@ async fn get_multi_fails_over_within_the_group_like_get() {
         let mut group = spawn_groups(1, 3).remove(0);
         let client = Client::builder()
             .servers(&server_list(&group))
-            .unwrap()
             .hash(HashStrategy::NewCompat)
             .failover(true)
             .build()
@@ -1086,7 +1071,6 @@ async fn merged_gets_on_a_server_killed_mid_flight_fall_back_together() {
         let mut groups = spawn_groups(2, 1);
         let client = Client::builder()
             .evcache_groups(&evcache_list(&groups))
-            .unwrap()
             .zone("sg0")
             .read_fallback(ReadFallback::OneMore)
             // Longer than `bounded`: a caller the failure does not reach
@@ -1153,7 +1137,6 @@ async fn a_failed_connection_is_closed_and_replaced_after_the_backoff() {
         let big = vec![b'x'; 4096];
         let small = Client::builder()
             .servers(&server.addr_string())
-            .unwrap()
             .max_value_size(1024)
             .build()
             .unwrap();
@@ -1228,7 +1211,6 @@ async fn an_endless_reply_is_refused_at_the_reply_limit() {
         });
         let client = Client::builder()
             .servers(&addr)
-            .unwrap()
             .max_reply_size(1 << 20)
             .timeout(Duration::from_secs(30))
             .build()
@@ -1303,11 +1285,10 @@ async fn a_key_prefix_stores_every_key_behind_it() {
     let list = server_list(&servers);
     let prefixed = Client::builder()
         .servers(&list)
-        .unwrap()
         .key_prefix("app:")
         .build()
         .unwrap();
-    let plain = Client::builder().servers(&list).unwrap().build().unwrap();
+    let plain = Client::builder().servers(&list).build().unwrap();
     let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
     for (i, key) in keys.iter().enumerate() {
         prefixed.set(key, format!("v{i}"), 0).await.unwrap();
@@ -1395,7 +1376,6 @@ async fn a_key_prefix_stores_every_key_behind_it() {
     // A prefix no key could start with is refused when the client is built.
     let bad = Client::builder()
         .servers(&list)
-        .unwrap()
         .key_prefix("my app:")
         .build();
     assert!(
@@ -1416,7 +1396,6 @@ async fn a_request_takes_an_idle_connection_over_a_busy_one() {
         let servers = [Memcached::spawn(), Memcached::spawn()];
         let client = Client::builder()
             .servers(&server_list(&servers))
-            .unwrap()
             .hash(HashStrategy::Ketama)
             .pool_size(2)
             .failover(false)

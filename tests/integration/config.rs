@@ -74,7 +74,6 @@ async fn a_client_from_cluster_toml_uses_the_files_timeout_and_settings() {
     // with spymemcached's type flags) reads back as the number.
     let evcache = Client::builder()
         .servers(&local.addr_string())
-        .unwrap()
         .value_format(ValueFormat::evcache())
         .build()
         .unwrap();

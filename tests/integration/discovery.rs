@@ -216,7 +216,6 @@ async fn a_lower_version_is_taken_only_once_polls_agree_and_a_fallback_covers_a_
     drop(closed);
     let fallback = Client::builder()
         .servers(&a.addr_string())
-        .unwrap()
         .discover(&dead)
         .connect()
         .await

@@ -63,7 +63,6 @@ const MAX_REPLY: usize = 1 << 20;
 fn client_of(addr: &str) -> Client {
     Client::builder()
         .servers(addr)
-        .unwrap()
         .max_value_size(MAX_VALUE)
         .max_reply_size(MAX_REPLY)
         .timeout(Duration::from_millis(400))
@@ -210,7 +209,6 @@ async fn an_endless_stats_reply_stops_at_the_stats_limit() {
     let addr = peer(vec![Act::Repeat(b"STAT pid 12345678901234567890\r\n")]);
     let client = Client::builder()
         .servers(&addr)
-        .unwrap()
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
@@ -250,7 +248,6 @@ async fn a_hostile_group_does_not_affect_the_other() {
         let addr = peer(acts);
         let client = Client::builder()
             .evcache_groups(&format!("bad={addr};good={}", real.addr_string()))
-            .unwrap()
             .zone("bad")
             .read_fallback(ReadFallback::OneMore)
             .write_policy(memgroup::topology::WritePolicy::One)
@@ -362,7 +359,6 @@ async fn an_endless_reply_is_refused_at_its_second_item() {
     let addr = peer(vec![Act::Repeat(b"VALUE k 0 5\r\nhello\r\n")]);
     let client = Client::builder()
         .servers(&addr)
-        .unwrap()
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();

@@ -220,7 +220,6 @@ async fn spymemcached_and_evcache_values_both_ways() {
     ] {
         let client = Client::builder()
             .servers(&server_list(&servers))
-            .unwrap()
             .hash(HashStrategy::Ketama)
             .value_format(format)
             .build()
@@ -230,7 +229,7 @@ async fn spymemcached_and_evcache_values_both_ways() {
         java("write", &servers, threshold, &prefix);
         for (name, want) in java_cases() {
             let key = format!("{prefix}{name}");
-            let got = client.get_value(&key).await.unwrap();
+            let got = client.get_as::<Value>(&key).await.unwrap();
             assert_eq!(got.as_ref(), Some(&want), "{format}: {key}");
         }
         // The big values really were compressed by Java.
@@ -244,7 +243,7 @@ async fn spymemcached_and_evcache_values_both_ways() {
         let prefix = format!("r2j:{threshold}:");
         for (name, value) in java_cases() {
             client
-                .set_value(format!("{prefix}{name}"), &value, 0)
+                .set_as(format!("{prefix}{name}"), &value, 0)
                 .await
                 .unwrap();
         }
@@ -269,7 +268,6 @@ async fn python_memcached_values_both_ways() {
     for min_compress_len in [0, 100] {
         let client = Client::builder()
             .servers(&server_list(&servers))
-            .unwrap()
             .hash(HashStrategy::PythonMemcached)
             .value_format(
                 ValueFormat::python_memcached().with_compression_threshold(min_compress_len),
@@ -280,7 +278,7 @@ async fn python_memcached_values_both_ways() {
         python_harness("write", &servers, min_compress_len, &prefix);
         for (name, want) in python_cases() {
             let key = format!("{prefix}{name}");
-            let got = client.get_value(&key).await.unwrap();
+            let got = client.get_as::<Value>(&key).await.unwrap();
             assert_eq!(got.as_ref(), Some(&want), "{key}");
         }
         let raw = client
@@ -292,7 +290,7 @@ async fn python_memcached_values_both_ways() {
         let prefix = format!("r2p:{min_compress_len}:");
         for (name, value) in python_cases() {
             client
-                .set_value(format!("{prefix}{name}"), &value, 0)
+                .set_as(format!("{prefix}{name}"), &value, 0)
                 .await
                 .unwrap();
         }
@@ -309,7 +307,6 @@ async fn rust_types_read_what_java_wrote() {
     let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
     let client = Client::builder()
         .servers(&server_list(&servers))
-        .unwrap()
         .hash(HashStrategy::Ketama)
         .value_format(ValueFormat::evcache())
         .build()

@@ -14,7 +14,6 @@ async fn a_thousand_byte_key_stores_and_reads() {
     let server = Memcached::spawn();
     let plain = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .build()
         .unwrap();
     let long_key = "k".repeat(1000);
@@ -26,7 +25,6 @@ async fn a_thousand_byte_key_stores_and_reads() {
 
     let client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .long_keys(LongKeys::default())
         .build()
         .unwrap();
@@ -73,7 +71,6 @@ async fn colliding_long_keys_never_return_each_others_value() {
     let collide = KeyDigest::Custom(Arc::new(|_: &[u8]| b"same".to_vec()));
     let client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .long_keys(LongKeys::default().max_len(10).digest(collide))
         .build()
         .unwrap();
@@ -107,7 +104,6 @@ async fn the_tool_shares_long_keys_with_services() {
     let service = |long_keys: LongKeys| {
         Client::builder()
             .servers(&addr)
-            .unwrap()
             .long_keys(long_keys)
             .build()
             .unwrap()

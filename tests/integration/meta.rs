@@ -9,7 +9,6 @@ use crate::support::{Memcached, raw, two_zones};
 fn only(server: &Memcached) -> Client {
     Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .build()
         .unwrap()
 }
@@ -116,7 +115,6 @@ async fn a_lease_asked_from_two_zones_is_won_once() {
     let zone = |z: &str| {
         Client::builder()
             .evcache_groups(&groups)
-            .unwrap()
             .zone(z)
             .build()
             .unwrap()

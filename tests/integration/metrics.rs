@@ -49,11 +49,7 @@ async fn operations_requests_and_fallbacks_are_recorded_by_the_convention() {
     a.kill();
     // Served by sg2: a fallback.
     assert!(client.get("k").await.unwrap().is_some());
-    let lone = Client::builder()
-        .servers(&a.addr_string())
-        .unwrap()
-        .build()
-        .unwrap();
+    let lone = Client::builder().servers(&a.addr_string()).build().unwrap();
     assert!(lone.get("k").await.is_err());
 
     let all = seen(&recorder);

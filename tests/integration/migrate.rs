@@ -253,16 +253,13 @@ async fn the_key_prefix_holds_for_the_old_layout() {
         let (old_server, new_server) = (Memcached::spawn(), Memcached::spawn());
         raw::set(old_server.addr(), b"app:k", b"old");
         let builder = if from_url {
-            Client::builder()
-                .url(&format!(
-                    "memcache://{}?key_prefix=app:",
-                    new_server.addr_string()
-                ))
-                .unwrap()
+            Client::builder().url(&format!(
+                "memcache://{}?key_prefix=app:",
+                new_server.addr_string()
+            ))
         } else {
             Client::builder()
                 .servers(&new_server.addr_string())
-                .unwrap()
                 .key_prefix("app:")
         };
         let client = builder
@@ -397,7 +394,6 @@ async fn a_running_client_changes_its_timeout() {
     let server = Memcached::spawn();
     let client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();

@@ -14,7 +14,6 @@ async fn hot_keys_are_served_from_memory_until_their_ttl_or_a_write() {
     let server = Memcached::spawn();
     let client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .near_cache(NearCache::new(100, Duration::from_secs(2)).hot_within(Duration::from_secs(60)))
         .build()
         .unwrap();
@@ -41,7 +40,6 @@ async fn hot_keys_are_served_from_memory_until_their_ttl_or_a_write() {
     // A lease stub of get_or_fill reads as a miss, not an empty value.
     let raw_client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .build()
         .unwrap();
     raw_client

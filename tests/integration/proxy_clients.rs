@@ -32,7 +32,6 @@ async fn zones_behind_a_proxy(hash: HashStrategy) -> ([Vec<Memcached>; 2], Socke
     };
     let client = Client::builder()
         .evcache_groups(&format!("sg1={};sg2={}", list(&zones[0]), list(&zones[1])))
-        .unwrap()
         .zone("sg1")
         .hash(hash)
         .write_wait(memgroup::client::WriteWait::AllGroups)
@@ -131,7 +130,6 @@ async fn pymemcache_works_through_the_proxy() {
             .join(",");
         let direct = Client::builder()
             .servers(&list)
-            .unwrap()
             .hash(HashStrategy::Ketama)
             .build()
             .unwrap();

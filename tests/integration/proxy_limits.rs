@@ -15,7 +15,6 @@ use crate::support::{Memcached, ToolProxy};
 pub(crate) fn client_of(server: &Memcached) -> Client {
     Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap()

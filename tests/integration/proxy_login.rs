@@ -104,7 +104,6 @@ async fn memgroups_client_logs_in_through_the_proxy() {
     let proxied = login_proxy(&behind, &file).await;
     let with = Client::builder()
         .servers(&proxied.to_string())
-        .unwrap()
         .credentials(Credentials::new("app", "secret").unwrap())
         .build()
         .unwrap();
@@ -113,7 +112,6 @@ async fn memgroups_client_logs_in_through_the_proxy() {
     assert_eq!(raw::get(behind.addr(), b"k").as_deref(), Some(&b"v"[..]));
     let without = Client::builder()
         .servers(&proxied.to_string())
-        .unwrap()
         .build()
         .unwrap();
     let error = without.get("k").await.expect_err("not logged in");

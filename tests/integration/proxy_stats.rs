@@ -39,7 +39,6 @@ async fn latency_and_servers_sections_count_what_was_sent() {
     let (a, b) = (Memcached::spawn(), Memcached::spawn());
     let client = Client::builder()
         .servers(&format!("{},{}", a.addr_string(), b.addr_string()))
-        .unwrap()
         .build()
         .unwrap();
     let proxied = proxy(client).await;
@@ -160,7 +159,6 @@ async fn prometheus_reads_what_stats_says() {
     );
     let front = Client::builder()
         .servers(&tool.addr.to_string())
-        .unwrap()
         .build()
         .unwrap();
     for i in 0..30 {

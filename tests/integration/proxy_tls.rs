@@ -28,7 +28,6 @@ async fn tls_proxy(server: &Memcached, pki: &Pki, mutual: bool) -> std::net::Soc
 fn through(addr: std::net::SocketAddr, tls: TlsConfig) -> Client {
     Client::builder()
         .servers(&addr.to_string())
-        .unwrap()
         .timeout(Duration::from_secs(2))
         .tls(tls)
         .build()

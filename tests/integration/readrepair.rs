@@ -20,7 +20,6 @@ async fn a_fallback_hit_is_added_where_it_missed_with_its_ttl() {
     let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
     let plain = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .zone("sg1")
         .build()
         .unwrap();
@@ -119,7 +118,6 @@ fn three_zones() -> ([Memcached; 3], Client) {
     );
     let client = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .zone("sg1")
         .timeout(TIMEOUT)
         .build()
@@ -176,7 +174,6 @@ async fn two_groups_that_differ_agree_on_the_arbiters_copy() {
     let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
     let far = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .zone("sg2")
         .timeout(TIMEOUT)
         .build()
@@ -215,7 +212,6 @@ async fn read_repair_copies_nothing_the_arbiter_may_disagree_with() {
     );
     let client = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .zone("sg3")
         .read_fallback(memgroup::topology::ReadFallback::AllCopies)
         .read_repair(true)

@@ -306,7 +306,6 @@ async fn healthy_writes_are_never_partial_and_settle_complete() {
             .collect();
         let client = Client::builder()
             .evcache_groups(&list.join(";"))
-            .unwrap()
             .zone("sg1")
             .build()
             .unwrap();
@@ -341,7 +340,6 @@ async fn one_group_sends_nothing_extra() {
     let server = Memcached::spawn();
     let client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .build()
         .unwrap();
     for i in 0..200 {
@@ -446,7 +444,6 @@ async fn repairs_a_client_could_not_drain_are_done_by_the_next_one() {
     let client = |zone: &str| {
         Client::builder()
             .evcache_groups(&groups)
-            .unwrap()
             .zone(zone)
             .timeout(TIMEOUT)
             .backoff(BACKOFF, Duration::from_secs(8))
@@ -674,7 +671,6 @@ async fn a_write_still_outstanding_at_close_is_journaled() {
     let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
     let client = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .zone("sg1")
         .timeout(TIMEOUT)
         .repair_journal(journal.path())
@@ -754,7 +750,6 @@ async fn a_write_that_reached_no_server_deletes_no_one_elses_copy() {
             sg1.addr_string(),
             sg2.addr_string()
         ))
-        .unwrap()
         .build()
         .unwrap();
     let cut_off = through(&via1, &via2);
@@ -800,7 +795,6 @@ async fn a_write_that_reached_no_server_deletes_no_one_elses_copy() {
 fn through(via1: &crate::support::relay::Switch, via2: &crate::support::relay::Switch) -> Client {
     Client::builder()
         .evcache_groups(&format!("sg1={};sg2={}", via1.addr(), via2.addr()))
-        .unwrap()
         .zone("sg1")
         .backoff(Duration::from_millis(20), Duration::from_millis(100))
         .repair_grace(Duration::from_millis(50))

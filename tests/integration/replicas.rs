@@ -17,7 +17,6 @@ fn two_groups() -> (Memcached, Memcached, String) {
 fn client(groups: &str, zone: &str) -> Client {
     Client::builder()
         .evcache_groups(groups)
-        .unwrap()
         .zone(zone)
         .build()
         .unwrap()
@@ -127,7 +126,6 @@ async fn without_its_arbiter_a_conditional_write_fails_unless_failover_is_on() {
     far.set("plain", "v", 0).await.unwrap();
     let failing_over = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .arbiter_failover(true)
         .build()
         .unwrap();
@@ -284,7 +282,6 @@ async fn add_races_with_a_stalled_replica_grant_one_lock() {
     let build = |zone: &str| {
         Client::builder()
             .evcache_groups(&groups)
-            .unwrap()
             .zone(zone)
             .timeout(Duration::from_millis(300))
             .backoff(Duration::from_secs(1), Duration::from_secs(8))
@@ -376,7 +373,6 @@ async fn an_unanswered_conditional_write_is_unknown_and_never_decided_twice() {
     let (sg1, sg2, groups) = two_groups();
     let far = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .zone("sg2")
         .timeout(timeout)
         .arbiter_failover(true)
@@ -445,7 +441,6 @@ async fn two_writers_landing_in_opposite_orders_end_in_agreement() {
         let writer = || {
             Client::builder()
                 .evcache_groups(&groups)
-                .unwrap()
                 .zone("sg1")
                 .timeout(Duration::from_secs(5))
                 .converge(converge)
@@ -527,7 +522,6 @@ fn write_race(groups: &str, zone: &str, converge: bool, w: u64) -> u64 {
     runtime.block_on(async {
         let writer = Client::builder()
             .evcache_groups(groups)
-            .unwrap()
             .zone(zone)
             .pool_size(4)
             .converge(converge)
@@ -585,7 +579,6 @@ async fn writers_the_arbiter_missed_end_in_agreement() {
     let writer = || {
         Client::builder()
             .evcache_groups(&groups)
-            .unwrap()
             .zone("sg2")
             .write_policy(memgroup::topology::WritePolicy::One)
             .timeout(Duration::from_secs(5))

@@ -37,7 +37,6 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
     let seen = downs.clone();
     let client = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .on_event(move |e| {
             if let Event::ServerDown { server, .. } = e {
                 *seen.lock().unwrap().entry(server.clone()).or_default() += 1;
@@ -164,7 +163,6 @@ async fn nothing_acknowledged_is_lost_and_no_value_is_misdelivered_under_faults(
     // Every write the steady group acknowledged is there, with its value.
     let steady_client = Client::builder()
         .evcache_groups(&format!("steady={}", server_list(&steady)))
-        .unwrap()
         .build()
         .unwrap();
     for chunk in acked.chunks(200) {

@@ -174,7 +174,6 @@ async fn a_fallback_read_shows_both_requests_in_its_span() {
     let build = |trace_keys: bool| {
         Client::builder()
             .evcache_groups(&groups)
-            .unwrap()
             .zone("sg1")
             .read_fallback(ReadFallback::OneMore)
             .trace_keys(trace_keys)
@@ -232,7 +231,7 @@ async fn a_failover_within_the_group_is_labelled_so() {
         .map(|i| format!("k{i}"))
         .find(|k| topology.groups()[0].server_for(k.as_bytes()).0 == 0)
         .unwrap();
-    let client = Client::builder().servers(&list).unwrap().build().unwrap();
+    let client = Client::builder().servers(&list).build().unwrap();
     a.kill();
     let capture = capture();
     CAPTURING.with(|c| c.set(true));
@@ -265,7 +264,6 @@ async fn a_malformed_reply_is_a_warning_naming_the_server() {
     });
     let client = Client::builder()
         .servers(&addr)
-        .unwrap()
         .timeout(std::time::Duration::from_millis(500))
         .build()
         .unwrap();
@@ -306,11 +304,7 @@ async fn the_exported_spans_follow_the_database_conventions() {
         .unwrap();
     client.get_multi(&["o1", "o2"]).await.unwrap();
     a.kill();
-    let lone = Client::builder()
-        .servers(&a.addr_string())
-        .unwrap()
-        .build()
-        .unwrap();
+    let lone = Client::builder().servers(&a.addr_string()).build().unwrap();
     assert!(lone.get("o1").await.is_err());
     let ports = [a.addr().port(), b.addr().port()].map(|p| Value::I64(i64::from(p)));
     let spans = exported().get_finished_spans().unwrap();

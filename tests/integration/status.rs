@@ -17,7 +17,6 @@ async fn counters_equal_the_servers_own_stats() {
     let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
     let client = Client::builder()
         .servers(&server_list(&servers))
-        .unwrap()
         .build()
         .unwrap();
     let names = ["cmd_get", "get_hits", "cmd_set"];
@@ -89,7 +88,6 @@ async fn a_killed_server_shows_dead_reads_fall_back_and_it_comes_back() {
     let seen = events.clone();
     let client = Client::builder()
         .evcache_groups(&format!("sg1={};sg2={}", a.addr_string(), b.addr_string()))
-        .unwrap()
         .zone("sg1")
         .read_fallback(ReadFallback::OneMore)
         .write_policy(WritePolicy::All)
@@ -268,7 +266,6 @@ async fn requests_waiting_on_a_stalled_server_are_counted_live() {
     let server = Memcached::spawn();
     let client = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();

@@ -17,7 +17,6 @@ use crate::support::{HeldClock, Memcached, memgroup_ok, metadump_lists, unacked_
 fn builder(server: &Memcached) -> ClientBuilder {
     Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .timeout(Duration::from_secs(2))
         .connect_timeout(Duration::from_secs(2))
 }
@@ -172,7 +171,6 @@ async fn each_group_its_own_tls_and_login() {
     let client = |zone: &str| {
         Client::builder()
             .evcache_groups(&groups)
-            .unwrap()
             .zone(zone)
             .read_fallback(ReadFallback::Never)
             .write_policy(WritePolicy::All)
@@ -369,7 +367,6 @@ fn the_tool_works_over_tls_with_logins() {
     rt.block_on(async {
         let client = Client::builder()
             .evcache_groups(&groups)
-            .unwrap()
             .tls(trusting(&pki))
             .credentials(Credentials::new("alice", "secret").unwrap())
             .build()
@@ -436,7 +433,6 @@ fn an_invalid_tls_server_name_is_refused_not_a_panic() {
     let pki = Pki::new();
     let error = Client::builder()
         .servers("127.0.0.1:1")
-        .unwrap()
         .tls(trusting(&pki).server_name("a b"))
         .build()
         .unwrap_err();

@@ -11,7 +11,6 @@ use crate::support::{Memcached, memgroup as tool};
 fn one_server(server: &Memcached) -> Client {
     Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .build()
         .unwrap()
 }
@@ -75,7 +74,6 @@ async fn a_multi_get_keeps_the_hits_of_the_servers_that_answered() {
     let client = || {
         Client::builder()
             .servers(&list)
-            .unwrap()
             .failover(false)
             .timeout(Duration::from_millis(500))
             .build()
@@ -232,11 +230,7 @@ async fn a_warm_from_a_group_serving_reads_copies_every_key() {
     let target = [Memcached::spawn(), Memcached::spawn()];
     let list = |s: &[Memcached]| crate::support::server_list(s);
     let groups = format!("src={};dst={}", list(&source), list(&target));
-    let client = Client::builder()
-        .evcache_groups(&groups)
-        .unwrap()
-        .build()
-        .unwrap();
+    let client = Client::builder().evcache_groups(&groups).build().unwrap();
     const N: usize = 3000;
     let keys: Vec<String> = (0..N).map(|i| format!("w:{i}")).collect();
     for key in &keys {
@@ -301,11 +295,7 @@ async fn a_warm_from_a_group_serving_reads_copies_every_key() {
         .map(|s| crate::support::raw::stat(s.addr(), "curr_items"))
         .sum();
     assert_eq!(items, N as u64);
-    let dst = Client::builder()
-        .servers(&list(&target))
-        .unwrap()
-        .build()
-        .unwrap();
+    let dst = Client::builder().servers(&list(&target)).build().unwrap();
     for chunk in keys.chunks(500) {
         let found = dst.get_multi(chunk).await.unwrap();
         for key in chunk {
@@ -407,7 +397,6 @@ fn nonsense_is_refused_with_one_line_naming_it() {
     // The same checks in the library's builder.
     let error = Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .zone("sg3")
         .build()
         .unwrap_err();
@@ -418,7 +407,6 @@ fn nonsense_is_refused_with_one_line_naming_it() {
     );
     let error = Client::builder()
         .servers(&addr)
-        .unwrap()
         .pool_size(0)
         .build()
         .unwrap_err();

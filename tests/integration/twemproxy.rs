@@ -16,7 +16,6 @@ use crate::support::{Memcached, memgroup, raw};
 fn through(proxy: &Twemproxy, meta: MetaProtocol) -> Client {
     Client::builder()
         .servers(&proxy.addr_string())
-        .unwrap()
         .meta_protocol(meta)
         .timeout(Duration::from_secs(2))
         .build()
@@ -116,7 +115,6 @@ async fn the_answer_is_asked_once_and_a_setting_can_give_it() {
     // Straight to memcached 1.6: yes.
     let direct = Client::builder()
         .servers(&server.addr_string())
-        .unwrap()
         .build()
         .unwrap();
     direct.set("k", "v", 0).await.unwrap();
@@ -148,7 +146,6 @@ async fn the_answer_is_asked_once_and_a_setting_can_give_it() {
     // ask.
     let pooled = Client::builder()
         .servers(&proxy.addr_string())
-        .unwrap()
         .pool_size(3)
         .connect()
         .await
@@ -211,7 +208,6 @@ async fn a_peer_that_answers_the_question_wrongly_or_not_at_all_is_a_typed_error
     let client = |at: &str| {
         Client::builder()
             .servers(at)
-            .unwrap()
             .connect_timeout(Duration::from_millis(300))
             .timeout(Duration::from_secs(2))
             .build()

@@ -9,6 +9,12 @@
 //! - `cargo xtask demo` — a local cluster narrated by the `memgroup` tool.
 //! - `cargo xtask man` — the tool's man pages into `target/man`.
 //! - `cargo xtask cluster up|down` — leave such a cluster running to play with.
+//! - `cargo xtask compare --proxy|--faults|--tracing|--metrics` — the proxy
+//!   against twemproxy, calm against a stalled server, a feature's cost.
+//! - `cargo xtask soak [--duration S] [--proxy]` — the soak under faults.
+//! - `cargo xtask package` — the crates packaged and built from their
+//!   tarballs; `fuzz/` and `bench-compare/` checked (CI runs it).
+//! - `cargo xtask mutants [crate]`, `cargo xtask ensure-memcached`.
 
 mod cluster;
 mod demo;
@@ -41,13 +47,14 @@ fn main() -> ExitCode {
         Some("compare") => compare(),
         Some("fuzz") => fuzz(&args[1..]),
         Some("soak") => soak(&args[1..]),
+        Some("package") => package(),
         Some("mutants") => mutants(&args[1..]),
         Some("ensure-memcached") => ensure_memcached(),
         Some("demo") => demo::demo(),
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --metrics | --faults | --proxy] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] [--proxy] | mutants [crate] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --metrics | --faults | --proxy] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] [--proxy] | package | mutants [crate] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -315,6 +322,38 @@ fn compare_feature(feature: &str, unobserved: &str) -> Result<()> {
         on_median / off_median,
         on_cpu / off_cpu
     );
+    Ok(())
+}
+
+/// `cargo xtask package`, what `.ci/run` checks beside the tests: every crate meant for crates.io
+/// packaged and built from its tarball, as a user would get it (the
+/// workspace's unpublished dependencies stand in for the registry's), and
+/// the two builds outside the workspace — the fuzz targets and the
+/// comparison harness — still compiling.
+fn package() -> Result<()> {
+    run(
+        &cargo(),
+        &[
+            "package",
+            "--workspace",
+            // The tree as it is: checked before a commit as after it.
+            "--allow-dirty",
+            "--exclude",
+            "memgroup-testkit",
+            "--exclude",
+            "xtask",
+        ],
+        &[],
+    )?;
+    for manifest in ["fuzz/Cargo.toml", "bench-compare/Cargo.toml"] {
+        let manifest = root().join(manifest);
+        let manifest = manifest.to_str().ok_or("a non-UTF-8 path")?;
+        run(
+            &cargo(),
+            &["check", "--manifest-path", manifest, "--all-targets"],
+            &[],
+        )?;
+    }
     Ok(())
 }
 

@@ -46,7 +46,7 @@
 //!
 //! # async fn demo() -> Result<(), memgroup_client::Error> {
 //! let client = Client::builder()
-//!     .evcache_groups("us-east-1a=10.0.0.1:11211,10.0.0.2:11211;us-east-1b=10.0.1.1:11211,10.0.1.2:11211")?
+//!     .evcache_groups("us-east-1a=10.0.0.1:11211,10.0.0.2:11211;us-east-1b=10.0.1.1:11211,10.0.1.2:11211")
 //!     .zone("us-east-1a")
 //!     .hash(HashStrategy::Ketama)
 //!     .pool_size(4)
@@ -135,13 +135,15 @@
 //!   only reads of the time: tokio's clock, so tests run under paused time),
 //!   `counters` (per-server atomics and latency histograms), `options`
 //!   ([`Expiry`], [`WriteOptions`]: what every write takes), `longkey`,
-//!   [`value`] (value formats), `join`.
+//!   [`value`] (value formats), `join`, [`metrics`] (feature `metrics`:
+//!   the `metrics` facade).
 //! - **`conn/`** — one pipelined connection: `state` (the sans-IO state
 //!   machine), the driver in `conn/mod.rs`, `read` (the reading side),
 //!   `timer` (one timer per connection for its requests' deadlines), `idle`
 //!   (a quiet connection checked for a close), `merge` (who gets which value of
 //!   a merged `get`), `transport` (plain TCP or TLS under one readiness
-//!   loop), `tls`, `login`, `open` (connect, handshake, log in).
+//!   loop), `tls`, `login`, `open` (connect, handshake, log in), `probe`
+//!   (whether a server speaks the meta protocol; classic forms where not).
 //! - **`pool`** — `pool_size` connection slots per server, the current
 //!   topology snapshot and the dead-host record.
 //! - **`client/`** — the [`Client`] handle (`client/mod.rs`; `client/exec.rs`:
@@ -149,16 +151,13 @@
 //!   `builder/`, `url`, `read/` (the read engine), `write/` (replication, and
 //!   conditional writes through the arbiter), `repair` (the repair queue),
 //!   `fill` (`get_or_fill`: leases and one flight per key),
-//!   `hedge` (hedged reads, the read queue's fast-fail),
+//!   `hedge` (hedged reads, the read queue's fast-fail), `near` (the near
+//!   cache), `discover` (the discovery poller), `serde`, `close`,
 //!   `admin`, `typed`, `watch`, `crawler`, `status`, `trace`, `migrate`.
 //!   Only files under `client/` name `Client`.
-//!
-//! `client/near.rs` is the near cache. Rooms for what is coming, so it
-//! lands in one place: the discovery
-//! poller in `client/discover.rs` (its parser in `memgroup-proto`), metrics
-//! export beside `counters`, in `metrics.rs`.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The leaves: plain data, errors, the clock, counters, value formats.
 mod clock;

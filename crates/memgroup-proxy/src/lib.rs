@@ -13,7 +13,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use memgroup_proxy::{Proxy, ProxyConfig};
 //! let client = memgroup_client::Client::builder()
-//!     .evcache_groups("z1=127.0.0.1:11211;z2=127.0.0.1:11212")?
+//!     .evcache_groups("z1=127.0.0.1:11211;z2=127.0.0.1:11212")
 //!     .build()?;
 //! let proxy = Proxy::bind(client, ProxyConfig::listen(["127.0.0.1:22122".parse()?])).await?;
 //! proxy.serve().await;
@@ -51,6 +51,8 @@
 //! a request waits for the earlier ones when they share a key and one of
 //! them writes, and for everything before it after a `noreply` write, a
 //! quiet meta command, `mn`, `flush_all` or `quit`.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod answer;
 mod binary;

@@ -82,6 +82,7 @@
 //! cluster.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod dead;
 mod error;

@@ -277,7 +277,6 @@ pub fn two_zones(
     let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
     let builder = memgroup::client::Client::builder()
         .evcache_groups(&groups)
-        .unwrap()
         .zone("sg1");
     let client = configure(builder).build().unwrap();
     (sg1, sg2, client)

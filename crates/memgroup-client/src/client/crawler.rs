@@ -87,20 +87,6 @@ impl Listing {
     }
 }
 
-/// Lists every key of one server, over plain TCP without a login (for a
-/// server of a client's cluster, [`Client::metadump`] uses the client's TLS
-/// and credentials), with `metadump hash` (`all` on servers before 1.6.9).
-/// `timeout` bounds every wait for the server to make progress
-/// (connecting, logging in, each read of the dump, and retrying while
-/// another crawl runs, `BUSY`), not the whole dump, which on a large server
-/// takes as long as it takes: a server that stops talking fails within
-/// `timeout`. Unchecked: [`Client::list_keys`] checks a listing against the
-/// server's count.
-pub async fn metadump(server: &str, timeout: Duration) -> Result<Vec<DumpEntry>, Error> {
-    let settings = ConnSettings::default();
-    Ok(dump(server, &settings, timeout, usize::MAX).await?.0)
-}
-
 impl Client {
     /// Lists every key of `server` (`host:port`, one of the cluster's) with
     /// `lru_crawler metadump hash` (`all` where the server lacks it), on a
@@ -108,7 +94,9 @@ impl Client {
     /// server are (TLS, login). At most `max_keys` entries: a server that
     /// keeps listing keys (a hostile or broken one) fails the dump instead
     /// of growing memory without bound. `timeout` bounds each wait for
-    /// progress, as for [`metadump`]. Unchecked; see [`Client::list_keys`].
+    /// progress (connecting, logging in, each read of the dump, and
+    /// retrying while another crawl runs, `BUSY`), not the whole dump, which
+    /// on a large server takes as long as it takes. Unchecked; see [`Client::list_keys`].
     pub async fn metadump(
         &self,
         server: &str,

@@ -6,7 +6,7 @@
 use crate::client::Client;
 use crate::error::Error;
 use crate::item::{Item, WriteOutcome};
-use crate::options::{Expiry, WriteOptions};
+use crate::options::WriteOptions;
 use crate::value::{FromValue, ToValue, Value, ValueFormat};
 use memgroup_proto::StoreCommand;
 
@@ -39,30 +39,9 @@ impl Client {
         self.values.decode(key.as_ref(), item)
     }
 
-    /// Reads a key and decodes it by the value format. `Ok(None)` on a miss.
-    pub async fn get_value(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>, Error> {
-        let key = key.as_ref();
-        match self.get(key).await? {
-            Some(item) => self.decode(key, &item).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    /// Encodes a value by the value format and stores it in every group.
-    pub async fn set_value(
-        &self,
-        key: impl AsRef<[u8]>,
-        value: &Value,
-        expiry: impl Into<Expiry>,
-    ) -> Result<WriteOutcome, Error> {
-        let (bytes, flags) = self.values.encode(value)?;
-        let options = WriteOptions::new().expiry(expiry).flags(flags);
-        self.store(StoreCommand::Set, key.as_ref(), &bytes, options)
-            .await
-    }
-
     /// Reads a key as a Rust type, decoded by the value format (see
-    /// [`crate::value`]). `Ok(None)` on a miss.
+    /// [`crate::value`]; `get_as::<Value>` for whatever type it holds).
+    /// `Ok(None)` on a miss.
     ///
     /// ```no_run
     /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
@@ -73,7 +52,11 @@ impl Client {
     /// ```
     pub async fn get_as<T: FromValue>(&self, key: impl AsRef<[u8]>) -> Result<Option<T>, Error> {
         let key = key.as_ref();
-        match self.get_value(key).await? {
+        let value = match self.get(key).await? {
+            Some(item) => Some(self.decode(key, &item)?),
+            None => None,
+        };
+        match value {
             // A type error names the key it was read from.
             Some(value) => T::from_value(value).map(Some).map_err(|e| {
                 let shown = String::from_utf8_lossy(key).escape_debug().to_string();
@@ -83,13 +66,18 @@ impl Client {
         }
     }
 
-    /// Stores a Rust value with the flags and encoding of the value format.
+    /// Stores a Rust value (or a [`Value`]) with the flags and encoding of
+    /// the value format, in every group, like [`Client::set`]: the options'
+    /// expiry applies, their flags are the format's.
     pub async fn set_as<T: ToValue + ?Sized>(
         &self,
         key: impl AsRef<[u8]>,
         value: &T,
-        expiry: impl Into<Expiry>,
+        options: impl Into<WriteOptions>,
     ) -> Result<WriteOutcome, Error> {
-        self.set_value(key, &value.to_value(), expiry).await
+        let (bytes, flags) = self.values.encode(&value.to_value())?;
+        let options = options.into().flags(flags);
+        self.store(StoreCommand::Set, key.as_ref(), &bytes, options)
+            .await
     }
 }

@@ -22,9 +22,9 @@ impl Client {
     /// [`ClientBuilder::url`] instead.
     pub async fn connect(url_or_servers: &str) -> Result<Client, Error> {
         let builder = if url_or_servers.starts_with("memcache://") {
-            Client::builder().url(url_or_servers)?
+            Client::builder().url(url_or_servers)
         } else {
-            Client::builder().servers(url_or_servers)?
+            Client::builder().servers(url_or_servers)
         };
         builder.connect().await
     }
@@ -45,14 +45,17 @@ impl ClientBuilder {
     ///
     /// # async fn demo() -> Result<(), memgroup_client::Error> {
     /// let client = Client::builder()
-    ///     .url("memcache://app:p%40ss@10.0.0.1:11211,10.0.0.2:11211?hash=ketama&value_format=evcache")?
+    ///     .url("memcache://app:p%40ss@10.0.0.1:11211,10.0.0.2:11211?hash=ketama&value_format=evcache")
     ///     .timeout(Duration::from_millis(200))
     ///     .build()?;
     /// client.set("user:42", "Ada", 300).await?;
     /// # Ok(()) }
     /// ```
-    pub fn url(self, url: &str) -> Result<ClientBuilder, Error> {
-        let url = ClientUrl::parse(url)?;
+    pub fn url(self, url: &str) -> ClientBuilder {
+        let url = match ClientUrl::parse(url) {
+            Ok(url) => url,
+            Err(e) => return self.failed(e),
+        };
         let mut builder = self.cluster(url.spec);
         if let Some(credentials) = url.credentials {
             builder = builder.credentials(credentials);
@@ -64,7 +67,7 @@ impl ClientBuilder {
         if let Some(tls) = url.tls {
             builder = builder.tls(tls);
         }
-        Ok(builder)
+        builder
     }
 }
 
@@ -305,7 +308,6 @@ mod tests {
     fn the_builder_takes_every_setting_of_a_url() {
         let client = Client::builder()
             .url("memcache://app:pw@a=h1:1,h2:2;b=h3:3?value_format=evcache&pool_size=3&zone=b&write_policy=all")
-            .unwrap()
             .build()
             .unwrap();
         assert_eq!(client.value_format().name(), "evcache");
@@ -315,7 +317,7 @@ mod tests {
         let settings = topology.settings();
         assert_eq!(settings.local_zone.as_deref(), Some("b"));
         assert_eq!(settings.write_policy, memgroup_topology::WritePolicy::All);
-        let error = Client::builder().url("h1:1").unwrap_err();
+        let error = Client::builder().url("h1:1").build().unwrap_err();
         assert!(
             error.to_string().contains("not a memcache:// URL"),
             "{error}"

@@ -30,7 +30,7 @@ use crate::error::{Error, ErrorKind};
 /// let tls = TlsConfig::ca_file("/etc/memcached/ca.pem")?
 ///     .client_cert_files("/etc/app/client.pem", "/etc/app/client.key")?
 ///     .server_name("cache.internal");
-/// let client = Client::builder().servers("10.0.0.1:11211")?.tls(tls).build()?;
+/// let client = Client::builder().servers("10.0.0.1:11211").tls(tls).build()?;
 /// # Ok(()) }
 /// ```
 ///

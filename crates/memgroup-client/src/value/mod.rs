@@ -27,13 +27,13 @@
 //! # async fn demo() -> Result<(), memgroup_client::Error> {
 //! // An EVCache fleet: nearly every value is gzip-compressed.
 //! let client = Client::builder()
-//!     .servers("10.0.0.1:11211")?
+//!     .servers("10.0.0.1:11211")
 //!     .value_format(ValueFormat::evcache())
 //!     .build()?;
 //! client.set_as("user:42:name", "Ada Lovelace", 300).await?;
 //! let name: Option<String> = client.get_as("user:42:name").await?;
 //! let visits: Option<i64> = client.get_as("user:42:visits").await?;
-//! if let Some(Value::Serialized { .. }) = client.get_value("user:42:profile").await? {
+//! if let Some(Value::Serialized { .. }) = client.get_as::<Value>("user:42:profile").await? {
 //!     // a Java object: its bytes are there, memgroup does not deserialize it
 //! }
 //! # let _ = (name, visits);

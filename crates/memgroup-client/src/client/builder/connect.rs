@@ -47,6 +47,9 @@ impl ClientBuilder {
     /// group's servers, and then follows the lists on a task of the client.
     pub async fn connect(mut self) -> Result<Client, Error> {
         use crate::client::discover;
+        if let Some(error) = self.error.take() {
+            return Err(error);
+        }
         let discovery = std::mem::take(&mut self.discovery);
         let mut versions = Vec::with_capacity(discovery.groups.len());
         let mut failures = Vec::new();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use memgroup_hash::{HashStrategy, NodeNaming};
 use memgroup_topology::{
-    ClusterSpec, GroupSpec, ReadFallback, Settings, SpecOverrides, Topology, WritePolicy,
+    ClusterSpec, ReadFallback, Settings, SpecOverrides, Topology, WritePolicy,
 };
 
 use crate::client::migrate::Migration;
@@ -23,6 +23,7 @@ use crate::value::{Codec, ValueFormat};
 mod connect;
 mod connection;
 mod replication;
+mod servers;
 
 /// Configures and builds a [`Client`].
 ///
@@ -32,7 +33,7 @@ mod replication;
 /// use memgroup_client::{Client, HashStrategy};
 ///
 /// let client = Client::builder()
-///     .evcache_groups("us-east-1a=10.0.0.1:11211,10.0.0.2:11211;us-east-1b=10.0.1.1:11211,10.0.1.2:11211")?
+///     .evcache_groups("us-east-1a=10.0.0.1:11211,10.0.0.2:11211;us-east-1b=10.0.1.1:11211,10.0.1.2:11211")
 ///     .zone("us-east-1a")
 ///     .hash(HashStrategy::Ketama)
 ///     .pool_size(4)
@@ -43,6 +44,8 @@ mod replication;
 /// ```
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
+    /// The first error of a call that parses (a server list, a URL).
+    error: Option<Error>,
     spec: ClusterSpec,
     overrides: SpecOverrides,
     op_timeout: Duration,
@@ -82,6 +85,7 @@ struct GroupOverride {
 impl Default for ClientBuilder {
     fn default() -> Self {
         ClientBuilder {
+            error: None,
             spec: ClusterSpec::default(),
             overrides: SpecOverrides::default(),
             op_timeout: Duration::from_millis(500),
@@ -109,34 +113,6 @@ impl Default for ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// Adds a server group.
-    pub fn group(mut self, group: GroupSpec) -> Self {
-        self.spec.groups.push(group);
-        self
-    }
-
-    /// Adds the groups and settings of a parsed cluster description.
-    pub fn cluster(mut self, spec: ClusterSpec) -> Self {
-        self.spec.groups.extend(spec.groups);
-        self.spec.settings = spec.settings;
-        self
-    }
-
-    /// Adds one group from a libmemcached-style list, `host:port[:weight],…`.
-    pub fn servers(self, list: &str) -> Result<Self, Error> {
-        Ok(self.cluster_groups(ClusterSpec::parse_server_list(list)?))
-    }
-
-    /// Adds groups from EVCache's node list, `sg1=host:port,…;sg2=…`.
-    pub fn evcache_groups(self, list: &str) -> Result<Self, Error> {
-        Ok(self.cluster_groups(ClusterSpec::parse_evcache(list)?))
-    }
-
-    fn cluster_groups(mut self, spec: ClusterSpec) -> Self {
-        self.spec.groups.extend(spec.groups);
-        self
-    }
-
     fn settings(mut self, change: impl FnOnce(Settings) -> Settings) -> Self {
         self.spec.settings = change(std::mem::take(&mut self.spec.settings));
         self
@@ -256,7 +232,7 @@ impl ClientBuilder {
     /// use memgroup_client::{Client, Event};
     /// # fn demo() -> Result<(), memgroup_client::Error> {
     /// let client = Client::builder()
-    ///     .servers("10.0.0.1:11211,10.0.0.2:11211")?
+    ///     .servers("10.0.0.1:11211,10.0.0.2:11211")
     ///     .on_event(|event| {
     ///         if let Event::ServerDown { server, .. } = event {
     ///             eprintln!("{server} is down");
@@ -291,7 +267,7 @@ impl ClientBuilder {
         }
     }
 
-    /// How typed reads and writes (`get_as`, `set_as`, `get_value`, …)
+    /// How typed reads and writes (`get_as`, `set_as`, `decode`)
     /// encode values: the convention of the clients the fleet is shared with
     /// (default [`ValueFormat::Raw`]; see [`crate::value`]). Per call:
     /// [`Client::with_value_format`].
@@ -378,6 +354,9 @@ impl ClientBuilder {
     /// Builds the client. Connections open lazily, on first use. A cluster
     /// found by discovery is built by [`ClientBuilder::connect`] instead.
     pub fn build(self) -> Result<Client, Error> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
         if !self.discovery.groups.is_empty() {
             return Err(Error::new(
                 ErrorKind::Config,
