@@ -60,7 +60,7 @@ pub fn converge_cost(rounds: usize) {
             rt.block_on(client.close(Duration::from_secs(10)))
                 .expect("close");
             let requests: u64 = client
-                .status()
+                .health()
                 .servers
                 .iter()
                 .map(|s| s.counters.requests)

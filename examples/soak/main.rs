@@ -251,7 +251,7 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         .repair_journal(&journal)
         .build()
         .unwrap();
-    let taken = taker.status().repairs.pending;
+    let taken = taker.health().repairs.pending;
     let taken_closed = taker.close(Duration::from_secs(30)).await;
     let journal_left = memgroup::client::list_repair_journal(&journal).len();
     drop(taker);
@@ -275,7 +275,7 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     let mut converged = check::convergence(&verifiers, &judged, &acked_keys, &counts).await;
     let (short_checked, short_stale, short_divergent) =
         check::short_keys(&verifiers, &short_runs, &mut converged.examples).await;
-    let status = client.status();
+    let status = client.health();
     drop(verifiers);
     drop(client);
     // Connections close once their tasks notice.

@@ -80,7 +80,7 @@ pub(crate) fn start(
         while !stop.load(Relaxed) {
             tokio::time::sleep(Duration::from_secs(2)).await;
             let cycle = applied / 4;
-            if let Some(migration) = client.status().migration {
+            if let Some(migration) = client.health().migration {
                 // Each migration's counters, read before the step replaces
                 // or ends it.
                 out.old_hits += migration.old_hits;
@@ -113,7 +113,7 @@ pub(crate) fn start(
             }
             applied += 1;
         }
-        if let Some(migration) = client.status().migration {
+        if let Some(migration) = client.health().migration {
             out.old_hits += migration.old_hits;
             out.backfills += migration.backfills;
         }

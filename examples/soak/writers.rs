@@ -92,7 +92,7 @@ pub(crate) fn second_writer(spec: &str, secs: u64, journal: &Path) -> ExitCode {
             written += task.await.unwrap_or(0);
         }
         let _ = client.close(Duration::from_secs(30)).await;
-        println!("{written} {}", client.status().converged);
+        println!("{written} {}", client.health().converged);
     });
     ExitCode::SUCCESS
 }

@@ -439,7 +439,7 @@ mod tests {
         };
         for old in [old.as_str(), "h:1,h:2", "old=h:1,h:2", "memcache://h:1,h:2"] {
             let client = file(old).builder().unwrap().build().unwrap();
-            assert!(client.status().migration.is_some(), "{old}");
+            assert!(client.health().migration.is_some(), "{old}");
         }
         let chained = scratch.file("chained.toml", &format!("migrate_from = {old:?}"));
         let error = file(&chained).builder().unwrap_err();

@@ -36,7 +36,7 @@ async fn right_credentials_work_everywhere() {
     assert_eq!(alice.get("k").await.unwrap().unwrap().value, "v");
     let many = alice.get_multi(&["k", "nope"]).await.unwrap();
     assert_eq!(many.hit_count(), 1);
-    assert!(alice.stats(None).await.unwrap()[0].stats.is_ok());
+    assert!(alice.server_stats(None).await.unwrap()[0].stats.is_ok());
     // One login per connection: counted as auth, not as sets.
     assert_eq!(raw_auth_stat(&server, "cmd_set"), 1);
     // A URL with percent-encoded credentials.

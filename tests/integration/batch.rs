@@ -79,7 +79,7 @@ async fn a_bad_key_refuses_the_batch_and_a_dead_group_is_repaired() {
         let outcome = written.outcome(key).unwrap().as_ref().unwrap();
         assert_eq!(outcome.failed().count(), 1, "{outcome:?}");
     }
-    assert_eq!(client.status().repairs.pending, 10);
+    assert_eq!(client.health().repairs.pending, 10);
 }
 
 /// A batch's first write after a server died fails over too, key by key,
@@ -124,5 +124,5 @@ async fn a_batch_after_a_server_died_fails_over_key_by_key() {
     }
     // Each key written once more: nothing sent twice.
     assert_eq!(live("cmd_set"), (60 - lost + 60) as u64);
-    assert_eq!(client.status().repairs.pending, lost);
+    assert_eq!(client.health().repairs.pending, lost);
 }

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use memgroup::client::{Client, ClientBuilder, Error, Hedge, IfPresent, ServerState, WriteOptions};
+use memgroup::client::{
+    Client, ClientBuilder, Error, GroupState, Hedge, IfPresent, ServerState, WriteOptions,
+};
 use memgroup::hash::{HashStrategy, Locator, LocatorConfig, Node};
 use memgroup::topology::{ReadFallback, WritePolicy};
 
@@ -268,7 +270,10 @@ async fn killed_server_reads_fall_back_and_writes_report_the_group() {
         let outcome = lenient.set(victims[0], "new", 0).await.unwrap();
         let failed: Vec<&str> = outcome.failed().map(|(g, _)| g).collect();
         assert_eq!(failed, ["sg0"]);
-        assert_eq!(outcome.succeeded().collect::<Vec<_>>(), ["sg1"]);
+        assert_eq!(
+            outcome.in_state(GroupState::Applied).collect::<Vec<_>>(),
+            ["sg1"]
+        );
     })
     .await;
 }
@@ -449,7 +454,7 @@ async fn stalled_server_is_marked_down_after_three_timeouts_and_probed_back() {
                 assert_eq!(result.unwrap().unwrap().value, k.as_bytes());
             }
         }
-        let status = client.status();
+        let status = client.health();
         let down = status
             .servers
             .iter()
@@ -509,7 +514,7 @@ async fn restarted_server_takes_writes_again_after_the_backoff() {
         tokio::time::advance(Duration::from_millis(2100)).await;
         // The repair of the write it missed probes it back first.
         advance_until(Duration::from_secs(1), || {
-            client.status().repairs.pending == 0
+            client.health().repairs.pending == 0
         })
         .await;
         for k in &keys {
@@ -608,7 +613,7 @@ async fn the_first_write_after_a_server_died_fails_over_too() {
             Some(&b"moved"[..])
         );
         assert_eq!(client.get(&key).await.unwrap().unwrap().value, "moved");
-        assert_eq!(client.status().repairs.pending, 1);
+        assert_eq!(client.health().repairs.pending, 1);
     })
     .await;
 }
@@ -1099,7 +1104,7 @@ async fn merged_gets_on_a_server_killed_mid_flight_fall_back_together() {
         let stalled = groups[0][0].addr_string();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let status = client.status();
+            let status = client.health();
             let server = status.servers.iter().find(|s| s.server == stalled).unwrap();
             if server.in_flight > 0 {
                 break;
@@ -1268,7 +1273,7 @@ async fn a_connection_the_server_closed_while_idle_is_replaced_quietly() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         client.set("k", "w", 0).await.unwrap();
         assert_eq!(client.get("k").await.unwrap().unwrap().value, "w");
-        let status = client.status();
+        let status = client.health();
         assert_eq!(status.servers[0].failures, 0, "{:?}", status.servers[0]);
         assert_eq!(status.servers[0].counters.errors_total(), 0);
     })

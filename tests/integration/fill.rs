@@ -441,7 +441,7 @@ async fn reads_that_do_not_fill_leave_the_refill_to_get_or_fill() {
         None,
         "a stale value is not copied"
     );
-    assert_eq!(repairing.status().read_repairs, 0);
+    assert_eq!(repairing.health().read_repairs, 0);
     let fills = Arc::new(AtomicUsize::new(0));
     let results = run_all(
         vec![caller(&reader, "k", "new", &fills)],

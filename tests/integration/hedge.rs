@@ -52,7 +52,7 @@ async fn gets_from_a_stalled_server_are_hedged_to_the_next_group_within_their_bu
     );
     assert_eq!(item.unwrap().unwrap().value, "v0");
     assert_eq!(took, TIMEOUT);
-    assert_eq!(client.status().hedged_reads, 0);
+    assert_eq!(client.health().hedged_reads, 0);
     // Its request has waited longer than the delay with nothing answered:
     // the next gets are hedged at once. A burst of 10 hedges and a tenth of
     // one earned per read: 11 of them.
@@ -62,19 +62,19 @@ async fn gets_from_a_stalled_server_are_hedged_to_the_next_group_within_their_bu
         assert_eq!(item.value, format!("v{i}").as_bytes());
         assert_eq!(started.elapsed(), Duration::ZERO, "read {i}");
     }
-    assert_eq!(client.status().hedged_reads, 11);
+    assert_eq!(client.health().hedged_reads, 11);
     // The budget is spent: the next get passes the stalled server over for
     // sg2 at once, without a second request.
     let started = tokio::time::Instant::now();
     let item = client.get("k12").await.unwrap().unwrap();
     assert_eq!(item.value, "v12");
     assert_eq!(started.elapsed(), Duration::ZERO);
-    assert_eq!(client.status().hedged_reads, 11);
+    assert_eq!(client.health().hedged_reads, 11);
     tokio::time::advance(TIMEOUT).await;
     // The hedged gets' requests to the stalled server ran on: their
     // timeouts counted, and it is down.
     let_io_happen().await;
-    let status = client.status();
+    let status = client.health();
     let stalled = status
         .servers
         .iter()
@@ -96,7 +96,7 @@ async fn a_server_that_keeps_answering_is_not_hedged() {
         assert!(client.get(format!("k{i}")).await.unwrap().is_some());
         tokio::time::advance(Duration::from_millis(50)).await;
     }
-    assert_eq!(client.status().hedged_reads, 0);
+    assert_eq!(client.health().hedged_reads, 0);
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
@@ -146,5 +146,5 @@ async fn a_multi_get_batch_for_a_stalled_server_goes_to_the_next_group_at_once()
     // Every key came from sg2, and no batch was hedged (sent twice).
     let served = crate::support::raw::stat(sg2.addr(), "get_hits") - sg2_hits;
     assert_eq!(served, keys.len() as u64);
-    assert_eq!(client.status().hedged_reads, 0);
+    assert_eq!(client.health().hedged_reads, 0);
 }

@@ -213,7 +213,7 @@ async fn an_endless_stats_reply_stops_at_the_stats_limit() {
         .build()
         .unwrap();
     let peak = memgroup_testkit::alloc::Peak::start();
-    let stats = client.stats(None).await.unwrap();
+    let stats = client.server_stats(None).await.unwrap();
     let error = stats[0].stats.as_ref().unwrap_err();
     assert!(error.is_protocol(), "{error}");
     assert!(error.to_string().contains("4194304"), "{error}");

@@ -114,7 +114,7 @@ async fn a_new_layout_reads_through_to_the_old_and_backfills() {
         hits += r.await.unwrap();
     }
     assert_eq!(hits, KEYS - 1);
-    let migration = client.status().migration.unwrap();
+    let migration = client.health().migration.unwrap();
     assert_eq!(migration.old_hits as usize, moved.len() - 1);
     assert_eq!(migration.backfills as usize, moved.len() - 1);
     assert_eq!((migration.old_errors, migration.backfill_failed), (0, 0));
@@ -148,7 +148,7 @@ async fn a_new_layout_reads_through_to_the_old_and_backfills() {
     );
     assert_eq!(delta(&hits_after, &hits_before) as usize, KEYS - 1);
     assert_eq!(
-        client.status().migration.unwrap().old_hits as usize,
+        client.health().migration.unwrap().old_hits as usize,
         moved.len() - 1
     );
 
@@ -364,14 +364,14 @@ async fn a_running_client_begins_and_ends_a_migration() {
     }
     // The same old layout again (a file re-read): the migration goes on.
     client.set_migration(Some(old_spec)).unwrap();
-    let migration = client.status().migration.expect("migrating");
+    let migration = client.health().migration.expect("migrating");
     assert_eq!(
         (migration.old_hits, migration.backfills),
         (half as u64, half as u64)
     );
 
     client.set_migration(None).unwrap();
-    assert_eq!(client.status().migration, None);
+    assert_eq!(client.health().migration, None);
     for &i in &moved[half..] {
         assert_eq!(
             client.get(key(i)).await.unwrap(),

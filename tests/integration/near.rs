@@ -28,7 +28,7 @@ async fn hot_keys_are_served_from_memory_until_their_ttl_or_a_write() {
     // Served from memory: the other writer's value is not seen yet.
     assert_eq!(&client.get("k").await.unwrap().unwrap().value[..], b"v1");
     assert_eq!(gets(), before, "no request for a near hit");
-    let near = client.status().near_cache.unwrap();
+    let near = client.health().near_cache.unwrap();
     assert_eq!((near.hits, near.entries), (1, 1));
     // Past its TTL, the cluster is asked again.
     tokio::time::advance(Duration::from_secs(2)).await;

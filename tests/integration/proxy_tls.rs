@@ -56,7 +56,7 @@ async fn a_tls_client_reaches_a_plaintext_server_through_the_proxy() {
     // served on.
     assert!(exchange(addr, b"get k7\r\n").await.ends_with(b"<CLOSED>"));
     assert!(client.get("k8").await.unwrap().is_some());
-    let stats = client.stats(None).await.unwrap();
+    let stats = client.server_stats(None).await.unwrap();
     let stats = stats[0].stats.as_ref().unwrap();
     assert_eq!(stats["ssl_handshake_errors"], "1");
 }

@@ -27,13 +27,13 @@ async fn a_fallback_hit_is_added_where_it_missed_with_its_ttl() {
     // Read repair off: the hit is served, nothing copied.
     let item = plain.get("k").await.unwrap().unwrap();
     assert_eq!((&item.value[..], item.flags), (&b"v"[..], 5));
-    advance_until(3 * TICK, || plain.status().background_writes == 0).await;
+    advance_until(3 * TICK, || plain.health().background_writes == 0).await;
     assert_eq!(raw::get(sg1.addr(), b"k"), None);
-    assert_eq!(plain.status().read_repairs, 0);
+    assert_eq!(plain.health().read_repairs, 0);
 
     let item = client.get("k").await.unwrap().unwrap();
     assert_eq!((&item.value[..], item.flags), (&b"v"[..], 5));
-    advance_until(3 * TICK, || client.status().read_repairs == 1).await;
+    advance_until(3 * TICK, || client.health().read_repairs == 1).await;
     let (value, flags, ttl) = raw::copy(sg1.addr(), b"k").expect("copied into sg1");
     assert_eq!((&value[..], flags), (&b"v"[..], 5));
     assert!((98..=100).contains(&ttl), "remaining TTL copied: {ttl}");
@@ -44,7 +44,7 @@ async fn a_fallback_hit_is_added_where_it_missed_with_its_ttl() {
     raw::set(sg1.addr(), b"m3", b"three");
     let found = client.get_multi(&["m1", "m2", "m3", "none"]).await.unwrap();
     assert_eq!(found.hit_count(), 3);
-    advance_until(3 * TICK, || client.status().read_repairs == 3).await;
+    advance_until(3 * TICK, || client.health().read_repairs == 3).await;
     assert_eq!(raw::get(sg1.addr(), b"m1").as_deref(), Some(&b"one"[..]));
     assert_eq!(raw::get(sg1.addr(), b"m2").as_deref(), Some(&b"two"[..]));
     assert_eq!(
@@ -52,7 +52,7 @@ async fn a_fallback_hit_is_added_where_it_missed_with_its_ttl() {
         None,
         "a local hit copies nothing"
     );
-    assert_eq!(client.status().read_repairs, 3);
+    assert_eq!(client.health().read_repairs, 3);
     client.close(Duration::ZERO).await.unwrap();
 }
 
@@ -66,9 +66,9 @@ async fn a_write_after_the_read_cancels_its_repair() {
     assert!(client.get("k").await.unwrap().is_some());
     // The repair's task has not run yet (one thread): this set starts first.
     client.set("k", "new", 0).await.unwrap();
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     assert_eq!(raw::stat(sg1.addr(), "cmd_set"), 1, "only the set, no add");
-    assert_eq!(client.status().read_repairs, 0);
+    assert_eq!(client.health().read_repairs, 0);
     assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"new"[..]));
     assert_eq!(raw::get(sg2.addr(), b"k").as_deref(), Some(&b"new"[..]));
 }
@@ -86,15 +86,15 @@ async fn a_copy_awaiting_a_repair_is_never_copied() {
             .repair_grace(Duration::from_secs(1))
     });
     client.set("k", "v1", 0).await.unwrap();
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     sg2.stop();
     client.delete("k").await.unwrap();
     tokio::time::advance(TIMEOUT).await;
-    advance_until(3 * TICK, || client.status().repairs.pending == 1).await;
+    advance_until(3 * TICK, || client.health().repairs.pending == 1).await;
     sg2.resume();
     advance_until(3 * TICK, || raw::get(sg2.addr(), b"k").is_none()).await;
     assert_eq!(
-        client.status().repairs.pending,
+        client.health().repairs.pending,
         1,
         "the confirming delete is due"
     );
@@ -102,9 +102,9 @@ async fn a_copy_awaiting_a_repair_is_never_copied() {
     for _ in 0..3 {
         assert_eq!(client.get("k").await.unwrap(), None);
     }
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     assert_eq!(raw::get(sg1.addr(), b"k"), None);
-    assert_eq!(client.status().read_repairs, 0);
+    assert_eq!(client.health().read_repairs, 0);
 }
 
 /// Three groups of one server each, `sg1` the client's zone and arbiter.
@@ -133,10 +133,10 @@ async fn a_consistent_read_returns_the_majority_and_repairs_the_minority() {
     let _clock = HeldClock::hold();
     let ([sg1, sg2, sg3], client) = three_zones();
     client.set("k", "v", 100).await.unwrap();
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     let item = client.get_consistent("k").await.unwrap().unwrap();
     assert_eq!(&item.value[..], b"v");
-    assert_eq!(client.status().read_repairs, 0, "all agree: nothing to do");
+    assert_eq!(client.health().read_repairs, 0, "all agree: nothing to do");
 
     // The local group holds another value: the majority's wins, the copy goes.
     raw::set(sg1.addr(), b"k", b"stray");
@@ -144,13 +144,13 @@ async fn a_consistent_read_returns_the_majority_and_repairs_the_minority() {
     let item = client.get_consistent("k").await.unwrap().unwrap();
     assert_eq!(&item.value[..], b"v");
     advance_until(3 * TICK, || raw::get(sg1.addr(), b"k").is_none()).await;
-    assert_eq!(client.status().read_repairs, 1);
+    assert_eq!(client.health().read_repairs, 1);
 
     // Absent in two groups: the majority says absent, the last copy goes too.
     raw::delete(sg2.addr(), b"k");
     assert_eq!(client.get_consistent("k").await.unwrap(), None);
     advance_until(3 * TICK, || raw::get(sg3.addr(), b"k").is_none()).await;
-    assert_eq!(client.status().read_repairs, 2);
+    assert_eq!(client.health().read_repairs, 2);
 
     // Absent in one group: filled with the majority's value and TTL.
     raw::set_with(sg2.addr(), b"j", b"w", 9, 100);
@@ -161,7 +161,7 @@ async fn a_consistent_read_returns_the_majority_and_repairs_the_minority() {
     let (value, flags, ttl) = raw::copy(sg1.addr(), b"j").unwrap();
     assert_eq!((&value[..], flags), (&b"w"[..], 9));
     assert!((98..=100).contains(&ttl), "{ttl}");
-    advance_until(3 * TICK, || client.status().read_repairs == 3).await;
+    advance_until(3 * TICK, || client.health().read_repairs == 3).await;
     client.close(Duration::from_secs(1)).await.unwrap();
 }
 
@@ -226,7 +226,7 @@ async fn read_repair_copies_nothing_the_arbiter_may_disagree_with() {
     for _ in 0..20 {
         raw::delete(sg3.addr(), b"k");
         let item = client.get("k").await.unwrap().unwrap();
-        advance_until(3 * TICK, || client.status().background_writes == 0).await;
+        advance_until(3 * TICK, || client.health().background_writes == 0).await;
         if item.value == "sg2's" {
             from_sg2 = true;
             assert_eq!(raw::get(sg3.addr(), b"k"), None, "sg2's value spread");
@@ -257,7 +257,7 @@ async fn a_consistent_reads_fill_is_undone_when_the_arbiter_moved_on() {
     assert_eq!(&item.value[..], b"v");
     // Another process writes the arbiter before the fill runs.
     raw::set(sg1.addr(), b"k", b"new");
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     assert_eq!(raw::get(sg3.addr(), b"k"), None, "the older value stayed");
     assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"new"[..]));
     client.close(Duration::from_secs(1)).await.unwrap();

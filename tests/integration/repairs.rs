@@ -33,7 +33,7 @@ async fn a_set_returns_at_its_policy_and_the_stalled_groups_copy_is_repaired() {
     let (sg1, sg2, client) = cluster();
     client.set("k", "v1", 0).await.unwrap();
     // (sg2's reply may come in after the call returned.)
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     sg2.stop();
     // all-minus-one is met by the local group alone: no time passes.
     let started = tokio::time::Instant::now();
@@ -42,16 +42,19 @@ async fn a_set_returns_at_its_policy_and_the_stalled_groups_copy_is_repaired() {
     assert_eq!(outcome.pending, [Arc::from("sg2")], "{outcome:?}");
     // Pending is neither applied nor missed: not partial, not complete.
     assert!(!outcome.is_partial() && !outcome.is_complete());
-    assert_eq!(client.status().background_writes, 1);
+    assert_eq!(client.health().background_writes, 1);
     // The stalled group's part times out in the background: a repair.
     tokio::time::advance(TIMEOUT).await;
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
-    assert_eq!(client.status().repairs.pending, 1);
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
+    assert_eq!(client.health().repairs.pending, 1);
     // The settled outcome has it: sent, not answered, so unknown.
     let settled = outcome.settled().await;
     assert!(settled.pending.is_empty(), "{settled:?}");
     assert!(settled.is_partial() && !settled.is_complete());
-    assert_eq!(settled.unknown().collect::<Vec<_>>(), ["sg2"]);
+    assert_eq!(
+        settled.in_state(GroupState::Unknown).collect::<Vec<_>>(),
+        ["sg2"]
+    );
     let states: Vec<GroupState> = settled
         .groups
         .iter()
@@ -73,7 +76,7 @@ async fn a_set_returns_at_its_policy_and_the_stalled_groups_copy_is_repaired() {
     sg2.resume();
     advance_until(3 * TICK, || raw::get(sg2.addr(), b"k").is_none()).await;
     assert_eq!(
-        client.status().repairs.pending,
+        client.health().repairs.pending,
         1,
         "a confirming delete is due"
     );
@@ -84,10 +87,10 @@ async fn a_set_returns_at_its_policy_and_the_stalled_groups_copy_is_repaired() {
     raw::delete(sg1.addr(), b"k");
     assert_eq!(client.get("k").await.unwrap(), None);
     // The grace period later, the confirming delete removes it.
-    let took = advance_until(GRACE + 3 * TICK, || client.status().repairs.pending == 0).await;
+    let took = advance_until(GRACE + 3 * TICK, || client.health().repairs.pending == 0).await;
     assert!(took >= GRACE - TICK, "{took:?}");
     assert_eq!(raw::get(sg2.addr(), b"k"), None);
-    let status = client.status();
+    let status = client.health();
     assert_eq!((status.repairs.repaired, status.repairs.dropped), (1, 0));
     client.close(Duration::ZERO).await.unwrap();
 }
@@ -97,12 +100,12 @@ async fn a_delete_that_skipped_a_down_server_reaches_it_once_it_is_back() {
     let _clock = HeldClock::hold();
     let (sg1, sg2, client) = cluster();
     client.set("gone", "old", 0).await.unwrap();
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     sg2.stop();
     // Three timeouts in a row (the writes' and the first repairs' own) mark
     // the stalled server down.
     let dead = || {
-        let status = client.status();
+        let status = client.health();
         let sg2 = status
             .servers
             .iter()
@@ -115,7 +118,7 @@ async fn a_delete_that_skipped_a_down_server_reaches_it_once_it_is_back() {
         let outcome = client.set(format!("other:{writes}"), "x", 0).await.unwrap();
         assert_eq!(outcome.pending, [Arc::from("sg2")], "{outcome:?}");
         tokio::time::advance(TIMEOUT).await;
-        advance_until(3 * TICK, || client.status().background_writes == 0).await;
+        advance_until(3 * TICK, || client.health().background_writes == 0).await;
         writes += 1;
     }
     // The delete passes the down server over: without a repair its old copy
@@ -127,12 +130,12 @@ async fn a_delete_that_skipped_a_down_server_reaches_it_once_it_is_back() {
             .iter()
             .any(|g| &*g.group == "sg2" && g.result.is_err())
     );
-    assert_eq!(client.status().repairs.pending, writes + 1);
+    assert_eq!(client.health().repairs.pending, writes + 1);
     assert_eq!(raw::get(sg1.addr(), b"gone"), None);
     sg2.resume();
     // Back after its backoff (a probe answered), each repair's two deletes.
     let took = advance_until(BACKOFF + GRACE + 5 * TICK, || {
-        client.status().repairs.pending == 0
+        client.health().repairs.pending == 0
     })
     .await;
     assert_eq!(
@@ -143,7 +146,7 @@ async fn a_delete_that_skipped_a_down_server_reaches_it_once_it_is_back() {
     for i in 0..writes {
         assert_eq!(raw::get(sg2.addr(), format!("other:{i}").as_bytes()), None);
     }
-    assert_eq!(client.status().repairs.repaired, writes as u64 + 1);
+    assert_eq!(client.health().repairs.repaired, writes as u64 + 1);
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
@@ -162,13 +165,13 @@ async fn a_full_repair_queue_drops_its_oldest_and_counts_them() {
             })
     });
     client.set("warm", "up", 0).await.unwrap();
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     drop(sg2);
     for i in 0..5 {
         client.delete(format!("k{i}")).await.unwrap();
-        advance_until(3 * TICK, || client.status().background_writes == 0).await;
+        advance_until(3 * TICK, || client.health().background_writes == 0).await;
     }
-    let repairs = client.status().repairs;
+    let repairs = client.health().repairs;
     assert_eq!((repairs.pending, repairs.dropped), (2, 3), "{repairs:?}");
     assert_eq!(events.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
@@ -252,7 +255,7 @@ async fn a_write_cut_off_by_its_server_going_down_may_still_land_and_stays_repai
     let _clock = HeldClock::hold();
     let (sg1, sg2, client) = cluster();
     client.set("k", "v62", 0).await.unwrap();
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     sg2.stop();
     // Three writes wait on the stalled server; half a timeout later, k's.
     for key in ["a", "b", "c"] {
@@ -263,26 +266,26 @@ async fn a_write_cut_off_by_its_server_going_down_may_still_land_and_stays_repai
     assert_eq!(outcome.pending, [Arc::from("sg2")], "{outcome:?}");
     // The first three time out, marking sg2 down: k's part is cut off.
     tokio::time::advance(TIMEOUT / 2).await;
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
-    assert_eq!(client.status().repairs.pending, 4);
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
+    assert_eq!(client.health().repairs.pending, 4);
     sg2.resume();
     // Back after its backoff (a probe answered), the next write of k is
     // applied there.
     advance_until(BACKOFF + 5 * TICK, || {
         client
-            .status()
+            .health()
             .servers
             .iter()
             .all(|s| matches!(s.state, ServerState::Up))
     })
     .await;
     client.set("k", "v64", 0).await.unwrap();
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
     assert_eq!(raw::get(sg2.addr(), b"k").as_deref(), Some(&b"v64"[..]));
     // v63 lands late from the old socket, after v64.
     raw::set(sg2.addr(), b"k", b"v63");
     // Its repair was not superseded: the confirming pass removes it.
-    advance_until(GRACE + 5 * TICK, || client.status().repairs.pending == 0).await;
+    advance_until(GRACE + 5 * TICK, || client.health().repairs.pending == 0).await;
     assert_eq!(raw::get(sg1.addr(), b"k").as_deref(), Some(&b"v64"[..]));
     assert_ne!(
         raw::get(sg2.addr(), b"k").as_deref(),
@@ -407,14 +410,14 @@ async fn a_repair_keeps_the_value_this_client_wrote_after_the_missed_write() {
     }
     // sg2's parts time out (one timeout each, together: the server stays up).
     tokio::time::advance(TIMEOUT).await;
-    advance_until(3 * TICK, || client.status().background_writes == 0).await;
-    assert_eq!(client.status().repairs.pending, 40);
+    advance_until(3 * TICK, || client.health().background_writes == 0).await;
+    assert_eq!(client.health().repairs.pending, 40);
     sg2.resume();
     for key in &keys {
         let outcome = client.set(key, "v2", 0).await.unwrap().settled().await;
         assert!(outcome.is_complete(), "{outcome:?}");
     }
-    advance_until(GRACE + 10 * TICK, || client.status().repairs.pending == 0).await;
+    advance_until(GRACE + 10 * TICK, || client.health().repairs.pending == 0).await;
     for key in &keys {
         assert_eq!(
             raw::get(sg1.addr(), key.as_bytes()).as_deref(),
@@ -464,7 +467,7 @@ async fn repairs_a_client_could_not_drain_are_done_by_the_next_one() {
         first.set(format!("other:{i}"), "x", 0).await.unwrap();
     }
     tokio::time::advance(TIMEOUT).await;
-    advance_until(3 * TICK, || first.status().background_writes == 0).await;
+    advance_until(3 * TICK, || first.health().background_writes == 0).await;
     // The deletes pass sg2 over: known missed, a repair each.
     for key in &keys {
         let outcome = first.delete(key).await.unwrap();
@@ -487,7 +490,7 @@ async fn repairs_a_client_could_not_drain_are_done_by_the_next_one() {
     }
     // The next process, reading from sg2's zone.
     let next = client("sg2");
-    assert_eq!(next.status().repairs.pending, 28);
+    assert_eq!(next.health().repairs.pending, 28);
     for key in &keys {
         assert_eq!(
             next.get(key).await.unwrap(),
@@ -496,7 +499,7 @@ async fn repairs_a_client_could_not_drain_are_done_by_the_next_one() {
         );
     }
     advance_until(BACKOFF + GRACE + 10 * TICK, || {
-        next.status().repairs.pending == 0
+        next.health().repairs.pending == 0
     })
     .await;
     for key in &keys {
@@ -762,7 +765,7 @@ async fn a_write_that_reached_no_server_deletes_no_one_elses_copy() {
     via2.off();
     assert!(cut_off.set("k", "mine", 0).await.is_err());
     crate::support::background_done(&cut_off).await;
-    assert_eq!(cut_off.status().repairs.pending, 0);
+    assert_eq!(cut_off.health().repairs.pending, 0);
     via1.on();
     via2.on();
     // (Read once the backoff lets it try the servers again.)
@@ -784,7 +787,7 @@ async fn a_write_that_reached_no_server_deletes_no_one_elses_copy() {
     via2.off();
     let outcome = cut_off.set("k", "mine", 0).await.unwrap().settled().await;
     assert!(outcome.is_partial(), "{outcome:?}");
-    assert_eq!(cut_off.status().repairs.pending, 1);
+    assert_eq!(cut_off.health().repairs.pending, 1);
     via2.on();
     cut_off.close(Duration::from_secs(5)).await.unwrap();
     assert_eq!(copies(), [Some(b"mine".to_vec()), None]);

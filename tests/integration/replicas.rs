@@ -319,7 +319,7 @@ async fn add_races_with_a_stalled_replica_grant_one_lock() {
     }
     servers[1].resume();
     advance_until(30 * TICK, || {
-        near.status().repairs.pending == 0 && far.status().repairs.pending == 0
+        near.health().repairs.pending == 0 && far.health().repairs.pending == 0
     })
     .await;
     for (key, winner) in &winners {
@@ -455,7 +455,7 @@ async fn two_writers_landing_in_opposite_orders_end_in_agreement() {
         let outcome = b.set("k", "B", 0).await.unwrap().settled().await;
         assert!(outcome.is_complete(), "{outcome:?}");
         // B's check is done (it found its own copy in sg2) before A's lands.
-        let settled = |c: &Client| c.status().background_writes == 0;
+        let settled = |c: &Client| c.health().background_writes == 0;
         advance_until(Duration::from_secs(1), || settled(&b)).await;
         relay.release();
         advance_until(Duration::from_secs(1), || settled(&a) && settled(&b)).await;
@@ -463,7 +463,7 @@ async fn two_writers_landing_in_opposite_orders_end_in_agreement() {
         assert_eq!(arbiter.as_deref(), Some(&b"B"[..]));
         if converge {
             assert_eq!(other, None, "sg2 kept A's value");
-            assert_eq!((a.status().converged, b.status().converged), (1, 0));
+            assert_eq!((a.health().converged, b.health().converged), (1, 0));
         } else {
             // The race this guards against is real.
             assert_eq!(other.as_deref(), Some(&b"A"[..]));
@@ -549,7 +549,7 @@ fn write_race(groups: &str, zone: &str, converge: bool, w: u64) -> u64 {
             .close(std::time::Duration::from_secs(10))
             .await
             .unwrap();
-        writer.status().converged
+        writer.health().converged
     })
 }
 
@@ -591,11 +591,11 @@ async fn writers_the_arbiter_missed_end_in_agreement() {
     assert_eq!(outcome.pending.len(), 1, "{outcome:?}");
     // B: after A in sg2, before A in sg3; its check finds its own copies.
     b.set("k", "B", 0).await.unwrap().settled().await;
-    let settled = |c: &Client| c.status().background_writes == 0;
+    let settled = |c: &Client| c.health().background_writes == 0;
     advance_until(Duration::from_secs(1), || settled(&b)).await;
     held.release();
     advance_until(Duration::from_secs(1), || settled(&a) && settled(&b)).await;
     assert_eq!(raw::get(sg2.addr(), b"k").as_deref(), Some(&b"B"[..]));
     assert_eq!(raw::get(sg3.addr(), b"k"), None, "sg3 kept A's value");
-    assert_eq!((a.status().converged, b.status().converged), (1, 0));
+    assert_eq!((a.health().converged, b.health().converged), (1, 0));
 }

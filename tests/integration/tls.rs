@@ -359,7 +359,7 @@ fn the_tool_works_over_tls_with_logins() {
                 .credentials(Credentials::new("alice", "secret").unwrap())
                 .build()
                 .unwrap();
-            let stats = client.stats(None).await.unwrap();
+            let stats = client.server_stats(None).await.unwrap();
             let stats = stats[0].stats.as_ref().unwrap();
             stats.get("curr_items").unwrap().parse::<u64>().unwrap()
         })

@@ -94,7 +94,7 @@ async fn the_library_reads_writes_and_deletes_through_twemproxy() {
     assert!(text.contains("leases"), "{text}");
     let stale = client.invalidate("b1", 30).await.unwrap_err();
     assert_eq!(stale.kind(), ErrorKind::Unsupported, "{stale}");
-    let status = client.status();
+    let status = client.health();
     let proxy_status = &status.servers[0];
     assert_eq!(proxy_status.meta_protocol, Some(false));
     assert_eq!(proxy_status.failures, 0, "{proxy_status:?}");
@@ -118,7 +118,7 @@ async fn the_answer_is_asked_once_and_a_setting_can_give_it() {
         .build()
         .unwrap();
     direct.set("k", "v", 0).await.unwrap();
-    assert_eq!(direct.status().servers[0].meta_protocol, Some(true));
+    assert_eq!(direct.health().servers[0].meta_protocol, Some(true));
     // twemproxy's own count of connections it closed on a request it does
     // not know (aggregated every 100 ms).
     let closed = || proxy.stat("client_err").unwrap();
@@ -138,7 +138,7 @@ async fn the_answer_is_asked_once_and_a_setting_can_give_it() {
             .value,
         "w"
     );
-    assert_eq!(never.status().servers[0].meta_protocol, Some(false));
+    assert_eq!(never.health().servers[0].meta_protocol, Some(false));
     settled();
     assert_eq!(closed(), 0, "a declared answer asks nothing");
     // Asked: the first connection is closed by the question and opened
@@ -157,8 +157,8 @@ async fn the_answer_is_asked_once_and_a_setting_can_give_it() {
             "x"
         );
     }
-    assert_eq!(pooled.status().servers[0].failures, 0);
-    assert_eq!(pooled.status().servers[0].connections, 3);
+    assert_eq!(pooled.health().servers[0].failures, 0);
+    assert_eq!(pooled.health().servers[0].connections, 3);
     settled();
     assert_eq!(closed(), 1, "asked once for the server, not per connection");
 }

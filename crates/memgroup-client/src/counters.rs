@@ -1,6 +1,6 @@
 //! Live counters: what the client did with each server since it started,
 //! counted on the hot path with relaxed atomics (no lock, no allocation per
-//! operation); [`Client::status`](crate::Client::status) reads them.
+//! operation); [`Client::health`](crate::Client::health) reads them.
 //!
 //! Counted per server: requests sent (one per command: a merged or
 //! multi-key `get` is one), storage commands, keys read and whether each hit

@@ -23,7 +23,7 @@
 //! request by server, whose labels cost two allocations per request even
 //! with no recorder installed (+14 % CPU per operation in `cargo xtask
 //! compare --metrics`); per-server request counts are in
-//! [`Client::status`](crate::Client::status).
+//! [`Client::health`](crate::Client::health).
 //!
 //! Exporters choose the histogram's buckets. OpenTelemetry advises, for
 //! `db.client.operation.duration`, the boundaries (seconds)

@@ -33,7 +33,7 @@ pub(crate) fn immediate(shared: &Shared, request: &ClientRequest) -> Option<Byte
         ClientRequest::NotServed(_) => Bytes::from_static(b"ERROR\r\n"),
         ClientRequest::Stats { args } if args.is_empty() => {
             let mut out = BytesMut::new();
-            shared.stats.encode(&shared.client.status(), &mut out);
+            shared.stats.encode(&shared.client.health(), &mut out);
             out.freeze()
         }
         ClientRequest::Stats { args } if &args[0][..] == b"reset" => {

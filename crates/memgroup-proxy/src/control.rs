@@ -182,6 +182,6 @@ impl ProxyControl {
     /// `db.client.operation.duration`.
     #[cfg(feature = "metrics")]
     pub fn record_metrics(&self) {
-        self.shared.stats.record(&self.shared.client.status());
+        self.shared.stats.record(&self.shared.client.health());
     }
 }

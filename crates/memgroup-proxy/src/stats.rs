@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use memgroup_client::{ServerState, ServerStatus, Status};
+use memgroup_client::{Health, ServerHealth, ServerState};
 
 use crate::Shared;
 
@@ -115,7 +115,7 @@ impl ProxyStats {
 
     /// Every counter `stats` answers but the clock's, by name: the proxy's,
     /// then the client's (`status`).
-    fn values(&self, status: &Status) -> Vec<(&'static str, u64)> {
+    fn values(&self, status: &Health) -> Vec<(&'static str, u64)> {
         let counters: [(&str, &AtomicU64); 19] = [
             ("curr_connections", &self.curr_connections),
             ("total_connections", &self.total_connections),
@@ -143,7 +143,7 @@ impl ProxyStats {
             .collect();
         values.push(("threads", thread_count()));
         let up = status.servers.iter().filter(|s| s.state == ServerState::Up);
-        let sum = |field: fn(&ServerStatus) -> u64| status.servers.iter().map(field).sum::<u64>();
+        let sum = |field: fn(&ServerHealth) -> u64| status.servers.iter().map(field).sum::<u64>();
         values.extend([
             ("servers", status.servers.len() as u64),
             ("servers_up", up.count() as u64),
@@ -168,7 +168,7 @@ impl ProxyStats {
     /// repairs pending, writes finishing, the topology's generation and
     /// age) as gauges, the rest as counters set to their totals.
     #[cfg(feature = "metrics")]
-    pub(crate) fn record(&self, status: &Status) {
+    pub(crate) fn record(&self, status: &Health) {
         const GAUGES: [&str; 7] = [
             "curr_connections",
             "threads",
@@ -194,7 +194,7 @@ impl ProxyStats {
     /// The `stats` reply: `STAT <name> <value>` lines and `END`; the
     /// proxy's counters, then the client's (`status`): its servers, what it
     /// repaired and hedged, and its topology's generation and age.
-    pub(crate) fn encode(&self, status: &Status, out: &mut BytesMut) {
+    pub(crate) fn encode(&self, status: &Health, out: &mut BytesMut) {
         let mut stat = |name: &str, value: &dyn std::fmt::Display| {
             out.put_slice(format!("STAT {name} {value}\r\n").as_bytes());
         };
@@ -227,7 +227,7 @@ fn thread_count() -> u64 {
 pub(crate) fn section(shared: &Shared, args: &[Bytes]) -> Bytes {
     let mut out = BytesMut::new();
     match &args[0][..] {
-        b"servers" => servers(&shared.client.status(), &mut out),
+        b"servers" => servers(&shared.client.health(), &mut out),
         b"latency" => shared.latency.encode(&mut out),
         _ => return memcacheds_section(args),
     }
@@ -236,7 +236,7 @@ pub(crate) fn section(shared: &Shared, args: &[Bytes]) -> Bytes {
 
 /// `stats servers`: `STAT <host:port>:<field> <value>` for every server of
 /// the topology serving, in its order.
-fn servers(status: &Status, out: &mut BytesMut) {
+fn servers(status: &Health, out: &mut BytesMut) {
     for server in &status.servers {
         let mut stat = |field: &str, value: &dyn std::fmt::Display| {
             out.put_slice(format!("STAT {}:{field} {value}\r\n", server.server).as_bytes());

@@ -38,7 +38,7 @@ impl Bounds {
     pub(crate) async fn of(client: &Client) -> Result<Bounds, Failure> {
         Ok(Bounds(
             client
-                .stats(None)
+                .server_stats(None)
                 .await?
                 .into_iter()
                 .map(|s| {

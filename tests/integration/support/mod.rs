@@ -296,7 +296,7 @@ pub async fn let_io_happen() {
 /// write finishing in the background: no group's part, no convergence
 /// check still to send its requests.
 pub async fn background_done(client: &memgroup::client::Client) {
-    while client.status().background_writes > 0 {
+    while client.health().background_writes > 0 {
         let_io_happen().await;
     }
 }

@@ -41,7 +41,7 @@ pub struct Probe {
 impl Client {
     /// `stats` (or `stats <group>`) of every server. `stats reset` (which
     /// zeroes the servers' counters) answers with no statistics.
-    pub async fn stats(&self, arg: Option<&str>) -> Result<Vec<ServerStats>, Error> {
+    pub async fn server_stats(&self, arg: Option<&str>) -> Result<Vec<ServerStats>, Error> {
         let arg = arg.map(|a| Key::new(a.as_bytes())).transpose()?;
         let request = Request::Stats { arg };
         let snap = self.snapshot();

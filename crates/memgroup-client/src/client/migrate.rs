@@ -19,7 +19,7 @@
 //! A running client starts or ends a migration with
 //! [`Client::set_migration`] (what a reloaded `cluster.toml` with or without
 //! `migrate_from` does), operations already running finishing as they
-//! began. [`Client::status`] counts what the old placement served
+//! began. [`Client::health`] counts what the old placement served
 //! (`migration`).
 
 use std::sync::Arc;
@@ -53,7 +53,7 @@ struct MigrationCounters {
     backfill_failed: AtomicU64,
 }
 
-/// What migration mode did since the client started (see [`Client::status`]).
+/// What migration mode did since the client started (see [`Client::health`]).
 ///
 /// Migration mode: changing a fleet's layout (servers added or removed,
 /// weights changed, modulo hashing replaced by ketama) without a cold cache.
@@ -74,7 +74,7 @@ struct MigrationCounters {
 ///   back; a failure to delete from the old placement fails the delete.
 ///
 /// A running client starts or ends a migration with
-/// [`Client::set_migration`]. [`Client::status`] counts what the old
+/// [`Client::set_migration`]. [`Client::health`] counts what the old
 /// placement served (`migration`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]

@@ -21,32 +21,28 @@ pub mod crawler;
 pub mod discover;
 mod exec;
 mod fill;
+mod health;
 pub(crate) mod hedge;
 mod migrate;
 pub(crate) mod near;
 mod read;
 pub(crate) mod repair;
-#[cfg(feature = "serde")]
-mod serde;
-mod status;
 pub(crate) mod trace;
 mod typed;
 mod url;
 mod watch;
 mod write;
 
-#[cfg(feature = "serde")]
-pub use self::serde::{SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS, SerdeCodec};
 pub use admin::Probe;
 pub use builder::ClientBuilder;
 pub use discover::{DEFAULT_DISCOVER_EVERY, LOWER_AGREEING};
 pub use fill::{Fill, Filled, Freshness};
+pub use health::{GroupHealth, Health, ServerHealth, ServerState};
 pub use hedge::Hedge;
 pub use migrate::MigrationStatus;
 pub use near::{NearCache, NearStatus};
 pub use repair::RepairStatus;
 pub use repair::journal::{JournalEntry, OwedRepair, forget_repairs, list_repair_journal};
-pub use status::{GroupStatus, ServerState, ServerStatus, Status};
 pub use url::ClientUrl;
 pub use watch::Watcher;
 pub use write::MultiWrite;

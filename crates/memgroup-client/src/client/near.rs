@@ -60,7 +60,7 @@ impl NearCache {
     }
 }
 
-/// The near cache's counters, in [`Status::near_cache`](crate::Status::near_cache).
+/// The near cache's counters, in [`Health::near_cache`](crate::Health::near_cache).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NearStatus {

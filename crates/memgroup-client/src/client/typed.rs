@@ -7,7 +7,7 @@ use crate::client::Client;
 use crate::error::Error;
 use crate::item::{Item, WriteOutcome};
 use crate::options::WriteOptions;
-use crate::value::{FromValue, ToValue, Value, ValueFormat};
+use crate::value::{FromItem, ToItem, Value, ValueFormat};
 use memgroup_proto::StoreCommand;
 
 impl Client {
@@ -39,9 +39,12 @@ impl Client {
         self.values.decode(key.as_ref(), item)
     }
 
-    /// Reads a key as a Rust type, decoded by the value format (see
-    /// [`crate::value`]; `get_as::<Value>` for whatever type it holds).
-    /// `Ok(None)` on a miss.
+    /// Reads a key as a Rust type: a [`FromValue`](crate::value::FromValue)
+    /// type decoded by the value format (see [`crate::value`];
+    /// `get_as::<Value>` for whatever type it holds), or a serde type inside
+    /// [`Json`](crate::Json) or [`Postcard`](crate::Postcard) (feature
+    /// `serde`). `Ok(None)` on a miss; a value of another type is an
+    /// [`ErrorKind::Type`](crate::ErrorKind::Type) error naming the key.
     ///
     /// ```no_run
     /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
@@ -50,34 +53,28 @@ impl Client {
     /// assert_eq!(visits, Some(41));
     /// # Ok(()) }
     /// ```
-    pub async fn get_as<T: FromValue>(&self, key: impl AsRef<[u8]>) -> Result<Option<T>, Error> {
+    pub async fn get_as<T: FromItem>(&self, key: impl AsRef<[u8]>) -> Result<Option<T>, Error> {
         let key = key.as_ref();
-        let value = match self.get(key).await? {
-            Some(item) => Some(self.decode(key, &item)?),
-            None => None,
-        };
-        match value {
-            // A type error names the key it was read from.
-            Some(value) => T::from_value(value).map(Some).map_err(|e| {
-                let shown = String::from_utf8_lossy(key).escape_debug().to_string();
-                Error::new(e.kind(), format!("key \"{shown}\"")).with_source(e)
-            }),
+        match self.get(key).await? {
+            Some(item) => T::from_item(self, key, &item).map(Some),
             None => Ok(None),
         }
     }
 
-    /// Stores a Rust value (or a [`Value`]) with the flags and encoding of
-    /// the value format, in every group, like [`Client::set`]: the options'
-    /// expiry applies, their flags are the format's.
-    pub async fn set_as<T: ToValue + ?Sized>(
+    /// Stores a Rust value (a [`ToValue`](crate::value::ToValue) type with
+    /// the flags and encoding of the value format, or a serde type inside
+    /// [`Json`](crate::Json) or [`Postcard`](crate::Postcard)) in every
+    /// group, like [`Client::set`]: the options' expiry applies, their flags
+    /// are the encoding's.
+    pub async fn set_as<T: ToItem + ?Sized>(
         &self,
         key: impl AsRef<[u8]>,
         value: &T,
         options: impl Into<WriteOptions>,
     ) -> Result<WriteOutcome, Error> {
-        let (bytes, flags) = self.values.encode(&value.to_value())?;
+        let key = key.as_ref();
+        let (bytes, flags) = value.to_item(self, key)?;
         let options = options.into().flags(flags);
-        self.store(StoreCommand::Set, key.as_ref(), &bytes, options)
-            .await
+        self.store(StoreCommand::Set, key, &bytes, options).await
     }
 }

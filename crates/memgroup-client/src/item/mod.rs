@@ -302,12 +302,14 @@ impl WriteOutcome {
         applied && missed
     }
 
-    /// The groups where the write's outcome is unknown: sent, not answered
-    /// ([`GroupState::Unknown`]).
-    pub fn unknown(&self) -> impl Iterator<Item = &str> {
+    /// The names of the groups where the write ended in `state`
+    /// ([`GroupOutcome::state`]): `in_state(GroupState::Unknown)` for those
+    /// sent and not answered, `in_state(GroupState::Applied)` for those
+    /// that took it.
+    pub fn in_state(&self, state: GroupState) -> impl Iterator<Item = &str> {
         self.groups
             .iter()
-            .filter(|g| g.state() == GroupState::Unknown)
+            .filter(move |g| g.state() == state)
             .map(|g| &*g.group)
     }
 
@@ -317,14 +319,6 @@ impl WriteOutcome {
     pub fn applied(&self) -> bool {
         self.groups.iter().any(GroupOutcome::took_it)
             && self.groups.iter().all(|g| !matches!(g.result, Ok(false)))
-    }
-
-    /// The names of the groups whose server answered.
-    pub fn succeeded(&self) -> impl Iterator<Item = &str> {
-        self.groups
-            .iter()
-            .filter(|g| g.result.is_ok())
-            .map(|g| &*g.group)
     }
 
     /// The groups where the write failed, with the reason.
@@ -421,6 +415,9 @@ mod tests {
             ]
         );
         assert!(unknown.is_partial());
-        assert_eq!(unknown.unknown().collect::<Vec<_>>(), ["sg2"]);
+        assert_eq!(
+            unknown.in_state(GroupState::Unknown).collect::<Vec<_>>(),
+            ["sg2"]
+        );
     }
 }

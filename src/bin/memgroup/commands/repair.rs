@@ -104,10 +104,10 @@ pub(crate) async fn run(
         .map_err(|e| Failure::Usage(format!("--wait {}: {e}", args.wait)))?;
     // Building the client takes the segments no living process holds.
     let client = cluster.client()?;
-    let taken = client.status().repairs.pending;
+    let taken = client.health().repairs.pending;
     let closed = client.close(wait).await;
     let owed = client.owed_repairs();
-    let repaired = client.status().repairs.repaired;
+    let repaired = client.health().repairs.repaired;
     if json {
         let left: Vec<_> = owed
             .iter()

@@ -135,7 +135,7 @@ async fn one_server(
         )));
     }
     let client = server_client(&cluster.settings, server)?;
-    let answer = client.stats(section).await?.into_iter().next();
+    let answer = client.server_stats(section).await?.into_iter().next();
     let stats = match answer.map(|a| a.stats) {
         Some(Ok(stats)) => stats,
         Some(Err(e)) => return Err(Failure::Op(e.chain())),
@@ -180,7 +180,7 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
     if let Some(g) = group {
         Failure::group_in(&client.topology(), g)?;
     }
-    let all = client.stats(None).await?;
+    let all = client.server_stats(None).await?;
     let mut report = Report::new(&SUMMARY);
     // Per group: the sums, the servers that answered, the servers.
     let mut totals: Vec<(String, [u64; 7], usize, usize)> = Vec::new();
@@ -319,7 +319,7 @@ async fn section(
 ) -> Result<ExitCode, Failure> {
     let mut failed = 0;
     let mut report = Report::new(&["GROUP", "SERVER", "NAME", "VALUE"]);
-    for s in client.stats(arg).await? {
+    for s in client.server_stats(arg).await? {
         if group.is_some_and(|g| g != s.group) {
             continue;
         }

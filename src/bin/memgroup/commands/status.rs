@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use memgroup::client::{Client, Counters, Probe, ServerState, Status};
+use memgroup::client::{Client, Counters, Health, Probe, ServerState};
 use serde_json::{Value, json};
 
 use crate::cluster::{Cluster, only_group};
@@ -84,7 +84,7 @@ fn round_header(every: Duration, first: bool) {
 /// One probe and report; exit 1 if a server did not answer.
 async fn once(client: &Client, json: bool) -> ExitCode {
     let probes = client.probe().await;
-    let status = client.status();
+    let status = client.health();
     let unreachable = probes.iter().filter(|p| p.version.is_err()).count();
     if json {
         output::records(&records(&probes, &status));
@@ -152,7 +152,7 @@ fn probe_of<'a>(probes: &'a [Probe], server: &str) -> Option<&'a Probe> {
 }
 
 /// A group's servers shown up, and those whose probe failed.
-fn group_counts(probes: &[Probe], status: &Status, group: &str) -> (usize, usize) {
+fn group_counts(probes: &[Probe], status: &Health, group: &str) -> (usize, usize) {
     let members = status
         .servers
         .iter()
@@ -194,7 +194,7 @@ fn counters_json(c: &Counters) -> Value {
 
 /// The `--json` records: one per server (`"kind": "server"`), then one per
 /// group (`"kind": "group"`) with its totals.
-fn records(probes: &[Probe], status: &Status) -> Vec<Value> {
+fn records(probes: &[Probe], status: &Health) -> Vec<Value> {
     let servers = status.servers.iter().map(|s| {
         let probe = probe_of(probes, &s.server);
         let shown = Shown::of(s.state, probe);
@@ -227,7 +227,7 @@ fn records(probes: &[Probe], status: &Status) -> Vec<Value> {
 /// client's request counters and latencies are left to `--json`: this
 /// client's only requests are its probes, which an operator would read as
 /// the server's traffic (the probe's time is ROUND TRIP).
-fn table(probes: &[Probe], status: &Status) {
+fn table(probes: &[Probe], status: &Health) {
     let mut rows = Vec::new();
     for group in &status.groups {
         for s in status

@@ -78,7 +78,7 @@ impl ClientBuilder {
     /// flags and remaining TTL, into the groups that answered with a miss.
     /// It runs on a task of its own (the read returns at once) and costs one
     /// `mg` of the copy (for its TTL) plus one `add` per group that missed;
-    /// counted in [`Status::read_repairs`](crate::Status::read_repairs).
+    /// counted in [`Health::read_repairs`](crate::Health::read_repairs).
     /// Never from or into a copy awaiting a repair. A write of the key that
     /// starts in this client meanwhile cancels it, or has the copies it made
     /// deleted again; a write from another process at that moment can leave

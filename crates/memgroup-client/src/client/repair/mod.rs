@@ -68,7 +68,7 @@ pub(crate) const REPAIR_TICK: Duration = Duration::from_millis(100);
 /// Deletes sent per round of the drain task.
 const ROUND: usize = 256;
 
-/// The repair queue's counters, in [`Status::repairs`](crate::Status::repairs).
+/// The repair queue's counters, in [`Health::repairs`](crate::Health::repairs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RepairStatus {

@@ -231,7 +231,7 @@ async fn copy_batch(
 /// A target group none of whose servers is up (all marked dead), if any.
 fn dead_target(writer: &Client, targets: &[String]) -> Option<String> {
     writer
-        .status()
+        .health()
         .groups
         .into_iter()
         .find(|g| targets.contains(&g.group) && g.servers_up == 0)

@@ -284,7 +284,7 @@ async fn dump_pass(
     seen: &mut HashSet<Vec<u8>>,
     listings: &mut Vec<Checked>,
 ) -> Result<Vec<Job>, Failure> {
-    let times = reader.stats(None).await?;
+    let times = reader.server_stats(None).await?;
     // The servers' clocks (`stats time`) were read now: a job's server time
     // is that plus what has passed since, whichever server it is on.
     let read_at = Instant::now();

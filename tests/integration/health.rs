@@ -1,4 +1,4 @@
-//! `Client::status()` and `on_event` against real memcached: the counters
+//! `Client::health()` and `on_event` against real memcached: the counters
 //! equal the servers' own `stats` deltas; a SIGKILLed server shows as dead
 //! with its failures counted while reads fall back (and the fallback counter
 //! moves), and as up again after a restart and the backoff; every change is
@@ -43,7 +43,7 @@ async fn counters_equal_the_servers_own_stats() {
     let keys: Vec<String> = (100..250).map(|i| format!("k{i}")).collect();
     assert_eq!(client.get_multi(&keys).await.unwrap().hit_count(), 100);
 
-    let status = client.status();
+    let status = client.health();
     assert_eq!(status.servers.len(), 3);
     let mut total_hits = 0;
     for (server, before) in servers.iter().zip(&before) {
@@ -109,7 +109,7 @@ async fn a_killed_server_shows_dead_reads_fall_back_and_it_comes_back() {
     );
     let status_of = |name: &str| {
         client
-            .status()
+            .health()
             .servers
             .into_iter()
             .find(|s| s.server == name)
@@ -135,7 +135,7 @@ async fn a_killed_server_shows_dead_reads_fall_back_and_it_comes_back() {
     );
     let fallback = status_of(&b.addr_string());
     assert_eq!(fallback.counters.fallbacks, 10, "{fallback:?}");
-    let summary = client.status();
+    let summary = client.health();
     let sg1 = summary.groups.iter().find(|g| g.group == "sg1").unwrap();
     assert_eq!(sg1.servers_up, 0);
     // A write that cannot reach sg1 misses the ALL policy.
@@ -152,7 +152,7 @@ async fn a_killed_server_shows_dead_reads_fall_back_and_it_comes_back() {
     tokio::time::advance(Duration::from_secs(5)).await;
     // The repair of the write it missed probes it back first.
     advance_until(Duration::from_secs(1), || {
-        client.status().repairs.pending == 0
+        client.health().repairs.pending == 0
     })
     .await;
     client.set("after", "v", 0).await.unwrap();
@@ -279,20 +279,20 @@ async fn requests_waiting_on_a_stalled_server_are_counted_live() {
         .collect();
     // The callers run when this task yields; poll until all three wait.
     for _ in 0..10_000 {
-        let s = client.status().servers.remove(0);
+        let s = client.health().servers.remove(0);
         if s.in_flight + s.queued == 3 {
             break;
         }
         tokio::task::yield_now().await;
     }
-    let waiting = client.status().servers.remove(0);
+    let waiting = client.health().servers.remove(0);
     assert_eq!(waiting.connections, 1, "{waiting:?}");
     assert_eq!(waiting.in_flight + waiting.queued, 3, "{waiting:?}");
     server.resume();
     for p in pending {
         p.await.unwrap().unwrap();
     }
-    let done = client.status().servers.remove(0);
+    let done = client.health().servers.remove(0);
     assert_eq!((done.in_flight, done.queued), (0, 0), "{done:?}");
 }
 

@@ -1,4 +1,4 @@
-//! [`Client::status`]: a plain snapshot of every server (up or dead, its
+//! [`Client::health`]: a plain snapshot of every server (up or dead, its
 //! connections and load) and of the live [counters](crate::counters) the
 //! client keeps per server, with totals per group.
 
@@ -26,7 +26,7 @@ pub enum ServerState {
 /// One server's state, connections and counters.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct ServerStatus {
+pub struct ServerHealth {
     /// `host:port`.
     pub server: String,
     /// The groups it belongs to.
@@ -51,7 +51,7 @@ pub struct ServerStatus {
 /// A group's servers, summed.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct GroupStatus {
+pub struct GroupHealth {
     /// The group's name.
     pub group: String,
     /// Its servers.
@@ -62,14 +62,14 @@ pub struct GroupStatus {
     pub counters: Counters,
 }
 
-/// A snapshot of the client: see [`Client::status`].
+/// A snapshot of the client: see [`Client::health`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Status {
+pub struct Health {
     /// Every server of the topology, in its order.
-    pub servers: Vec<ServerStatus>,
+    pub servers: Vec<ServerHealth>,
     /// Every group, in the topology's order.
-    pub groups: Vec<GroupStatus>,
+    pub groups: Vec<GroupHealth>,
     /// In migration mode, what the old placement served.
     pub migration: Option<MigrationStatus>,
     /// The repair queue: deletes owed to servers that missed a write.
@@ -106,7 +106,7 @@ impl Client {
     /// fallbacks, errors by kind, timeouts, bytes, latency percentiles; with
     /// totals per group. Reading it takes the pool's locks briefly; the
     /// counters themselves are atomics updated without a lock.
-    pub fn status(&self) -> Status {
+    pub fn health(&self) -> Health {
         let snap = self.snapshot();
         let topology = &snap.topology;
         let now = now();
@@ -132,7 +132,7 @@ impl Client {
                 .filter(|g| g.servers().contains(&id))
                 .map(|g| g.name().to_string())
                 .collect();
-            servers.push(ServerStatus {
+            servers.push(ServerHealth {
                 server: snap.name(id).to_string(),
                 groups,
                 state,
@@ -152,7 +152,7 @@ impl Client {
                 let members: Vec<usize> = g.servers().iter().map(|s| s.0).collect();
                 let mine: Vec<(Counters, Vec<u64>)> =
                     members.iter().map(|&i| parts[i].clone()).collect();
-                GroupStatus {
+                GroupHealth {
                     group: g.name().to_string(),
                     servers: members.len(),
                     servers_up: members
@@ -163,7 +163,7 @@ impl Client {
                 }
             })
             .collect();
-        Status {
+        Health {
             servers,
             groups,
             migration: self.migration().as_deref().map(Migration::status),
