@@ -1,66 +1,14 @@
-//! The command line as clap parses it, before anything is read or checked:
-//! the global flags (output, logging, and where the cluster is and how to
-//! talk to it) and the subcommand. [`crate::cluster`] resolves the cluster
-//! flags into the cluster the commands use.
+//! The cluster flags as clap parses them, before anything is read or
+//! checked: where the cluster is and how to talk to it. [`crate::cluster`]
+//! resolves them into the cluster the commands use; the command line they
+//! are part of is [`crate::Cli`].
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser};
+use clap::Args;
 use memgroup::client::value::ValueFormat;
 use memgroup::hash::{HashStrategy, NodeNaming};
 use memgroup::topology::{ReadFallback, WritePolicy};
-
-use crate::commands::Command;
-
-/// Route keys, read and write, inspect and warm memcached server groups.
-/// Shown after `--help`: what the exit codes mean, and a few examples.
-const AFTER_HELP: &str = "\
-Exit codes:
-  0  done everywhere
-  1  failed, a miss, or refused by its condition (add of a present key, a stale
-     cas, replace of a missing one); a write that missed its policy; keys
-     missing after `warm --verify`; a value that cannot be decoded
-  2  usage or configuration error, reported on one line naming the bad token
-  3  partly done: a write applied by its policy while some group missed it; a
-     multi-key read where some keys got no answer (named on stderr)
-
-Examples:
-  memgroup --servers 10.0.0.1:11211,10.0.0.2:11211 --hash new-compat route user:42
-  memgroup --groups 'sg1=10.0.0.1:11211;sg2=10.0.1.1:11211' --zone sg1 get user:42
-  memgroup --servers memcache://app:secret@10.0.0.1:11211?value_format=evcache get user:42
-  echo -n payload | memgroup --servers 10.0.0.1:11211 set blob -
-  memgroup --config cluster.toml warm --from sg1 --to sg3 --verify
-  memgroup --config cluster.toml bench --concurrency 32 --duration 10
-  memgroup completions bash > /etc/bash_completion.d/memgroup";
-
-/// The whole command line.
-#[derive(Debug, Parser)]
-#[command(name = "memgroup", version, about, propagate_version = true, after_help = AFTER_HELP)]
-pub(crate) struct Cli {
-    /// Where the cluster is and how to talk to it: listed under their own
-    /// heading, after each command's own options.
-    #[command(flatten, next_help_heading = "Cluster options")]
-    pub(crate) cluster: ClusterFlags,
-    /// Machine-readable output: one JSON array of records on stdout per run
-    /// (per round with `--watch`, one a line), for every command; errors and
-    /// each key's problems as JSON objects on stderr, one a line.
-    #[arg(long, global = true, help_heading = "Output options")]
-    pub(crate) json: bool,
-    /// No informational output (per-group write reports, confirmations,
-    /// `warm`'s summary); values, JSON and errors still print, and `keys`
-    /// prints the keys alone, one a line (for `xargs`).
-    #[arg(short, long, global = true, help_heading = "Output options")]
-    pub(crate) quiet: bool,
-    /// Log what the client does to stderr: -v servers down and up, missed
-    /// write policies, topology changes; -vv every operation and request
-    /// (spans with group, server, attempt, outcome). RUST_LOG, when set,
-    /// chooses instead (e.g. RUST_LOG=memgroup_client=debug).
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Output options")]
-    pub(crate) verbose: u8,
-    /// What to do.
-    #[command(subcommand)]
-    pub(crate) command: Command,
-}
 
 /// Where the cluster is and how to talk to it.
 #[derive(Debug, Clone, Default, Args)]

@@ -6,7 +6,8 @@
 //! some group missed it, a multi-key read some of whose keys went
 //! unanswered).
 //!
-//! [`flags`] is the command line as clap parses it; [`cluster`] resolves
+//! [`Cli`] is the command line as clap parses it, [`flags`] its cluster
+//! flags; [`cluster`] resolves
 //! its cluster flags; [`commands`] has one module per command family, each
 //! with its `Args` and `run`; [`output`], [`dump`] and [`exit`] are what
 //! several commands share.
@@ -22,9 +23,60 @@ mod sources;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
-use crate::flags::Cli;
+use crate::commands::Command;
+use crate::flags::ClusterFlags;
+
+/// Route keys, read and write, inspect and warm memcached server groups.
+/// Shown after `--help`: what the exit codes mean, and a few examples.
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  done everywhere
+  1  failed, a miss, or refused by its condition (add of a present key, a stale
+     cas, replace of a missing one); a write that missed its policy; keys
+     missing after `warm --verify`; a value that cannot be decoded
+  2  usage or configuration error, reported on one line naming the bad token
+  3  partly done: a write applied by its policy while some group missed it; a
+     multi-key read where some keys got no answer (named on stderr)
+
+Examples:
+  memgroup --servers 10.0.0.1:11211,10.0.0.2:11211 --hash new-compat route user:42
+  memgroup --groups 'sg1=10.0.0.1:11211;sg2=10.0.1.1:11211' --zone sg1 get user:42
+  memgroup --servers memcache://app:secret@10.0.0.1:11211?value_format=evcache get user:42
+  echo -n payload | memgroup --servers 10.0.0.1:11211 set blob -
+  memgroup --config cluster.toml warm --from sg1 --to sg3 --verify
+  memgroup --config cluster.toml bench --concurrency 32 --duration 10
+  memgroup completions bash > /etc/bash_completion.d/memgroup";
+
+/// The whole command line.
+#[derive(Debug, Parser)]
+#[command(name = "memgroup", version, about, propagate_version = true, after_help = AFTER_HELP)]
+struct Cli {
+    /// Where the cluster is and how to talk to it: listed under their own
+    /// heading, after each command's own options.
+    #[command(flatten, next_help_heading = "Cluster options")]
+    cluster: ClusterFlags,
+    /// Machine-readable output: one JSON array of records on stdout per run
+    /// (per round with `--watch`, one a line), for every command; errors and
+    /// each key's problems as JSON objects on stderr, one a line.
+    #[arg(long, global = true, help_heading = "Output options")]
+    json: bool,
+    /// No informational output (per-group write reports, confirmations,
+    /// `warm`'s summary); values, JSON and errors still print, and `keys`
+    /// prints the keys alone, one a line (for `xargs`).
+    #[arg(short, long, global = true, help_heading = "Output options")]
+    quiet: bool,
+    /// Log what the client does to stderr: -v servers down and up, missed
+    /// write policies, topology changes; -vv every operation and request
+    /// (spans with group, server, attempt, outcome). RUST_LOG, when set,
+    /// chooses instead (e.g. RUST_LOG=memgroup_client=debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Output options")]
+    verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -45,11 +97,11 @@ fn main() -> ExitCode {
     let writes = cli.command.writes();
     // A proxy is a long-lived writer: repairs journaled at exit are kept,
     // only lost ones make its exit partial.
-    let proxy = matches!(cli.command, commands::Command::Proxy(_));
+    let proxy = matches!(cli.command, Command::Proxy(_));
     let drain = std::time::Duration::try_from_secs_f64(cli.cluster.drain.max(0.0))
         .unwrap_or(std::time::Duration::from_secs(5));
     let run = async {
-        let result = cli.command.run(&cli.cluster, cli.json).await;
+        let result = cli.command.run(&cli.cluster, Cli::command).await;
         // A repair's confirming delete comes a second after its first.
         let (owed, lost) = cluster::close_clients(drain).await;
         // A write done everywhere it could be, with repairs still owed

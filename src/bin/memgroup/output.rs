@@ -1,6 +1,5 @@
 //! Plain tables for humans; JSON (`--json`) for scripts.
 
-use crate::exit::{Done, Failure};
 use std::io::Write;
 
 use memgroup::client::WriteOutcome;
@@ -25,7 +24,8 @@ pub(crate) fn set_json(json: bool) {
     JSON.store(json, std::sync::atomic::Ordering::Relaxed);
 }
 
-fn json_mode() -> bool {
+/// Whether `--json` was given: the one place the output mode is kept.
+pub(crate) fn json() -> bool {
     JSON.load(std::sync::atomic::Ordering::Relaxed)
 }
 
@@ -35,9 +35,9 @@ fn json_mode() -> bool {
 pub(crate) fn key_failed(
     key: &str,
     error: &memgroup::client::Error,
-    json: bool,
     records: &mut Vec<serde_json::Value>,
 ) {
+    let json = json();
     if json {
         records.push(json!({"key": key, "error": error.chain()}));
     }
@@ -49,7 +49,7 @@ pub(crate) fn key_failed(
 /// KEY: MESSAGE`, or with `--json` `{"key": KEY, "error": MESSAGE}` (no
 /// `key` when the problem is not about one key).
 pub(crate) fn warn(key: Option<&str>, message: &str) {
-    if json_mode() {
+    if json() {
         let mut line = json!({"error": message});
         if let Some(key) = key {
             line["key"] = json!(key);
@@ -66,7 +66,7 @@ pub(crate) fn warn(key: Option<&str>, message: &str) {
 /// The error that ends the run, on one stderr line: `memgroup: MESSAGE`, or
 /// with `--json` `{"error": MESSAGE, "exit": CODE}`; gives the exit code.
 pub(crate) fn fail(message: &str, code: u8) -> std::process::ExitCode {
-    if json_mode() {
+    if json() {
         eprintln!("{}", json!({"error": message, "exit": code}));
     } else {
         eprintln!("memgroup: {}", clean(message));
@@ -77,7 +77,7 @@ pub(crate) fn fail(message: &str, code: u8) -> std::process::ExitCode {
 /// A note about what the command is about to do, on stderr (`memgroup:
 /// NOTE`), so stdout stays the command's output; not with `-q` or `--json`.
 pub(crate) fn note(line: &str) {
-    if !quiet() && !json_mode() {
+    if !quiet() && !json() {
         eprintln!("memgroup: {}", clean(line));
     }
 }
@@ -222,7 +222,8 @@ impl Report {
     }
 
     /// Prints the records as one JSON array with `json`, else the table.
-    pub(crate) fn print(&self, json: bool) {
+    pub(crate) fn print(&self) {
+        let json = json();
         if json {
             records(&self.records);
         } else {
@@ -266,14 +267,15 @@ impl Refused {
 /// Reports a write to every group: with `json` one record of the key and
 /// each group's result added to `records` (printed by the caller, with the
 /// other keys', as one array), else one informational line per group, a
-/// refusal in the words of `refused`. How far the write got by its policy.
+/// refusal in the words of `refused`. How far it got is
+/// `Done::of_write(outcome)`.
 pub(crate) fn write_outcome(
     key: &str,
     outcome: &WriteOutcome,
     refused: Refused,
-    json: bool,
     records: &mut Vec<serde_json::Value>,
-) -> Done {
+) {
+    let json = json();
     if json {
         let groups: Vec<_> = outcome
             .groups
@@ -309,7 +311,6 @@ pub(crate) fn write_outcome(
             });
         }
     }
-    Done::of_write(outcome)
 }
 
 /// Prints the one JSON document of a run: its records as one array, on
@@ -321,7 +322,8 @@ pub(crate) fn records(records: &[serde_json::Value]) {
 /// A failure that stops a command after some keys were done: with `json`
 /// their records are printed first (the run's one array, of the keys done
 /// before it), then the failure goes on to be reported.
-pub(crate) fn records_before(json: bool, done: &[serde_json::Value], failure: Failure) -> Failure {
+pub(crate) fn records_before<F>(done: &[serde_json::Value], failure: F) -> F {
+    let json = json();
     if json && !done.is_empty() {
         records(done);
     }

@@ -4,10 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::CommandFactory;
-
 use crate::exit::Failure;
-use crate::flags::Cli;
 use crate::output;
 
 /// The shell to complete for.
@@ -25,19 +22,19 @@ pub(crate) struct ManArgs {
 }
 
 /// `completions SHELL`: the completion script on stdout.
-pub(crate) fn completions(args: &CompletionsArgs) -> ExitCode {
+pub(crate) fn completions(args: &CompletionsArgs, mut cli: clap::Command) -> ExitCode {
     // Into a buffer first: clap_complete panics on a closed pipe.
     let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut Cli::command(), "memgroup", &mut script);
+    clap_complete::generate(args.shell, &mut cli, "memgroup", &mut script);
     output::write_line(String::from_utf8_lossy(&script).trim_end());
     ExitCode::SUCCESS
 }
 
 /// `man DIR`: memgroup.1 and one page per subcommand, written into DIR.
-pub(crate) fn man(args: &ManArgs) -> Result<ExitCode, Failure> {
+pub(crate) fn man(args: &ManArgs, cli: clap::Command) -> Result<ExitCode, Failure> {
     let dir = &args.dir;
     std::fs::create_dir_all(dir).map_err(|e| Failure::Op(format!("{}: {e}", dir.display())))?;
-    clap_mangen::generate_to(Cli::command(), dir)
+    clap_mangen::generate_to(cli, dir)
         .map_err(|e| Failure::Op(format!("writing man pages: {e}")))?;
     Ok(ExitCode::SUCCESS)
 }

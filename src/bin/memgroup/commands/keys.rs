@@ -32,11 +32,8 @@ pub(crate) struct Args {
 
 /// `keys`: every key of a group's servers, listed by the LRU crawler
 /// (`lru_crawler metadump`), with size and expiry; like memdump / `mc keys`.
-pub(crate) async fn run(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let (group, prefix, limit) = (args.group.as_deref(), args.prefix.as_deref(), args.limit);
     let cluster = Cluster::from_flags(flags)?;
     let client = cluster.client()?;
@@ -120,7 +117,7 @@ pub(crate) async fn run(
         }
     }
     if !keys_only {
-        report.print(json);
+        report.print();
     }
     Ok(exit::code(short == 0))
 }

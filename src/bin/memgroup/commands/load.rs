@@ -45,11 +45,8 @@ pub(crate) struct LoadArgs {
 
 /// `cp FILE…`: each file's contents stored under its file name (like memcp),
 /// or one file's under `--key`.
-pub(crate) async fn cp(
-    args: &CpArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn cp(args: &CpArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     if args.key.is_some() && args.files.len() > 1 {
         return Err(Failure::Usage(format!(
             "--key names one file's key: {} files given",
@@ -94,15 +91,10 @@ pub(crate) async fn cp(
         };
         let (key, outcome) = match stored.await {
             Ok(stored) => stored,
-            Err(failure) => return Err(output::records_before(json, &records, failure)),
+            Err(failure) => return Err(output::records_before(&records, failure)),
         };
-        done = done.max(output::write_outcome(
-            key,
-            &outcome,
-            Refused::NotStored,
-            json,
-            &mut records,
-        ));
+        output::write_outcome(key, &outcome, Refused::NotStored, &mut records);
+        done = done.max(Done::of_write(&outcome));
     }
     if json {
         output::records(&records);
@@ -113,11 +105,8 @@ pub(crate) async fn cp(
 /// `load`: `count` generated keys of `value_size` bytes written with
 /// `concurrency` requests in flight; exit 1 if a write failed, 3 if some
 /// group missed a write (each such group named with its count).
-pub(crate) async fn load(
-    args: &LoadArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn load(args: &LoadArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let client = Cluster::from_flags(flags)?.client()?;
     let (count, prefix) = (args.count, args.prefix.as_str());
     let (value_size, concurrency) = (args.value_size, args.concurrency);

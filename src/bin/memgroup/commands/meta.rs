@@ -59,7 +59,8 @@ fn parse(command: &str, tokens: &[String]) -> Result<Vec<MetaFlag>, Failure> {
 
 /// Prints a meta reply field by field: the status, what the lease flags
 /// say, and every return flag named.
-fn print_reply(key: &str, reply: &MetaResponse, json: bool) {
+fn print_reply(key: &str, reply: &MetaResponse) {
+    let json = crate::output::json();
     let number = |letter| reply.flag_u64(letter);
     if json {
         let mut record = json!({
@@ -122,25 +123,17 @@ fn print_reply(key: &str, reply: &MetaResponse, json: bool) {
 }
 
 /// `mg`: a meta get (local group first, fallback per the read policy).
-pub(crate) async fn get(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn get(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let meta = parse("mg", &args.flags)?;
     let client = Cluster::from_flags(flags)?.client()?;
     let reply = client.meta_get(&args.key, &meta).await?;
-    Ok(report(
-        &args.key,
-        reply.as_ref(),
-        json,
-        ("EN", "not found (EN)"),
-    ))
+    Ok(report(&args.key, reply.as_ref(), ("EN", "not found (EN)")))
 }
 
 /// Prints `reply`, or (`None`) what was not found: `missing` is its status
 /// and the warning's text. Exit 1 when not found.
-fn report(key: &str, reply: Option<&MetaResponse>, json: bool, missing: (&str, &str)) -> ExitCode {
+fn report(key: &str, reply: Option<&MetaResponse>, missing: (&str, &str)) -> ExitCode {
+    let json = crate::output::json();
     let Some(reply) = reply else {
         if json {
             output::record(json!({"key": key, "status": missing.0}));
@@ -149,49 +142,36 @@ fn report(key: &str, reply: Option<&MetaResponse>, json: bool, missing: (&str, &
         }
         return exit::code(false);
     };
-    print_reply(key, reply, json);
+    print_reply(key, reply);
     ExitCode::SUCCESS
 }
 
 /// `ms`: a meta set, replicated (through the arbiter for a mode other
 /// than set, a CAS or an invalidation).
-pub(crate) async fn set(
-    args: &SetArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn set(args: &SetArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let meta = parse("ms", &args.flags)?;
     let value = args.value.read()?;
     let client = Cluster::from_flags(flags)?.client()?;
     let outcome = client.meta_set(&args.key, value, &meta).await?;
-    Ok(write_report(&args.key, &outcome, Refused::NotStored, json))
+    Ok(write_report(&args.key, &outcome, Refused::NotStored))
 }
 
 /// `md`: a meta delete in every group (`I` marks stale instead).
-pub(crate) async fn delete(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn delete(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let meta = parse("md", &args.flags)?;
     let client = Cluster::from_flags(flags)?.client()?;
     let outcome = client.meta_delete(&args.key, &meta).await?;
-    Ok(write_report(&args.key, &outcome, Refused::NotDeleted, json))
+    Ok(write_report(&args.key, &outcome, Refused::NotDeleted))
 }
 
 /// `ma`: meta arithmetic, decided by the arbiter.
-pub(crate) async fn arith(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn arith(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let meta = parse("ma", &args.flags)?;
     let client = Cluster::from_flags(flags)?.client()?;
     let reply = client.meta_arith(&args.key, &meta).await?;
     Ok(report(
         &args.key,
         reply.as_ref(),
-        json,
         ("NF", "not found (NF; N<ttl> creates it)"),
     ))
 }
@@ -200,10 +180,9 @@ pub(crate) async fn arith(
 pub(crate) async fn invalidate(
     args: &InvalidateArgs,
     flags: &ClusterFlags,
-    json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    each_key(&client, &args.keys, Refused::NotFound, json, |key| {
+    each_key(&client, &args.keys, Refused::NotFound, |key| {
         client.invalidate(key, args.stale_for)
     })
     .await

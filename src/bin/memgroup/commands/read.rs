@@ -55,7 +55,8 @@ enum Form {
 }
 
 impl Form {
-    fn of(args: &GetArgs, json: bool) -> Result<Form, Failure> {
+    fn of(args: &GetArgs) -> Result<Form, Failure> {
+        let json = crate::output::json();
         if args.protocol && json {
             return Err(Failure::Usage(
                 "--protocol and --json are two output forms: choose one".into(),
@@ -109,12 +110,9 @@ fn write_value(form: Form, key: &str, flags: u32, cas: Option<u64>, prefix: &str
 /// `get`: each key's value, decoded by the value format; one key's bytes
 /// exactly as stored, several as `key: value` lines, or (`--protocol`)
 /// memcached's `VALUE` blocks.
-pub(crate) async fn get(
-    args: &GetArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
-    let form = Form::of(args, json)?;
+pub(crate) async fn get(args: &GetArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
+    let form = Form::of(args)?;
     let client = Cluster::from_flags(flags)?.client_for(args.read.group.as_deref())?;
     let keys = &args.read.keys[..];
     super::check_keys(&client, keys)?;
@@ -151,12 +149,12 @@ pub(crate) async fn get(
             Ok(Some(filled)) => (filled.item, filled.freshness == Freshness::Stale),
             Err(e) => {
                 unanswered += 1;
-                output::key_failed(key, &e, json, &mut records);
+                output::key_failed(key, &e, &mut records);
                 continue;
             }
             Ok(None) => {
                 failed += 1;
-                not_found(key, json, &mut records);
+                not_found(key, &mut records);
                 continue;
             }
         };
@@ -188,7 +186,7 @@ pub(crate) async fn get(
             write_value(form, key, item.flags, None, &format!("{key}: "), &data);
         }
     }
-    Ok(finish(&records, json, form, keys.len(), failed, unanswered))
+    Ok(finish(&records, form, keys.len(), failed, unanswered))
 }
 
 /// What `get` and `gets` show of an item: `raw` the bytes as stored, a
@@ -219,13 +217,10 @@ fn decoded(
 }
 
 /// `gets`: each key's value with its CAS unique, for a later `cas`.
-pub(crate) async fn gets(
-    args: &GetArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn gets(args: &GetArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     // `gets` prints `key cas=… flags=…: value` lines, one key or several.
-    let form = match Form::of(args, json)? {
+    let form = match Form::of(args)? {
         Form::Bytes => Form::Lines,
         form => form,
     };
@@ -242,7 +237,7 @@ pub(crate) async fn gets(
             // go on with the others (as `get` does).
             Err(e) => {
                 unanswered += 1;
-                output::key_failed(key, &e, json, &mut records);
+                output::key_failed(key, &e, &mut records);
                 continue;
             }
         };
@@ -272,21 +267,18 @@ pub(crate) async fn gets(
             }
             None => {
                 failed += 1;
-                not_found(key, json, &mut records);
+                not_found(key, &mut records);
             }
         }
     }
-    Ok(finish(&records, json, form, keys.len(), failed, unanswered))
+    Ok(finish(&records, form, keys.len(), failed, unanswered))
 }
 
 /// `exist`: exit 0 only if every key exists (like libmemcached's memexist).
 /// A key no group answered for is neither: it is named on stderr with why,
 /// and exits 3 (partly done) beside keys that were answered, as `get` does.
-pub(crate) async fn exist(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn exist(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let client = Cluster::from_flags(flags)?.client_for(args.group.as_deref())?;
     let keys = &args.keys[..];
     let found = client.get_multi(keys).await?;
@@ -306,13 +298,12 @@ pub(crate) async fn exist(
             }
             Err(e) => {
                 unanswered += 1;
-                output::key_failed(key, e, json, &mut records);
+                output::key_failed(key, e, &mut records);
             }
         }
     }
     Ok(finish(
         &records,
-        json,
         Form::Lines,
         keys.len(),
         missing,
@@ -322,7 +313,8 @@ pub(crate) async fn exist(
 
 /// A key that is not there: a line on stderr ([`output::warn`]), and with
 /// `json` a record with a null value.
-fn not_found(key: &str, json: bool, records: &mut Vec<serde_json::Value>) {
+fn not_found(key: &str, records: &mut Vec<serde_json::Value>) {
+    let json = crate::output::json();
     if json {
         records.push(json!({"key": key, "value": null}));
     }
@@ -336,12 +328,12 @@ fn not_found(key: &str, json: bool, records: &mut Vec<serde_json::Value>) {
 /// no answer while others did, else 1 unless every key was shown.
 fn finish(
     records: &[serde_json::Value],
-    json: bool,
     form: Form,
     keys: usize,
     failed: usize,
     unanswered: usize,
 ) -> ExitCode {
+    let json = crate::output::json();
     if json {
         output::records(records);
     } else if form == Form::Protocol {

@@ -34,11 +34,8 @@ pub(crate) struct Args {
 }
 
 /// `repair`: do (or `--list`) the journal's repairs.
-pub(crate) async fn run(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let cluster = Cluster::from_flags(flags)?;
     let Some(dir) = cluster.settings.repair_journal.clone() else {
         return Err(Failure::Usage(

@@ -43,25 +43,16 @@ pub(crate) struct Args {
 }
 
 /// `route`: the table of where each key lives, or with `--compare` the plan.
-pub(crate) async fn run(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     match &args.compare {
-        Some(old) => compare(flags, old, &args.keys, args.sample, args.from_cluster, json).await,
-        None => route(flags, &args.keys, args.all_strategies, json),
+        Some(old) => compare(flags, old, &args.keys, args.sample, args.from_cluster).await,
+        None => route(flags, &args.keys, args.all_strategies),
     }
 }
 
 /// Where each key lives: per key, strategy (one, or every one with `all`)
 /// and group, the server.
-fn route(
-    flags: &ClusterFlags,
-    keys: &[String],
-    all: bool,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+fn route(flags: &ClusterFlags, keys: &[String], all: bool) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
     // The checks a client's build makes (a zone no group has, …): routing
     // is refused for what every other command would refuse.
@@ -118,7 +109,7 @@ fn route(
             }
         }
     }
-    report.print(json);
+    report.print();
     Ok(ExitCode::SUCCESS)
 }
 
@@ -131,8 +122,8 @@ async fn compare(
     keys: &[String],
     sample: usize,
     from_cluster: bool,
-    json: bool,
 ) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let cluster = Cluster::from_flags(flags)?;
     let new_spec = cluster.spec.clone();
     // The same keys move (as migration mode reads them).

@@ -63,11 +63,7 @@ pub(crate) struct FlushArgs {
 }
 
 /// `version`: each server's version (of `--group`), with its group.
-pub(crate) async fn version(
-    args: &VersionArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn version(args: &VersionArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client_for(args.group.as_deref())?;
     let mut failed = 0;
     let mut report = Report::new(&["GROUP", "SERVER", "VERSION"]);
@@ -85,27 +81,23 @@ pub(crate) async fn version(
             }
         }
     }
-    report.print(json);
+    report.print();
     Ok(exit::code(failed == 0))
 }
 
 /// `stats [SECTION] [--group G]`: the summary with group totals, or one raw
 /// section.
-pub(crate) async fn stats(
-    args: &StatsArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn stats(args: &StatsArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
     if let Some(server) = &args.server {
         let section = args.arg.as_deref().and_then(general_as_none);
-        return one_server(&cluster, server, section, json).await;
+        return one_server(&cluster, server, section).await;
     }
     let client = cluster.client()?;
     let group = args.group.as_deref();
     match args.arg.as_deref() {
-        None => summary(&client, group, json).await,
-        Some(arg) => section(&client, general_as_none(arg), group, json).await,
+        None => summary(&client, group).await,
+        Some(arg) => section(&client, general_as_none(arg), group).await,
     }
 }
 
@@ -124,7 +116,6 @@ async fn one_server(
     cluster: &Cluster,
     server: &str,
     section: Option<&str>,
-    json: bool,
 ) -> Result<ExitCode, Failure> {
     let topology = Topology::new(cluster.spec.clone())?;
     let known: Vec<String> = topology.servers().iter().map(ToString::to_string).collect();
@@ -149,7 +140,7 @@ async fn one_server(
         report.record(json!({"server": server, "name": name, "value": value}));
         report.row(vec![name.clone(), value.clone()]);
     }
-    report.print(json);
+    report.print();
     Ok(ExitCode::SUCCESS)
 }
 
@@ -176,7 +167,8 @@ const SUMMARY: [&str; 11] = [
 /// `stats`: the main figures of every server (of `group`), then totals per
 /// group (in `--json`, records of `"kind": "group"` after the servers' of
 /// `"kind": "server"`); exit 1 if a server did not answer.
-async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<ExitCode, Failure> {
+async fn summary(client: &Client, group: Option<&str>) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     if let Some(g) = group {
         Failure::group_in(&client.topology(), g)?;
     }
@@ -259,7 +251,7 @@ async fn summary(client: &Client, group: Option<&str>, json: bool) -> Result<Exi
             "bytes": v[2], "evictions": v[4], "cmd_set": v[5], "get_hits": v[6]}),
         );
     }
-    report.print(json);
+    report.print();
     if !json {
         outln!();
         let total_rows: Vec<Vec<String>> = totals
@@ -315,7 +307,6 @@ async fn section(
     client: &Client,
     arg: Option<&str>,
     group: Option<&str>,
-    json: bool,
 ) -> Result<ExitCode, Failure> {
     let mut failed = 0;
     let mut report = Report::new(&["GROUP", "SERVER", "NAME", "VALUE"]);
@@ -349,17 +340,13 @@ async fn section(
             }
         }
     }
-    report.print(json);
+    report.print();
     Ok(exit::code(failed == 0))
 }
 
 /// `ping`: each server's round-trip time (a `version` request on a
 /// connection of its own), like memping; exit 1 if any is down.
-pub(crate) async fn ping(
-    args: &PingArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn ping(args: &PingArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let count = args.count;
     let Cluster { spec, settings, .. } = Cluster::from_flags(flags)?;
     let topology = Topology::new(spec)?;
@@ -420,16 +407,13 @@ pub(crate) async fn ping(
             }
         }
     }
-    report.print(json);
+    report.print();
     Ok(exit::code(down == 0))
 }
 
 /// `flush --group G --yes`: every item of one group invalidated.
-pub(crate) async fn flush(
-    args: &FlushArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn flush(args: &FlushArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let client = Cluster::from_flags(flags)?.client()?;
     let names = group_names(&client);
     let group = match (&args.group, names.as_slice()) {

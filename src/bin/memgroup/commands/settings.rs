@@ -13,14 +13,14 @@ use crate::output::Report;
 
 /// `config`: one row per setting, `SETTING VALUE ORIGIN`; exit 2 when the
 /// cluster they describe is one the other commands refuse.
-pub(crate) fn run(flags: &ClusterFlags, json: bool) -> Result<ExitCode, Failure> {
+pub(crate) fn run(flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let cluster = Cluster::from_flags(flags)?;
     let mut report = Report::new(&["SETTING", "VALUE", "ORIGIN"]);
     for (name, value, origin) in cluster.effective() {
         report.record(json!({"setting": name, "value": value, "origin": origin}));
         report.row(vec![name.to_string(), value, origin]);
     }
-    report.print(json);
+    report.print();
     // Shown as resolved, and refused as every other command refuses it.
     cluster.check()?;
     Ok(ExitCode::SUCCESS)

@@ -27,11 +27,8 @@ pub(crate) struct Args {
 
 /// `status`: probe and report once, or with `--watch` every so often,
 /// following changes to the `--config` file.
-pub(crate) async fn run(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let every = match args.watch {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => return Err(Failure::Usage(format!("--watch {s}: expected seconds > 0"))),
@@ -54,7 +51,7 @@ pub(crate) async fn run(
         if let (Some(every), false) = (every, json) {
             round_header(every, round == 0);
         }
-        let code = once(&client, json).await;
+        let code = once(&client).await;
         let Some(every) = every else {
             return Ok(code);
         };
@@ -82,7 +79,8 @@ fn round_header(every: Duration, first: bool) {
 }
 
 /// One probe and report; exit 1 if a server did not answer.
-async fn once(client: &Client, json: bool) -> ExitCode {
+async fn once(client: &Client) -> ExitCode {
+    let json = crate::output::json();
     let probes = client.probe().await;
     let status = client.health();
     let unreachable = probes.iter().filter(|p| p.version.is_err()).count();

@@ -107,11 +107,7 @@ pub(crate) struct CounterArgs {
 }
 
 /// `set`: the value (typed with `--type`) stored in every group.
-pub(crate) async fn set(
-    args: &SetArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn set(args: &SetArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
     let data = args.value.read()?;
     let key = &args.key;
@@ -120,7 +116,7 @@ pub(crate) async fn set(
         .flags(flags)
         .expiry(args.expiry.expiry());
     let outcome = client.set(key, &data, options).await?;
-    Ok(write_report(key, &outcome, Refused::NotStored, json))
+    Ok(write_report(key, &outcome, Refused::NotStored))
 }
 
 /// The bytes and client flags a store sends: `data` and `flags` as given,
@@ -181,18 +177,13 @@ pub(crate) async fn store(
     args: &StoreArgs,
     command: Conditional,
     flags: &ClusterFlags,
-    json: bool,
 ) -> Result<ExitCode, Failure> {
-    store_with_flags(args, command, flags, json).await
+    store_with_flags(args, command, flags).await
 }
 
 /// `cas`: store only if the item still has the CAS unique.
-pub(crate) async fn cas(
-    args: &CasArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
-    store_with_flags(&args.store, Conditional::Cas(args.cas), flags, json).await
+pub(crate) async fn cas(args: &CasArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    store_with_flags(&args.store, Conditional::Cas(args.cas), flags).await
 }
 
 /// A conditional store, with the item's flags and expiry where it takes
@@ -201,7 +192,6 @@ async fn store_with_flags(
     args: &StoreArgs,
     command: Conditional,
     flags: &ClusterFlags,
-    json: bool,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
     let data = args.value.read()?;
@@ -238,7 +228,7 @@ async fn store_with_flags(
             Refused::Changed,
         ),
     };
-    Ok(write_report(key, &outcome, refused, json))
+    Ok(write_report(key, &outcome, refused))
 }
 
 /// The type `set --type` stores a value as, encoded by the value format.
@@ -300,13 +290,9 @@ impl ValueType {
 }
 
 /// `delete`: each key from every group.
-pub(crate) async fn delete(
-    args: &DeleteArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn delete(args: &DeleteArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
-    each_key(&client, &args.keys, Refused::NotFound, json, |key| {
+    each_key(&client, &args.keys, Refused::NotFound, |key| {
         client.delete(key)
     })
     .await
@@ -323,7 +309,6 @@ pub(crate) async fn each_key<'k, F, Fut>(
     client: &memgroup::client::Client,
     keys: &'k [String],
     refused: Refused,
-    json: bool,
     mut write: F,
 ) -> Result<ExitCode, Failure>
 where
@@ -332,6 +317,7 @@ where
             Output = Result<memgroup::client::WriteOutcome, memgroup::client::Error>,
         >,
 {
+    let json = crate::output::json();
     super::check_keys(client, keys)?;
     let mut done = Done::Everywhere;
     let mut records = Vec::new();
@@ -340,18 +326,13 @@ where
         let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(e) => {
-                output::key_failed(key, &e, json, &mut records);
+                output::key_failed(key, &e, &mut records);
                 done = done.max(Done::Failed);
                 continue;
             }
         };
-        done = done.max(output::write_outcome(
-            key,
-            &outcome,
-            refused,
-            json,
-            &mut records,
-        ));
+        output::write_outcome(key, &outcome, refused, &mut records);
+        done = done.max(Done::of_write(&outcome));
     }
     if json {
         output::records(&records);
@@ -365,10 +346,11 @@ pub(crate) fn write_report(
     key: &str,
     outcome: &memgroup::client::WriteOutcome,
     refused: Refused,
-    json: bool,
 ) -> ExitCode {
+    let json = crate::output::json();
     let mut records = Vec::new();
-    let done = output::write_outcome(key, outcome, refused, json, &mut records);
+    output::write_outcome(key, outcome, refused, &mut records);
+    let done = Done::of_write(outcome);
     if json {
         output::records(&records);
     }
@@ -376,15 +358,11 @@ pub(crate) fn write_report(
 }
 
 /// `touch`: a new expiration time in every group.
-pub(crate) async fn touch(
-    args: &TouchArgs,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn touch(args: &TouchArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
     let expiry = args.ttl.unwrap_or_else(|| args.expiry.expiry());
     let outcome = client.touch(&args.key, expiry).await?;
-    Ok(write_report(&args.key, &outcome, Refused::NotFound, json))
+    Ok(write_report(&args.key, &outcome, Refused::NotFound))
 }
 
 /// `incr`/`decr --initial`: one meta arithmetic command that creates the
@@ -429,8 +407,8 @@ pub(crate) async fn counter(
     args: &CounterArgs,
     incr: bool,
     flags: &ClusterFlags,
-    json: bool,
 ) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let client = Cluster::from_flags(flags)?.client()?;
     let (key, delta) = (&args.key, args.delta);
     let value = match (args.initial, incr) {

@@ -77,7 +77,7 @@ fn expiries(starts: &[Instant], ttl: Duration) -> usize {
 }
 
 /// Runs the herd and prints its table (or JSON record).
-pub(crate) async fn run(client: &Client, herd: Herd, json: bool) -> Result<ExitCode, Failure> {
+pub(crate) async fn run(client: &Client, herd: Herd) -> Result<ExitCode, Failure> {
     if herd.keys == 0 || herd.callers == 0 || herd.ttl == 0 {
         return Err(Failure::Usage(
             "--herd-keys, --concurrency and --herd-ttl must be positive".into(),
@@ -151,6 +151,6 @@ pub(crate) async fn run(client: &Client, herd: Herd, json: bool) -> Result<ExitC
         "fills_per_expiry": per_expiry, "p50_us": h.value_at_quantile(0.5),
         "p99_us": h.value_at_quantile(0.99), "max_us": h.max(), "errors": seen.errors,
     }));
-    report.print(json);
+    report.print();
     Ok(crate::exit::code(seen.errors == 0))
 }

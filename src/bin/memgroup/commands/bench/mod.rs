@@ -193,11 +193,7 @@ impl Load {
 /// `bench`: prefill, then gets and sets at the ratio for the duration or
 /// the number of operations, in a closed loop or (`--rate`) an open one,
 /// following changes to the `--config` file; exit 1 if a request failed.
-pub(crate) async fn run(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let mut cluster = Cluster::from_flags(flags)?;
     // The library's default: a write returns once its policy is decided.
     cluster.settings.write_wait = WriteWait::Policy;
@@ -217,7 +213,7 @@ pub(crate) async fn run(
             lease: !args.no_lease,
             prefix: format!("{}herd:", args.prefix),
         };
-        return herd::run(client, herd, json).await;
+        return herd::run(client, herd).await;
     }
     let (gets, sets) = parse_ratio(&args.ratio)?;
     let concurrency = args.concurrency.unwrap_or(if args.rate.is_some() {
@@ -265,9 +261,9 @@ pub(crate) async fn run(
                 timeout: cluster.settings.timeout,
                 warm_up: Duration::from_secs_f64(args.warm_up),
             };
-            open::run(client, &load, schedule, json).await
+            open::run(client, &load, schedule).await
         }
-        None => closed(client, &load, args, concurrency, json).await,
+        None => closed(client, &load, args, concurrency).await,
     }
 }
 
@@ -312,8 +308,8 @@ async fn closed(
     load: &Arc<Load>,
     args: &Args,
     workers: usize,
-    json: bool,
 ) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let deadline = match (args.duration, args.ops) {
         (Some(d), _) => Some(Instant::now() + Duration::from_secs_f64(d)),
         (None, Some(_)) => None,

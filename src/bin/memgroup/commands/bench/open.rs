@@ -44,8 +44,8 @@ pub(super) async fn run(
     client: &Client,
     load: &Arc<Load>,
     schedule: Schedule,
-    json: bool,
 ) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let Schedule {
         rate,
         total,

@@ -124,11 +124,8 @@ struct Job {
 
 /// `warm --from G --to G…`: the copy in two passes, then (`--verify`) the
 /// check; exit 1 if a key was not copied or is missing.
-pub(crate) async fn run(
-    args: &Args,
-    flags: &ClusterFlags,
-    json: bool,
-) -> Result<ExitCode, Failure> {
+pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
+    let json = crate::output::json();
     let cluster = Cluster::from_flags(flags)?;
     let settings = &cluster.settings;
     let spec = dump::as_dumped(cluster.spec.clone());
