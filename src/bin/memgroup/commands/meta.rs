@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use memgroup::client::{MetaFlag, MetaResponse};
 use serde_json::json;
 
-use super::write::{ValueArg, each_key, write_report};
+use super::common::{ValueArg, each_key, write_report};
 use crate::cluster::Cluster;
 use crate::exit::{self, Failure};
 use crate::flags::ClusterFlags;

@@ -2,6 +2,7 @@
 //! the function that runs it; [`Command`] names them all for clap.
 
 mod bench;
+mod common;
 mod generate;
 mod keys;
 mod load;

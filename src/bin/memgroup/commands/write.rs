@@ -2,7 +2,6 @@
 //! `replace`, `append`, `prepend`, `cas`), `delete`, `touch`, `incr` and
 //! `decr`.
 
-use std::io::Read;
 use std::process::ExitCode;
 
 use memgroup::client::value::{ToValue, Value, ValueFormat};
@@ -10,8 +9,8 @@ use memgroup::client::{Client, Expiry, WriteOptions};
 use memgroup::proto::{ArithMode, MetaFlag};
 use serde_json::json;
 
+use super::common::{ValueArg, each_key, write_report};
 use crate::cluster::Cluster;
-use crate::exit::Done;
 use crate::exit::Failure;
 use crate::expiry::{ExpiryArgs, parse_ttl};
 use crate::flags::ClusterFlags;
@@ -134,31 +133,6 @@ fn typed(
     kind.storable(client.value_format())?;
     let (bytes, flags) = client.value_format().encode(&kind.parse(&data)?)?;
     Ok((bytes.to_vec(), flags))
-}
-
-/// A value argument: the text itself, or stdin for `-` (unless
-/// `--literal`).
-#[derive(Debug, clap::Args)]
-pub(crate) struct ValueArg {
-    /// The value, or `-` for stdin.
-    value: String,
-    /// Store VALUE as it is, even a lone `-` (which otherwise reads stdin).
-    #[arg(long)]
-    literal: bool,
-}
-
-impl ValueArg {
-    /// The value's bytes: the argument's, or what stdin holds.
-    pub(crate) fn read(&self) -> Result<Vec<u8>, Failure> {
-        if self.literal || self.value != "-" {
-            return Ok(self.value.as_bytes().to_vec());
-        }
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .map_err(|e| Failure::Op(format!("reading stdin: {e}")))?;
-        Ok(buf)
-    }
 }
 
 /// The conditional stores: `add`, `replace`, `append`, `prepend`, `cas`.
@@ -296,65 +270,6 @@ pub(crate) async fn delete(args: &DeleteArgs, flags: &ClusterFlags) -> Result<Ex
         client.delete(key)
     })
     .await
-}
-
-/// `write` of every key (several at once, [`super::concurrently`]), every
-/// outcome reported in the keys' order (with `json` as one array). A key
-/// whose write failed (its server down, say) is named on stderr with why
-/// (with `json`, a record with `error`) and counts as failed; the other keys
-/// are still written, as `rm` goes on past a file it cannot remove. The
-/// keys are all checked first: an invalid one stops the run before any
-/// write.
-pub(crate) async fn each_key<'k, F, Fut>(
-    client: &memgroup::client::Client,
-    keys: &'k [String],
-    refused: Refused,
-    mut write: F,
-) -> Result<ExitCode, Failure>
-where
-    F: FnMut(&'k str) -> Fut,
-    Fut: std::future::Future<
-            Output = Result<memgroup::client::WriteOutcome, memgroup::client::Error>,
-        >,
-{
-    let json = crate::output::json();
-    super::check_keys(client, keys)?;
-    let mut done = Done::Everywhere;
-    let mut records = Vec::new();
-    let outcomes = super::concurrently(keys, &mut write).await;
-    for (key, outcome) in keys.iter().zip(outcomes) {
-        let outcome = match outcome {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                output::key_failed(key, &e, &mut records);
-                done = done.max(Done::Failed);
-                continue;
-            }
-        };
-        output::write_outcome(key, &outcome, refused, &mut records);
-        done = done.max(Done::of_write(&outcome));
-    }
-    if json {
-        output::records(&records);
-    }
-    Ok(done.code())
-}
-
-/// One key's write reported ([`output::write_outcome`]; with `json` as an
-/// array of one record), and its exit code.
-pub(crate) fn write_report(
-    key: &str,
-    outcome: &memgroup::client::WriteOutcome,
-    refused: Refused,
-) -> ExitCode {
-    let json = crate::output::json();
-    let mut records = Vec::new();
-    output::write_outcome(key, outcome, refused, &mut records);
-    let done = Done::of_write(outcome);
-    if json {
-        output::records(&records);
-    }
-    done.code()
 }
 
 /// `touch`: a new expiration time in every group.
