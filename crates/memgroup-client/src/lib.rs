@@ -181,11 +181,13 @@ pub use client::Client;
 pub use client::crawler;
 pub use client::discover;
 pub use client::{
-    ClientBuilder, ClientUrl, DEFAULT_DISCOVER_EVERY, Fill, Filled, Freshness, GroupHealth, Health,
-    Hedge, JournalEntry, LOWER_AGREEING, MigrationStatus, MultiWrite, NearCache, NearStatus,
-    OwedRepair, Probe, RepairStatus, ServerHealth, ServerState, Watcher, forget_repairs,
-    list_repair_journal,
+    ClientBuilder, ClientUrl, DEFAULT_DISCOVER_EVERY, Fill, Filled, Freshness, FromItem,
+    GroupHealth, Health, Hedge, JournalEntry, LOWER_AGREEING, MigrationStatus, MultiWrite,
+    NearCache, NearStatus, OwedRepair, Probe, RepairStatus, ServerHealth, ServerState, ToItem,
+    Watcher, forget_repairs, list_repair_journal,
 };
+#[cfg(feature = "serde")]
+pub use client::{Json, Postcard, SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS};
 pub use conn::Credentials;
 pub use conn::probe::MetaProtocol;
 #[cfg(feature = "tls")]
@@ -198,8 +200,6 @@ pub use longkey::{DigestFn, KeyDigest, LongKeys};
 pub use memgroup_proto::{
     ArithMode, MetaFields, MetaFlag, MetaResponse, MetaStatus, MetaTtl, SetMode,
 };
-#[cfg(feature = "serde")]
-pub use value::{Json, Postcard, SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS};
 // What the builder takes, from the crates that define it (see "One
 // dependency" above): the same types under a second path.
 pub use memgroup_hash::{HashStrategy, LocatorConfig, NodeNaming};

@@ -27,12 +27,16 @@ mod migrate;
 pub(crate) mod near;
 mod read;
 pub(crate) mod repair;
+#[cfg(feature = "serde")]
+mod serde;
 pub(crate) mod trace;
 mod typed;
 mod url;
 mod watch;
 mod write;
 
+#[cfg(feature = "serde")]
+pub use self::serde::{Json, Postcard, SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS};
 pub use admin::Probe;
 pub use builder::ClientBuilder;
 pub use discover::{DEFAULT_DISCOVER_EVERY, LOWER_AGREEING};
@@ -43,6 +47,7 @@ pub use migrate::MigrationStatus;
 pub use near::{NearCache, NearStatus};
 pub use repair::RepairStatus;
 pub use repair::journal::{JournalEntry, OwedRepair, forget_repairs, list_repair_journal};
+pub use typed::{FromItem, ToItem};
 pub use url::ClientUrl;
 pub use watch::Watcher;
 pub use write::MultiWrite;

@@ -1,13 +1,16 @@
 //! Typed reads and writes: values decoded and encoded by the handle's
-//! [`ValueFormat`](crate::value::ValueFormat) on top of the byte-level
-//! operations. Decoding is lazy: `get` and `get_multi` hand back bytes and
+//! [`ValueFormat`](crate::value::ValueFormat), or by a wrapper such as
+//! [`Json`](crate::Json) (feature `serde`) that does its own bytes and
+//! flags ([`FromItem`], [`ToItem`]), on top of the byte-level operations. Decoding is lazy: `get` and `get_multi` hand back bytes and
 //! flags untouched, and cost nothing more for the formats existing.
 
 use crate::client::Client;
 use crate::error::Error;
 use crate::item::{Item, WriteOutcome};
 use crate::options::WriteOptions;
-use crate::value::{FromItem, ToItem, Value, ValueFormat};
+use bytes::Bytes;
+
+use crate::value::{FromValue, ToValue, Value, ValueFormat};
 use memgroup_proto::StoreCommand;
 
 impl Client {
@@ -76,5 +79,38 @@ impl Client {
         let (bytes, flags) = value.to_item(self, key)?;
         let options = options.into().flags(flags);
         self.store(StoreCommand::Set, key, &bytes, options).await
+    }
+}
+
+/// What [`Client::get_as`] reads a key as.
+pub trait FromItem: Sized {
+    /// Decodes `item`, read under `key` by `client` (whose value format the
+    /// [`FromValue`] types use). Errors name the key.
+    fn from_item(client: &Client, key: &[u8], item: &Item) -> Result<Self, Error>;
+}
+
+/// What [`Client::set_as`] stores.
+pub trait ToItem {
+    /// The bytes and client flags to store under `key` through `client`.
+    fn to_item(&self, client: &Client, key: &[u8]) -> Result<(Bytes, u32), Error>;
+}
+
+/// `key` as an error shows it.
+pub(crate) fn shown(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).escape_debug().to_string()
+}
+
+impl<T: FromValue> FromItem for T {
+    fn from_item(client: &Client, key: &[u8], item: &Item) -> Result<Self, Error> {
+        let value = client.decode(key, item)?;
+        // A type error names the key it was read from.
+        T::from_value(value)
+            .map_err(|e| Error::new(e.kind(), format!("key \"{}\"", shown(key))).with_source(e))
+    }
+}
+
+impl<T: ToValue + ?Sized> ToItem for T {
+    fn to_item(&self, client: &Client, _key: &[u8]) -> Result<(Bytes, u32), Error> {
+        client.value_format().encode(&self.to_value())
     }
 }

@@ -43,10 +43,7 @@
 mod compress;
 mod convert;
 mod python;
-#[cfg(feature = "serde")]
-mod serde;
 mod spy;
-mod typed;
 mod whalin;
 
 use std::fmt;
@@ -58,9 +55,6 @@ use crate::error::{Error, ErrorKind};
 use crate::item::Item;
 
 pub use convert::{FromValue, ToValue};
-#[cfg(feature = "serde")]
-pub use serde::{Json, Postcard, SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS};
-pub use typed::{FromItem, ToItem};
 pub use whalin::{
     FLAG_BOOLEAN, FLAG_BYTE, FLAG_BYTE_ARRAY, FLAG_CHARACTER, FLAG_COMPRESSED, FLAG_DATE,
     FLAG_DOUBLE, FLAG_FLOAT, FLAG_INTEGER, FLAG_LONG, FLAG_SERIALIZED, FLAG_SHORT, FLAG_STRING,
