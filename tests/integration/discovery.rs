@@ -209,7 +209,10 @@ async fn a_lower_version_is_taken_only_once_polls_agree_and_a_fallback_covers_a_
         .iter()
         .filter(|e| matches!(e, Event::DiscoveryFailed { .. }))
         .count();
-    assert_eq!(refusals, memgroup::client::LOWER_AGREEING as usize - 1);
+    assert_eq!(
+        refusals,
+        memgroup::client::discover::LOWER_AGREEING as usize - 1
+    );
     // An endpoint that cannot be reached, with a static list: the list.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead = closed.local_addr().unwrap().to_string();

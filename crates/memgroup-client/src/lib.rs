@@ -20,7 +20,7 @@
 //!   …): a dead server is backed off (1 s, doubling to 10 min) and skipped;
 //!   with failover on, its keys move to the server the Java client would pick.
 //!   Invalid keys and oversized values are refused before a byte is sent;
-//!   [`Client::check_key`] checks a batch of keys before any is used.
+//!   [`Client::check_key`] checks a key before it is used.
 //!   A miss is `Ok(None)`, never an error.
 //!
 //! ```no_run
@@ -153,7 +153,7 @@
 //!   `fill` (`get_or_fill`: leases and one flight per key),
 //!   `hedge` (hedged reads, the read queue's fast-fail), `near` (the near
 //!   cache), `discover` (the discovery poller), `serde`, `close`,
-//!   `admin`, `typed`, `watch`, `crawler`, `status`, `trace`, `migrate`.
+//!   `admin`, `typed`, `watch`, `crawler`, `health`, `trace`, `migrate`.
 //!   Only files under `client/` name `Client`.
 
 #![forbid(unsafe_code)]
@@ -181,10 +181,9 @@ pub use client::Client;
 pub use client::crawler;
 pub use client::discover;
 pub use client::{
-    ClientBuilder, ClientUrl, DEFAULT_DISCOVER_EVERY, Fill, Filled, Freshness, FromItem,
-    GroupHealth, Health, Hedge, JournalEntry, LOWER_AGREEING, MigrationStatus, MultiWrite,
-    NearCache, NearStatus, OwedRepair, Probe, RepairStatus, ServerHealth, ServerState, ToItem,
-    Watcher, forget_repairs, list_repair_journal,
+    ClientBuilder, ClientUrl, Fill, Filled, Freshness, FromItem, GroupHealth, Health, Hedge,
+    JournalEntry, MigrationStatus, MultiWrite, NearCache, NearStatus, OwedRepair, Probe,
+    RepairStatus, ServerHealth, ServerState, ToItem, Watcher, forget_repairs, list_repair_journal,
 };
 #[cfg(feature = "serde")]
 pub use client::{Json, Postcard, SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS};

@@ -39,7 +39,6 @@ mod write;
 pub use self::serde::{Json, Postcard, SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS};
 pub use admin::Probe;
 pub use builder::ClientBuilder;
-pub use discover::{DEFAULT_DISCOVER_EVERY, LOWER_AGREEING};
 pub use fill::{Fill, Filled, Freshness};
 pub use health::{GroupHealth, Health, ServerHealth, ServerState};
 pub use hedge::Hedge;

@@ -1,6 +1,6 @@
 //! Typed reads and writes: values decoded and encoded by the handle's
 //! [`ValueFormat`](crate::value::ValueFormat), or by a wrapper such as
-//! [`Json`](crate::Json) (feature `serde`) that does its own bytes and
+//! `Json` (feature `serde`) that does its own bytes and
 //! flags ([`FromItem`], [`ToItem`]), on top of the byte-level operations. Decoding is lazy: `get` and `get_multi` hand back bytes and
 //! flags untouched, and cost nothing more for the formats existing.
 
@@ -10,7 +10,7 @@ use crate::item::{Item, WriteOutcome};
 use crate::options::WriteOptions;
 use bytes::Bytes;
 
-use crate::value::{FromValue, ToValue, Value, ValueFormat};
+use crate::value::{FromValue, ToValue, ValueFormat};
 use memgroup_proto::StoreCommand;
 
 impl Client {
@@ -37,15 +37,16 @@ impl Client {
     }
 
     /// Decodes an item read with [`Client::get`] or [`Client::get_multi`]
-    /// by this handle's value format; `key` names it in errors.
-    pub fn decode(&self, key: impl AsRef<[u8]>, item: &Item) -> Result<Value, Error> {
-        self.values.decode(key.as_ref(), item)
+    /// as [`Client::get_as`] would: `decode_as::<Value>` by this handle's
+    /// value format, or any [`FromItem`] type; `key` names it in errors.
+    pub fn decode_as<T: FromItem>(&self, key: impl AsRef<[u8]>, item: &Item) -> Result<T, Error> {
+        T::from_item(self, key.as_ref(), item)
     }
 
     /// Reads a key as a Rust type: a [`FromValue`](crate::value::FromValue)
     /// type decoded by the value format (see [`crate::value`];
     /// `get_as::<Value>` for whatever type it holds), or a serde type inside
-    /// [`Json`](crate::Json) or [`Postcard`](crate::Postcard) (feature
+    /// `Json` or `Postcard` (feature
     /// `serde`). `Ok(None)` on a miss; a value of another type is an
     /// [`ErrorKind::Type`](crate::ErrorKind::Type) error naming the key.
     ///
@@ -66,7 +67,7 @@ impl Client {
 
     /// Stores a Rust value (a [`ToValue`](crate::value::ToValue) type with
     /// the flags and encoding of the value format, or a serde type inside
-    /// [`Json`](crate::Json) or [`Postcard`](crate::Postcard)) in every
+    /// `Json` or `Postcard`) in every
     /// group, like [`Client::set`]: the options' expiry applies, their flags
     /// are the encoding's.
     pub async fn set_as<T: ToItem + ?Sized>(
@@ -102,7 +103,7 @@ pub(crate) fn shown(key: &[u8]) -> String {
 
 impl<T: FromValue> FromItem for T {
     fn from_item(client: &Client, key: &[u8], item: &Item) -> Result<Self, Error> {
-        let value = client.decode(key, item)?;
+        let value = client.values.decode(key, item)?;
         // A type error names the key it was read from.
         T::from_value(value)
             .map_err(|e| Error::new(e.kind(), format!("key \"{}\"", shown(key))).with_source(e))

@@ -201,7 +201,7 @@ fn decoded(
 ) -> Option<Value> {
     let value = match client.value_format() {
         ValueFormat::Raw => Ok(Value::Bytes(item.value.clone())),
-        _ => client.decode(key, item),
+        _ => client.decode_as::<Value>(key, item),
     };
     match value {
         Ok(value) => Some(value),

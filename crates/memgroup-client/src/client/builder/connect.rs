@@ -34,7 +34,7 @@ impl ClientBuilder {
     }
 
     /// How often discovery asks its endpoints again (default
-    /// [`DEFAULT_DISCOVER_EVERY`](crate::DEFAULT_DISCOVER_EVERY), 60 s; at
+    /// [`DEFAULT_DISCOVER_EVERY`](crate::discover::DEFAULT_DISCOVER_EVERY), 60 s; at
     /// least 10 ms, so a zero never makes it spin).
     pub fn discover_every(mut self, every: Duration) -> Self {
         self.discovery.every = every.max(Duration::from_millis(10));

@@ -201,18 +201,6 @@ impl Client {
             .await
     }
 
-    /// Stores in every group without waiting for replies (`noreply`).
-    /// Returns once the request is queued on each group's connection.
-    pub async fn set_noreply(
-        &self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        options: impl Into<WriteOptions>,
-    ) -> Result<(), Error> {
-        let op = self.store_op(StoreCommand::Set, value.as_ref(), options.into(), true)?;
-        self.write(key.as_ref(), op).await.map(drop)
-    }
-
     /// Deletes a key from every group (applied when some group held it; one
     /// without a copy has nothing to delete). In migration mode also from the old
     /// placement (concurrently), so it cannot come back from there; a failure
@@ -233,13 +221,6 @@ impl Client {
     /// Deletes a key from this client's own groups only.
     pub(crate) async fn delete_here(&self, key: &[u8]) -> Result<WriteOutcome, Error> {
         self.write(key, WriteOp::Delete { noreply: false }).await
-    }
-
-    /// Deletes without waiting for replies.
-    pub async fn delete_noreply(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
-        self.write(key.as_ref(), WriteOp::Delete { noreply: true })
-            .await
-            .map(drop)
     }
 
     /// Sets a new expiration time in every group that holds the key (applied
