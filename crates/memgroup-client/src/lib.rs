@@ -201,6 +201,7 @@ pub use memgroup_proto::{
 };
 // What the builder takes, from the crates that define it (see "One
 // dependency" above): the same types under a second path.
+pub use memgroup_hash::evcache;
 pub use memgroup_hash::{HashStrategy, LocatorConfig, NodeNaming};
 pub use memgroup_topology::{
     ClusterSpec, GroupSpec, ReadFallback, ServerAddr, ServerSpec, Settings, TopologyError,

@@ -173,6 +173,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
+pub mod evcache;
 mod hash;
 mod locator;
 mod node;

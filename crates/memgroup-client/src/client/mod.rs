@@ -54,7 +54,7 @@ pub use write::MultiWrite;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::Observe;
-use crate::longkey::LongKeys;
+use crate::longkey::{KeyScheme, LongKey};
 use crate::options::WriteWait;
 use crate::pool::{GroupSecurity, Pool, Snapshot};
 use crate::value::Codec;
@@ -95,7 +95,7 @@ pub(crate) struct Inner {
     /// The operation timeout, in nanoseconds, of handles without their own.
     timeout: AtomicU64,
     /// Long keys stored under digests, when on.
-    pub(crate) long_keys: Option<LongKeys>,
+    pub(crate) long_keys: Option<KeyScheme>,
     /// When replicated writes return.
     pub(crate) write_wait: WriteWait,
     /// Whether plain stores keep receipts for the convergence check.
@@ -153,7 +153,7 @@ impl Inner {
 pub(crate) struct WireKey<'k> {
     pub(crate) bytes: Cow<'k, [u8]>,
     /// For a long key stored under a digest: the key its envelope holds.
-    pub(crate) long: Option<Vec<u8>>,
+    pub(crate) long: Option<LongKey>,
     /// The key as validated, when it is the caller's own bytes (the usual
     /// case: no transform, not long), so it is not checked again.
     checked: Option<Key<'k>>,
@@ -179,7 +179,7 @@ pub(crate) struct Parts {
     pub(crate) values: Codec,
     pub(crate) migration: Option<Migration>,
     pub(crate) recipe: Box<crate::ClientBuilder>,
-    pub(crate) long_keys: Option<LongKeys>,
+    pub(crate) long_keys: Option<KeyScheme>,
     pub(crate) write_wait: WriteWait,
     pub(crate) converge: bool,
     /// The repair queue's capacity (0: off) and grace period.
@@ -399,16 +399,16 @@ impl Client {
             }
         }
         let raw = self.raw_keys;
-        if let Some(short) = self
+        if let Some(long) = self
             .inner
             .long_keys
             .as_ref()
-            .and_then(|l| l.digest_key(&bytes))
+            .and_then(|l| l.short_key(&bytes))
         {
-            validate(raw, &short).map_err(refused)?;
+            validate(raw, &long.short).map_err(refused)?;
             return Ok(WireKey {
-                long: Some(bytes.into_owned()),
-                bytes: Cow::Owned(short),
+                bytes: Cow::Owned(long.short.clone()),
+                long: Some(long),
                 checked: None,
             });
         }

@@ -15,10 +15,11 @@ use crate::conn::ConnSettings;
 use crate::conn::Credentials;
 use crate::error::{Error, ErrorKind};
 use crate::events::{Event, Events, Observe};
-use crate::longkey::LongKeys;
+use crate::longkey::{KeyScheme, LongKeys};
 use crate::options::WriteWait;
 use crate::pool::GroupSecurity;
 use crate::value::{Codec, ValueFormat};
+use memgroup_hash::evcache::EvcacheKeys;
 
 mod connect;
 mod connection;
@@ -59,7 +60,7 @@ pub struct ClientBuilder {
     observe: Observe,
     /// The old cluster, in migration mode.
     migrate_from: Option<ClusterSpec>,
-    long_keys: Option<LongKeys>,
+    long_keys: Option<KeyScheme>,
     write_wait: WriteWait,
     converge: bool,
     repair_journal: Option<std::path::PathBuf>,
@@ -306,7 +307,23 @@ impl ClientBuilder {
     /// under a digest key, the value in an envelope holding the key, checked
     /// on every read ([`LongKeys`](crate::LongKeys)). Off by default; cluster-wide.
     pub fn long_keys(mut self, long_keys: LongKeys) -> Self {
-        self.long_keys = Some(long_keys);
+        self.long_keys = Some(KeyScheme::Memgroup(long_keys));
+        self
+    }
+
+    /// EVCache's hashed keys (`<app>.hash.key`, or `<app>.auto.hash.keys`
+    /// for keys over `max.key.length`): such a key is stored under its
+    /// digest alone (what ketama routes on), its value in the Java-serialized
+    /// `EVCacheValue` envelope EVCache writes (memcached flags 1) and reads
+    /// (a key that differs, a collision, is a miss), so the Java EVCache
+    /// clients of the fleet read what this client writes and the reverse.
+    /// The canonical key hashed is the key prefix (`app:`) and the key.
+    /// `delete`, `touch`, `incr` and `decr` use the hashed key without an
+    /// envelope, as EVCache does; `append` and `prepend` are refused. In
+    /// place of [`long_keys`](Self::long_keys) (the last given applies);
+    /// cluster-wide.
+    pub fn evcache_keys(mut self, keys: EvcacheKeys) -> Self {
+        self.long_keys = Some(KeyScheme::Evcache(keys));
         self
     }
 

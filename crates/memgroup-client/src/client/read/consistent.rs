@@ -12,7 +12,6 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind};
 use crate::item::Item;
 use crate::join::{BoxFuture, join_all};
-use crate::longkey;
 use crate::pool::Snapshot;
 
 /// What one group's copy said in a consistent read.
@@ -106,16 +105,16 @@ impl Client {
         let Some(copy) = winner else {
             return Ok(None);
         };
-        let value = match &wire.long {
-            Some(original) => match longkey::unwrap(original, &copy.value) {
-                Some(value) => value,
+        let (value, flags) = match &wire.long {
+            Some(long) => match long.unwrap(&copy.value, copy.flags) {
+                Some(unwrapped) => unwrapped,
                 None => return Ok(None),
             },
-            None => copy.value,
+            None => (copy.value, copy.flags),
         };
         Ok(Some(Item {
             value,
-            flags: copy.flags,
+            flags,
             cas: None,
         }))
     }

@@ -34,7 +34,7 @@ pub(super) trait ReadOp: Sync {
     fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a>;
     /// A hit for a long key stored in an envelope ([`crate::longkey`]): its
     /// value unwrapped, or `None` when the envelope holds another key.
-    fn unwrap_long(original: &[u8], hit: Self::Hit) -> Option<Self::Hit>;
+    fn unwrap_long(long: &crate::longkey::LongKey, hit: Self::Hit) -> Option<Self::Hit>;
     /// Calls `hit(j, …)` for every `keys[j]` the reply holds; the other keys
     /// missed.
     fn hits(

@@ -25,7 +25,7 @@ use crate::conn::merge::circular;
 use crate::error::Error;
 use crate::item::{Distinct, Item, MultiGet};
 use crate::join::{BoxFuture, join_all};
-use crate::longkey;
+use crate::longkey::LongKey;
 use crate::options::Expiry;
 use crate::pool::Snapshot;
 use memgroup_topology::Target;
@@ -54,8 +54,8 @@ impl ReadOp for Retrieve {
         matches!(self, Retrieve::Get)
     }
 
-    fn unwrap_long(original: &[u8], mut item: Item) -> Option<Item> {
-        item.value = longkey::unwrap(original, &item.value)?;
+    fn unwrap_long(long: &LongKey, mut item: Item) -> Option<Item> {
+        (item.value, item.flags) = long.unwrap(&item.value, item.flags)?;
         Some(item)
     }
 
@@ -104,9 +104,17 @@ impl ReadOp for MetaGet<'_> {
 
     /// Without the value (no `v` flag) the envelope cannot be checked: the
     /// reply is returned as it is.
-    fn unwrap_long(original: &[u8], mut meta: MetaResponse) -> Option<MetaResponse> {
+    fn unwrap_long(long: &LongKey, mut meta: MetaResponse) -> Option<MetaResponse> {
         if let Some(value) = &meta.value {
-            meta.value = Some(longkey::unwrap(original, value)?);
+            let stored = meta
+                .flag(b'f')
+                .and_then(|f| std::str::from_utf8(f).ok()?.parse().ok())
+                .unwrap_or(0);
+            let (value, flags) = long.unwrap(value, stored)?;
+            meta.value = Some(value);
+            if meta.flag(b'f').is_some() {
+                meta.flags = crate::longkey::with_client_flags(&meta.flags, flags);
+            }
         }
         Some(meta)
     }
@@ -165,8 +173,8 @@ impl Client {
         let [read] = &mut reads;
         let at = read.hit_at;
         let mut result = read.outcome(&snap, &self.inner.pool);
-        if let (Some(original), Ok(hit)) = (&wire.long, &mut result) {
-            *hit = hit.take().and_then(|h| R::unwrap_long(original, h));
+        if let (Some(long), Ok(hit)) = (&wire.long, &mut result) {
+            *hit = hit.take().and_then(|h| R::unwrap_long(long, h));
         }
         trace::operation_done(&span, &result);
         drop(wire);
@@ -349,7 +357,7 @@ impl Client {
             .map(|(read, wire)| {
                 read.outcome(&snap, &self.inner.pool).map(|hit| {
                     hit.and_then(|item| match &wire.long {
-                        Some(original) => Retrieve::unwrap_long(original, item),
+                        Some(long) => Retrieve::unwrap_long(long, item),
                         None => Some(item),
                     })
                 })

@@ -180,9 +180,10 @@ impl Client {
             other => return Err(crate::client::unexpected(other.as_ref())),
         };
         Ok(match (&wire.long, item) {
-            (Some(original), Some(mut item)) => {
-                crate::longkey::unwrap(original, &item.value).map(|value| {
+            (Some(long), Some(mut item)) => {
+                long.unwrap(&item.value, item.flags).map(|(value, flags)| {
                     item.value = value;
+                    item.flags = flags;
                     item
                 })
             }

@@ -15,7 +15,6 @@ use crate::client::{Client, unexpected};
 use crate::error::{Error, ErrorKind};
 use crate::item::{GroupOutcome, Settling, WriteOutcome};
 use crate::join::{BoxFuture, Unordered};
-use crate::longkey;
 use crate::options::WriteWait;
 use crate::pool::Snapshot;
 
@@ -186,21 +185,36 @@ impl Client {
         let mut job = match (&wire.long, op) {
             (None, op) => Job::new(&wire.bytes, op, None),
             (
-                Some(original),
-                op @ WriteOp::Store {
+                Some(long),
+                WriteOp::Store {
                     command:
-                        StoreCommand::Set
+                        command @ (StoreCommand::Set
                         | StoreCommand::Add
                         | StoreCommand::Replace
-                        | StoreCommand::Cas(_),
+                        | StoreCommand::Cas(_)),
                     data,
-                    ..
+                    flags,
+                    exptime,
+                    noreply,
                 },
-            ) => Job::new(&wire.bytes, op, Some(&longkey::wrap(original, data)?)),
+            ) => {
+                let (envelope, flags) = long.wrap(data, flags, exptime)?;
+                let op = WriteOp::Store {
+                    command,
+                    data: &envelope,
+                    flags,
+                    exptime,
+                    noreply,
+                };
+                Job::new(&wire.bytes, op, None)
+            }
             (
                 Some(_),
                 op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. } | WriteOp::MetaDelete { .. }),
             ) => Job::new(&wire.bytes, op, None),
+            (Some(long), op @ WriteOp::Arith { .. }) if long.takes_unwrapped(true) => {
+                Job::new(&wire.bytes, op, None)
+            }
             (Some(_), other) => {
                 return Err(Error::new(
                     ErrorKind::InvalidArgument,

@@ -4,10 +4,12 @@
 //! unwraps the envelope and checks the key: a value stored under the same
 //! digest by another key (a collision) is a miss, never that key's value.
 //!
-//! EVCache does the same per server group, with a Java-serialized
-//! `EVCacheValue` as the envelope. memgroup's envelope is its own (below),
-//! so its long keys are read back by memgroup only; Java clients of the
-//! fleet see an opaque value under the digest key. Cluster-wide here.
+//! Two schemes: memgroup's own ([`LongKeys`], below: keys that memcached
+//! cannot take, in a fleet of memgroup clients), and EVCache's hashed keys
+//! ([`EvcacheKeys`](memgroup_hash::evcache::EvcacheKeys): every key or keys
+//! over 200 Java characters, the digest alone the key, the value in a
+//! Java-serialized `EVCacheValue`, [`evcache`]), read and written by the
+//! Java EVCache clients of the same fleet. Cluster-wide here.
 //!
 //! Envelope: `MGLK` `\x01`, the key's length (u32, big-endian), the key, the
 //! value. The wire key: a prefix, then the digest in standard, padded
@@ -25,6 +27,9 @@ use bytes::Bytes;
 use md5::{Digest, Md5};
 
 use crate::error::{Error, ErrorKind};
+use memgroup_hash::evcache::EvcacheKeys;
+
+pub(crate) mod evcache;
 
 const MAGIC: &[u8; 5] = b"MGLK\x01";
 
@@ -147,8 +152,124 @@ impl fmt::Display for LongKeys {
     }
 }
 
+/// How long keys become short ones: the builder's choice.
+#[derive(Debug, Clone)]
+pub(crate) enum KeyScheme {
+    /// memgroup's own ([`LongKeys`]).
+    Memgroup(LongKeys),
+    /// EVCache's hashed keys.
+    Evcache(EvcacheKeys),
+}
+
+impl KeyScheme {
+    /// The key a wire key (canonical, prefix included) is stored under when
+    /// it is shortened; `None` when it goes as it is.
+    pub(crate) fn short_key(&self, key: &[u8]) -> Option<LongKey> {
+        let (short, envelope) = match self {
+            KeyScheme::Memgroup(long) => (long.digest_key(key)?, Envelope::Memgroup),
+            KeyScheme::Evcache(keys) => (keys.wire_key(key)?.into_bytes(), Envelope::Evcache),
+        };
+        Some(LongKey {
+            short,
+            original: key.to_vec(),
+            envelope,
+        })
+    }
+}
+
+impl fmt::Display for KeyScheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyScheme::Memgroup(long) => long.fmt(f),
+            KeyScheme::Evcache(keys) => write!(f, "EVCache: {keys}"),
+        }
+    }
+}
+
+/// Which envelope a shortened key's value is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Envelope {
+    Memgroup,
+    Evcache,
+}
+
+/// A key stored under a short one.
+#[derive(Debug, Clone)]
+pub(crate) struct LongKey {
+    /// The key on the wire.
+    pub(crate) short: Vec<u8>,
+    /// The key its envelope holds.
+    pub(crate) original: Vec<u8>,
+    pub(crate) envelope: Envelope,
+}
+
+impl LongKey {
+    /// `value` (with its client `flags`, stored for `exptime`) in this key's
+    /// envelope, and the flags to store it with.
+    pub(crate) fn wrap(
+        &self,
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+    ) -> Result<(Vec<u8>, u32), Error> {
+        match self.envelope {
+            Envelope::Memgroup => Ok((wrap(&self.original, value)?, flags)),
+            Envelope::Evcache => {
+                let envelope = evcache::Envelope {
+                    key: String::from_utf8_lossy(&self.original).into_owned(),
+                    value: value.to_vec(),
+                    flags,
+                    ttl: i64::from(exptime),
+                    create_time: crate::clock::unix_millis(),
+                };
+                Ok((evcache::encode(&envelope), evcache::ENVELOPE_FLAGS))
+            }
+        }
+    }
+
+    /// The value and client flags inside `stored` (stored with `flags`) if
+    /// its envelope holds this key; `None` for another key's (a digest
+    /// collision) or anything not in this envelope.
+    pub(crate) fn unwrap(&self, stored: &Bytes, flags: u32) -> Option<(Bytes, u32)> {
+        match self.envelope {
+            Envelope::Memgroup => Some((unwrap(&self.original, stored)?, flags)),
+            Envelope::Evcache => {
+                // Serialized, not compressed: as EVCache writes envelopes.
+                if flags & 0b11 != evcache::ENVELOPE_FLAGS {
+                    return None;
+                }
+                let envelope = evcache::decode(stored)?;
+                (envelope.key == String::from_utf8_lossy(&self.original))
+                    .then(|| (Bytes::from(envelope.value), envelope.flags))
+            }
+        }
+    }
+
+    /// Whether `op` (a command's name) can apply to this key without its
+    /// envelope: `delete` and `touch` always; `incr` and `decr` on EVCache's
+    /// hashed keys, as EVCache applies them (a plain counter under the
+    /// hashed key, which EVCache's own reads then miss).
+    pub(crate) fn takes_unwrapped(&self, arithmetic: bool) -> bool {
+        !arithmetic || self.envelope == Envelope::Evcache
+    }
+}
+
+/// Meta return flags with the `f` token's value replaced by `flags` (the
+/// client flags inside an envelope).
+pub(crate) fn with_client_flags(tokens: &Bytes, flags: u32) -> Bytes {
+    let replaced: Vec<Vec<u8>> = tokens
+        .split(|&b| b == b' ')
+        .filter(|t| !t.is_empty())
+        .map(|t| match t[0] {
+            b'f' => format!("f{flags}").into_bytes(),
+            _ => t.to_vec(),
+        })
+        .collect();
+    Bytes::from(replaced.join(&b' '))
+}
+
 /// `value` in an envelope holding `key`.
-pub(crate) fn wrap(key: &[u8], value: &[u8]) -> Result<Vec<u8>, Error> {
+fn wrap(key: &[u8], value: &[u8]) -> Result<Vec<u8>, Error> {
     let len = u32::try_from(key.len())
         .map_err(|_| Error::new(ErrorKind::InvalidKey, "key longer than 4 GiB"))?;
     let mut out = Vec::with_capacity(MAGIC.len() + 4 + key.len() + value.len());
@@ -161,7 +282,7 @@ pub(crate) fn wrap(key: &[u8], value: &[u8]) -> Result<Vec<u8>, Error> {
 
 /// The value inside `stored` if its envelope holds `key`; `None` for
 /// another key's value (a digest collision) or bytes without an envelope.
-pub(crate) fn unwrap(key: &[u8], stored: &Bytes) -> Option<Bytes> {
+fn unwrap(key: &[u8], stored: &Bytes) -> Option<Bytes> {
     let rest = stored.strip_prefix(MAGIC.as_slice())?;
     let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
     let held = rest.get(4..4 + len)?;

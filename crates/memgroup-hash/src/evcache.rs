@@ -1,0 +1,551 @@
+//! EVCache's hashed keys (`<app>.hash.key`, `<app>.auto.hash.keys`): the
+//! canonical key (`prefix:key`, or the key alone) hashed over its UTF-8 bytes
+//! by the function `<app>.hash.algo` names, the digest cut to
+//! `max.digest.bytes`, encoded as standard base64 without padding (or
+//! ascii85) and cut to `max.hash.length`. That string alone is the memcached
+//! key, and what ketama routes on. Every rule as EVCache 5.x's `KeyHasher`
+//! and `EVCacheKey` apply it with Guava's hash functions, checked against
+//! Java in the integration tests.
+//!
+//! ```
+//! use memgroup_hash::evcache::{EvcacheHashAlgorithm, EvcacheKeyHash, EvcacheKeys};
+//! let hash = EvcacheKeyHash::new(EvcacheHashAlgorithm::SipHash24);
+//! assert_eq!(hash.wire_key(b"foo"), "HY1HHtTBuOA");
+//! // `auto.hash.keys`: only keys longer than 200 Java characters.
+//! let keys = EvcacheKeys::long_keys(hash);
+//! assert_eq!(keys.wire_key(b"foo"), None);
+//! assert_eq!(keys.wire_key("é".repeat(201).as_bytes()).map(|k| k.len()), Some(11));
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use md5::{Digest, Md5};
+
+/// The hash function of `<app>.hash.algo` (Guava's, by EVCache's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EvcacheHashAlgorithm {
+    /// `siphash24`, EVCache's default: SipHash-2-4 with the key bytes
+    /// `00..0f` (Guava's `sipHash24()`), 8 bytes little-endian.
+    SipHash24,
+    /// `md5`, also what an unknown name means.
+    Md5,
+    /// `sha1`.
+    Sha1,
+    /// `sha256`.
+    Sha256,
+    /// `murmur3`: MurmurHash3 x64 128-bit, seed 0.
+    Murmur3,
+    /// `crc32`, 4 bytes little-endian.
+    Crc32,
+    /// `adler32`, 4 bytes little-endian.
+    Adler32,
+}
+
+impl EvcacheHashAlgorithm {
+    /// The algorithm EVCache takes `name` for: `None` for an empty name (no
+    /// hashing); a name it does not know is MD5, as in EVCache
+    /// (`goodfasthash`, seeded by each JVM's start time, cannot match any
+    /// other process and is MD5 in EVCache's later releases too).
+    pub fn from_evcache_name(name: &str) -> Option<EvcacheHashAlgorithm> {
+        if name.is_empty() {
+            return None;
+        }
+        Some(match name.to_lowercase().as_str() {
+            "siphash24" => EvcacheHashAlgorithm::SipHash24,
+            "sha1" => EvcacheHashAlgorithm::Sha1,
+            "sha256" => EvcacheHashAlgorithm::Sha256,
+            "murmur3" => EvcacheHashAlgorithm::Murmur3,
+            "crc32" => EvcacheHashAlgorithm::Crc32,
+            "adler32" => EvcacheHashAlgorithm::Adler32,
+            _ => EvcacheHashAlgorithm::Md5,
+        })
+    }
+
+    /// EVCache's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EvcacheHashAlgorithm::SipHash24 => "siphash24",
+            EvcacheHashAlgorithm::Md5 => "md5",
+            EvcacheHashAlgorithm::Sha1 => "sha1",
+            EvcacheHashAlgorithm::Sha256 => "sha256",
+            EvcacheHashAlgorithm::Murmur3 => "murmur3",
+            EvcacheHashAlgorithm::Crc32 => "crc32",
+            EvcacheHashAlgorithm::Adler32 => "adler32",
+        }
+    }
+
+    /// The digest of `data`, in the bytes Guava's `HashCode.asBytes()` gives.
+    pub fn digest(self, data: &[u8]) -> Vec<u8> {
+        match self {
+            EvcacheHashAlgorithm::SipHash24 => {
+                siphash24(0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908, data)
+                    .to_le_bytes()
+                    .to_vec()
+            }
+            EvcacheHashAlgorithm::Md5 => Md5::digest(data).to_vec(),
+            EvcacheHashAlgorithm::Sha1 => sha1::Sha1::digest(data).to_vec(),
+            EvcacheHashAlgorithm::Sha256 => sha2::Sha256::digest(data).to_vec(),
+            EvcacheHashAlgorithm::Murmur3 => murmur3_x64_128(data),
+            EvcacheHashAlgorithm::Crc32 => crc32fast::hash(data).to_le_bytes().to_vec(),
+            EvcacheHashAlgorithm::Adler32 => adler32(data).to_le_bytes().to_vec(),
+        }
+    }
+}
+
+impl fmt::Display for EvcacheHashAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for EvcacheHashAlgorithm {
+    type Err = String;
+
+    /// Strict, for settings: one of EVCache's names (where EVCache itself
+    /// would take a misspelling for MD5).
+    fn from_str(name: &str) -> Result<Self, String> {
+        match EvcacheHashAlgorithm::from_evcache_name(name) {
+            Some(EvcacheHashAlgorithm::Md5) if !name.eq_ignore_ascii_case("md5") => Err(format!(
+                "unknown EVCache hash algorithm {name:?} (one of: siphash24, md5, sha1, sha256, murmur3, crc32, adler32)"
+            )),
+            Some(algorithm) => Ok(algorithm),
+            None => Err("an empty hash algorithm".into()),
+        }
+    }
+}
+
+/// How the digest becomes a key (`<group>.hash.encoder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum EvcacheKeyEncoding {
+    /// Standard base64 without padding (EVCache's default).
+    #[default]
+    Base64,
+    /// Ascii85 without delimiters, `z` for a group of four zero bytes
+    /// (`max.hash.length` does not apply).
+    Ascii85,
+}
+
+/// One server group's key hashing: the algorithm and the two caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EvcacheKeyHash {
+    algorithm: EvcacheHashAlgorithm,
+    max_digest_bytes: Option<usize>,
+    max_hash_length: Option<usize>,
+    encoding: EvcacheKeyEncoding,
+}
+
+impl EvcacheKeyHash {
+    /// `algorithm`, the whole digest, base64.
+    pub fn new(algorithm: EvcacheHashAlgorithm) -> EvcacheKeyHash {
+        EvcacheKeyHash {
+            algorithm,
+            max_digest_bytes: None,
+            max_hash_length: None,
+            encoding: EvcacheKeyEncoding::Base64,
+        }
+    }
+
+    /// `max.digest.bytes`: the digest's first `bytes` (0 or more than the
+    /// digest: all of it).
+    pub fn max_digest_bytes(mut self, bytes: usize) -> Self {
+        self.max_digest_bytes = Some(bytes);
+        self
+    }
+
+    /// `max.hash.length`: the encoded key's first `chars` (base64 only; 0
+    /// or more than its length: all of it).
+    pub fn max_hash_length(mut self, chars: usize) -> Self {
+        self.max_hash_length = Some(chars);
+        self
+    }
+
+    /// `hash.encoder`.
+    pub fn encoding(mut self, encoding: EvcacheKeyEncoding) -> Self {
+        self.encoding = encoding;
+        self
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> EvcacheHashAlgorithm {
+        self.algorithm
+    }
+
+    /// The memcached key of the canonical key `canonical` (its UTF-8 bytes).
+    pub fn wire_key(&self, canonical: &[u8]) -> String {
+        let mut digest = self.algorithm.digest(canonical);
+        if let Some(n) = self.max_digest_bytes.filter(|&n| n > 0) {
+            digest.truncate(n);
+        }
+        match self.encoding {
+            EvcacheKeyEncoding::Base64 => {
+                let mut key = base64_unpadded(&digest);
+                if let Some(n) = self.max_hash_length.filter(|&n| n > 0) {
+                    key.truncate(n);
+                }
+                key
+            }
+            EvcacheKeyEncoding::Ascii85 => ascii85(&digest),
+        }
+    }
+}
+
+impl fmt::Display for EvcacheKeyHash {
+    /// `siphash24`, `md5 (8 digest bytes, 10 characters)`, `crc32 ascii85`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.algorithm)?;
+        if self.encoding == EvcacheKeyEncoding::Ascii85 {
+            f.write_str(" ascii85")?;
+        }
+        let caps: Vec<String> = [
+            self.max_digest_bytes.map(|n| format!("{n} digest bytes")),
+            self.max_hash_length.map(|n| format!("{n} characters")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !caps.is_empty() {
+            write!(f, " ({})", caps.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Which keys are hashed: every key (`<app>.hash.key`), or only those
+/// longer than a length in Java characters (`<app>.auto.hash.keys` with
+/// `max.key.length`, 200 by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EvcacheKeys {
+    every_key: bool,
+    max_key_length: usize,
+    hash: EvcacheKeyHash,
+}
+
+/// EVCache's `max.key.length` default.
+pub const EVCACHE_MAX_KEY_LENGTH: usize = 200;
+
+impl EvcacheKeys {
+    /// Every key hashed (`<app>.hash.key=true`).
+    pub fn every_key(hash: EvcacheKeyHash) -> EvcacheKeys {
+        EvcacheKeys {
+            every_key: true,
+            max_key_length: EVCACHE_MAX_KEY_LENGTH,
+            hash,
+        }
+    }
+
+    /// Keys longer than `max.key.length` (200) hashed
+    /// (`<app>.auto.hash.keys=true`).
+    pub fn long_keys(hash: EvcacheKeyHash) -> EvcacheKeys {
+        EvcacheKeys {
+            every_key: false,
+            max_key_length: EVCACHE_MAX_KEY_LENGTH,
+            hash,
+        }
+    }
+
+    /// `max.key.length`: the longest key, in Java characters (UTF-16 code
+    /// units, the prefix and its `:` counted), stored as it is.
+    pub fn max_key_length(mut self, chars: usize) -> Self {
+        self.max_key_length = chars;
+        self
+    }
+
+    /// The hashing.
+    pub fn hash(&self) -> &EvcacheKeyHash {
+        &self.hash
+    }
+
+    /// Whether every key is hashed.
+    pub fn hashes_every_key(&self) -> bool {
+        self.every_key
+    }
+
+    /// The memcached key of the canonical key `canonical` when it is
+    /// hashed; `None` when it goes as it is.
+    pub fn wire_key(&self, canonical: &[u8]) -> Option<String> {
+        let hashed = self.every_key || java_length(canonical) > self.max_key_length;
+        hashed.then(|| self.hash.wire_key(canonical))
+    }
+}
+
+impl fmt::Display for EvcacheKeys {
+    /// `every key as siphash24`, `keys over 200 characters as md5`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.every_key {
+            write!(f, "every key as {}", self.hash)
+        } else {
+            write!(
+                f,
+                "keys over {} characters as {}",
+                self.max_key_length, self.hash
+            )
+        }
+    }
+}
+
+/// A key's length as Java's `String.length()` counts it: UTF-16 code units
+/// (invalid UTF-8 counted as Java would decode it, one U+FFFD each).
+pub fn java_length(key: &[u8]) -> usize {
+    String::from_utf8_lossy(key).encode_utf16().count()
+}
+
+fn siphash24(k0: u64, k1: u64, data: &[u8]) -> u64 {
+    let mut v = [
+        k0 ^ 0x736f_6d65_7073_6575,
+        k1 ^ 0x646f_7261_6e64_6f6d,
+        k0 ^ 0x6c79_6765_6e65_7261,
+        k1 ^ 0x7465_6462_7974_6573,
+    ];
+    fn round(v: &mut [u64; 4]) {
+        v[0] = v[0].wrapping_add(v[1]);
+        v[1] = v[1].rotate_left(13) ^ v[0];
+        v[0] = v[0].rotate_left(32);
+        v[2] = v[2].wrapping_add(v[3]);
+        v[3] = v[3].rotate_left(16) ^ v[2];
+        v[0] = v[0].wrapping_add(v[3]);
+        v[3] = v[3].rotate_left(21) ^ v[0];
+        v[2] = v[2].wrapping_add(v[1]);
+        v[1] = v[1].rotate_left(17) ^ v[2];
+        v[2] = v[2].rotate_left(32);
+    }
+    let mut compress = |m: u64, rounds: usize| {
+        v[3] ^= m;
+        for _ in 0..rounds {
+            round(&mut v);
+        }
+        v[0] ^= m;
+    };
+    let mut blocks = data.chunks_exact(8);
+    for block in &mut blocks {
+        compress(u64::from_le_bytes(block.try_into().unwrap()), 2);
+    }
+    let mut last = (data.len() as u64) << 56;
+    for (i, &byte) in blocks.remainder().iter().enumerate() {
+        last |= u64::from(byte) << (8 * i);
+    }
+    compress(last, 2);
+    v[2] ^= 0xff;
+    for _ in 0..4 {
+        round(&mut v);
+    }
+    v[0] ^ v[1] ^ v[2] ^ v[3]
+}
+
+fn murmur3_x64_128(data: &[u8]) -> Vec<u8> {
+    const C1: u64 = 0x87c3_7b91_1142_53d5;
+    const C2: u64 = 0x4cf5_ad43_2745_937f;
+    fn mix1(k: u64) -> u64 {
+        k.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2)
+    }
+    fn mix2(k: u64) -> u64 {
+        k.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1)
+    }
+    fn fmix(mut k: u64) -> u64 {
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        k ^ (k >> 33)
+    }
+    let (mut h1, mut h2) = (0u64, 0u64);
+    let mut blocks = data.chunks_exact(16);
+    for block in &mut blocks {
+        let k1 = u64::from_le_bytes(block[..8].try_into().unwrap());
+        let k2 = u64::from_le_bytes(block[8..].try_into().unwrap());
+        h1 ^= mix1(k1);
+        h1 = h1
+            .rotate_left(27)
+            .wrapping_add(h2)
+            .wrapping_mul(5)
+            .wrapping_add(0x52dc_e729);
+        h2 ^= mix2(k2);
+        h2 = h2
+            .rotate_left(31)
+            .wrapping_add(h1)
+            .wrapping_mul(5)
+            .wrapping_add(0x3849_5ab5);
+    }
+    let tail = blocks.remainder();
+    let (mut k1, mut k2) = (0u64, 0u64);
+    for (i, &byte) in tail.iter().enumerate() {
+        if i < 8 {
+            k1 |= u64::from(byte) << (8 * i);
+        } else {
+            k2 |= u64::from(byte) << (8 * (i - 8));
+        }
+    }
+    if tail.len() > 8 {
+        h2 ^= mix2(k2);
+    }
+    if !tail.is_empty() {
+        h1 ^= mix1(k1);
+    }
+    let len = data.len() as u64;
+    h1 ^= len;
+    h2 ^= len;
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    h1 = fmix(h1);
+    h2 = fmix(h2);
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    let mut out = h1.to_le_bytes().to_vec();
+    out.extend_from_slice(&h2.to_le_bytes());
+    out
+}
+
+fn adler32(data: &[u8]) -> u32 {
+    let (mut a, mut b) = (1u32, 0u32);
+    for &byte in data {
+        a = (a + u32::from(byte)) % 65521;
+        b = (b + a) % 65521;
+    }
+    (b << 16) | a
+}
+
+/// Standard base64 (`A–Z a–z 0–9 + /`) without `=` padding.
+fn base64_unpadded(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Ascii85 as the `ascii85` library EVCache uses writes it: groups of four
+/// bytes big-endian, five digits from `!` each, `z` for four zero bytes, a
+/// short last group padded with zeros and cut to its length plus one.
+fn ascii85(data: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in data.chunks(4) {
+        let mut group = [0u8; 4];
+        group[..chunk.len()].copy_from_slice(chunk);
+        let mut n = u32::from_be_bytes(group);
+        if chunk.len() == 4 && n == 0 {
+            out.push('z');
+            continue;
+        }
+        let mut digits = [0u8; 5];
+        for digit in digits.iter_mut().rev() {
+            *digit = b'!' + (n % 85) as u8;
+            n /= 85;
+        }
+        out.extend(digits[..=chunk.len()].iter().map(|&d| d as char));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn the_functions_meet_their_reference_vectors() {
+        // SipHash-2-4's paper: the empty input and 00..0e under key 00..0f.
+        let k = (0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908);
+        assert_eq!(siphash24(k.0, k.1, b""), 0x726f_db47_dd0e_0e31);
+        let input: Vec<u8> = (0..15).collect();
+        assert_eq!(siphash24(k.0, k.1, &input), 0xa129_ca61_49be_45e5);
+        // Guava's own Murmur3 test vector.
+        assert_eq!(
+            hex(&murmur3_x64_128(
+                b"The quick brown fox jumps over the lazy dog"
+            )),
+            "6c1b07bc7bbc4be347939ac4a93c437a"
+        );
+        assert_eq!(adler32(b"Wikipedia"), 0x11e6_0398);
+        assert_eq!(base64_unpadded(b"f"), "Zg");
+        assert_eq!(base64_unpadded(b"fo"), "Zm8");
+        assert_eq!(base64_unpadded(b"foo"), "Zm9v");
+        assert_eq!(base64_unpadded(b"foob"), "Zm9vYg");
+        // Python's base64.a85encode.
+        assert_eq!(ascii85(b"Man "), "9jqo^");
+        assert_eq!(ascii85(&[0, 0, 0, 0, 1]), "z!<");
+    }
+
+    #[test]
+    fn foo_hashes_as_evcache_does() {
+        let key =
+            |a, f: fn(EvcacheKeyHash) -> EvcacheKeyHash| f(EvcacheKeyHash::new(a)).wire_key(b"foo");
+        use EvcacheHashAlgorithm::*;
+        assert_eq!(key(SipHash24, |h| h), "HY1HHtTBuOA");
+        assert_eq!(key(SipHash24, |h| h.max_digest_bytes(4)), "HY1HHg");
+        assert_eq!(key(Md5, |h| h), "rL0Y20zC+Fzt72VPzMSk2A");
+        assert_eq!(key(Md5, |h| h.max_hash_length(10)), "rL0Y20zC+F");
+        assert_eq!(key(Sha1, |h| h), "C+7Hteo/D9vJXQ3UfzxbwnXaijM");
+        assert_eq!(
+            key(Sha256, |h| h),
+            "LCa0a2j/xo/5m0U8HTBBNBNCLXBkg7+g+YpeiGJm564"
+        );
+        assert_eq!(key(Murmur3, |h| h), "YUX1AVeGceKHfbor5Ievfg");
+        assert_eq!(key(Crc32, |h| h), "IWVzjA");
+        assert_eq!(key(Adler32, |h| h), "RQGCAg");
+        assert_eq!(
+            key(SipHash24, |h| h.encoding(EvcacheKeyEncoding::Ascii85)),
+            "*K<Q1eA8ZQ"
+        );
+        assert_eq!(
+            key(Md5, |h| h
+                .encoding(EvcacheKeyEncoding::Ascii85)
+                .max_hash_length(3)),
+            "XM#J*9Z$R0mI+U^bf$=0",
+            "max.hash.length does not cut ascii85"
+        );
+    }
+
+    #[test]
+    fn names_parse_as_evcache_parses_them() {
+        use EvcacheHashAlgorithm::*;
+        assert_eq!(
+            EvcacheHashAlgorithm::from_evcache_name("SipHash24"),
+            Some(SipHash24)
+        );
+        assert_eq!(
+            EvcacheHashAlgorithm::from_evcache_name("goodfasthash"),
+            Some(Md5)
+        );
+        assert_eq!(EvcacheHashAlgorithm::from_evcache_name(""), None);
+        assert!("goodfasthash".parse::<EvcacheHashAlgorithm>().is_err());
+        assert_eq!("MD5".parse::<EvcacheHashAlgorithm>(), Ok(Md5));
+        for a in [SipHash24, Md5, Sha1, Sha256, Murmur3, Crc32, Adler32] {
+            assert_eq!(a.name().parse::<EvcacheHashAlgorithm>(), Ok(a));
+        }
+    }
+
+    #[test]
+    fn long_keys_are_counted_in_java_characters() {
+        let keys = EvcacheKeys::long_keys(EvcacheKeyHash::new(EvcacheHashAlgorithm::Md5));
+        assert_eq!(keys.wire_key("k".repeat(200).as_bytes()), None);
+        assert!(keys.wire_key("k".repeat(201).as_bytes()).is_some());
+        // 100 characters outside the BMP are 200 UTF-16 units, 400 bytes.
+        assert_eq!(keys.wire_key("😀".repeat(100).as_bytes()), None);
+        assert!(
+            keys.wire_key(format!("{}k", "😀".repeat(100)).as_bytes())
+                .is_some()
+        );
+        let every = EvcacheKeys::every_key(EvcacheKeyHash::new(EvcacheHashAlgorithm::Md5));
+        assert_eq!(
+            every.wire_key(b"foo").as_deref(),
+            Some("rL0Y20zC+Fzt72VPzMSk2A")
+        );
+        assert_eq!(every.to_string(), "every key as md5");
+        assert_eq!(
+            keys.max_key_length(10).to_string(),
+            "keys over 10 characters as md5"
+        );
+    }
+}
