@@ -21,9 +21,9 @@ use memgroup::hash::HashStrategy;
 
 use crate::support::{Memcached, server_list};
 
-const SPY_JAR: &str = "/usr/share/java/spymemcached.jar";
+pub(crate) const SPY_JAR: &str = "/usr/share/java/spymemcached.jar";
 
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target")
         .join("interop");
@@ -31,7 +31,7 @@ fn target_dir() -> PathBuf {
     dir
 }
 
-fn run(cmd: &mut Command) -> String {
+pub(crate) fn run(cmd: &mut Command) -> String {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));

@@ -10,6 +10,7 @@ mod cli;
 mod client;
 mod config;
 mod discovery;
+mod evcache_keys;
 mod fill;
 mod health;
 mod hedge;

@@ -110,9 +110,6 @@ fn is_root() -> bool {
     })
 }
 
-/// The spymemcached jar the interop tests run (Debian `libspymemcached-java`).
-const SPY_JAR: &str = "/usr/share/java/spymemcached.jar";
-
 /// Installs Debian packages when running as root with apt-get; `false` when
 /// that is not possible here.
 pub(crate) fn apt_install(packages: &[&str]) -> Result<bool> {
@@ -156,10 +153,11 @@ pub(crate) fn ensure_memcached() -> Result<()> {
 
 fn test() -> Result<()> {
     ensure_memcached()?;
-    // The interop tests need the real spymemcached jar (and a JDK, and
-    // python3 for a python-memcached venv, which the image has); GNU time
+    // The interop tests need the real spymemcached jar and Guava (the
+    // EVCache harness), a JDK and python3 (which the image has); GNU time
     // measures the tool's peak memory in the hostile-peer tests.
-    ensure_installed(SPY_JAR, "libspymemcached-java")?;
+    ensure_installed("/usr/share/java/spymemcached.jar", "libspymemcached-java")?;
+    ensure_installed("/usr/share/java/guava.jar", "libguava-java")?;
     ensure_installed("/usr/bin/time", "time")?;
     // twemproxy: the tests of servers without the meta protocol go through it.
     ensure_installed("/usr/sbin/nutcracker", "nutcracker")?;

@@ -1,0 +1,254 @@
+//! EVCache's hashed keys against Java: a harness compiled here with JDK 17,
+//! Debian's Guava and spymemcached (`interop/EvcacheHarness.java`, and the
+//! `EVCacheValue` envelope class written from EVCache's documented shape),
+//! hashes keys as EVCache 5.x does, writes enveloped values through a ketama
+//! spymemcached client into real memcached, and reads what memgroup wrote.
+//! Keys with non-ASCII, non-BMP characters and NUL, of 199 to 1,000
+//! characters, under every algorithm, in both scopes (every key, keys over
+//! 200 characters).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use memgroup::client::evcache::{EvcacheHashAlgorithm, EvcacheKeyHash, EvcacheKeys};
+use memgroup::client::value::ValueFormat;
+use memgroup::client::{Client, ErrorKind};
+use memgroup::hash::HashStrategy;
+
+use crate::interop::{SPY_JAR, run, target_dir};
+use crate::support::{Memcached, raw, server_list};
+
+const GUAVA_JAR: &str = "/usr/share/java/guava.jar";
+
+const ALGORITHMS: [EvcacheHashAlgorithm; 7] = [
+    EvcacheHashAlgorithm::SipHash24,
+    EvcacheHashAlgorithm::Md5,
+    EvcacheHashAlgorithm::Sha1,
+    EvcacheHashAlgorithm::Sha256,
+    EvcacheHashAlgorithm::Murmur3,
+    EvcacheHashAlgorithm::Crc32,
+    EvcacheHashAlgorithm::Adler32,
+];
+
+/// The compiled harness's class directory (compiled once per run).
+fn harness() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        for jar in [SPY_JAR, GUAVA_JAR] {
+            assert!(
+                Path::new(jar).exists(),
+                "{jar} is missing: install libspymemcached-java and libguava-java \
+                 (.ci/run and `cargo xtask test` as root do)"
+            );
+        }
+        let dir = target_dir().join("evcache-java");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/interop");
+        run(Command::new("javac")
+            .args([
+                "-encoding",
+                "UTF-8",
+                "-cp",
+                &format!("{SPY_JAR}:{GUAVA_JAR}"),
+                "-d",
+            ])
+            .arg(&dir)
+            .arg(src.join("EvcacheHarness.java"))
+            .arg(src.join("com/netflix/evcache/pool/EVCacheValue.java")));
+        dir
+    })
+}
+
+fn java(
+    mode: &str,
+    servers: &[Memcached],
+    algorithm: EvcacheHashAlgorithm,
+    every: bool,
+    prefix: &str,
+) -> String {
+    let list: Vec<String> = servers.iter().map(Memcached::addr_string).collect();
+    let classpath = format!("{SPY_JAR}:{GUAVA_JAR}:{}", harness().display());
+    run(Command::new("java")
+        .args([
+            "-Dfile.encoding=UTF-8",
+            "-cp",
+            &classpath,
+            "EvcacheHarness",
+            mode,
+        ])
+        .arg(list.join(" "))
+        .args([
+            algorithm.name(),
+            "0",
+            "0",
+            if every { "every" } else { "auto" },
+            prefix,
+        ]))
+}
+
+/// The harness's canonical keys, in its order.
+fn cases(prefix: &str) -> Vec<String> {
+    let p = prefix.encode_utf16().count();
+    vec![
+        format!("{prefix}plain"),
+        format!("{prefix}héllo-wörld-ключ"),
+        format!("{prefix}emoji-😀-𝄞"),
+        format!("{prefix}nul\0{}", "n".repeat(200)),
+        format!("{prefix}{}", "x".repeat(199 - p)),
+        format!("{prefix}{}", "y".repeat(200 - p)),
+        format!("{prefix}{}", "z".repeat(201 - p)),
+        format!("{prefix}{}", "é".repeat(201 - p)),
+        format!("{prefix}{}k", "😀".repeat(100)),
+        format!("{prefix}{}", "w".repeat(1000 - p)),
+    ]
+}
+
+fn value_of(i: usize) -> String {
+    if i == 1 {
+        "a long value, compressed inside the envelope. ".repeat(20)
+    } else {
+        format!("value {i} é")
+    }
+}
+
+fn keys(algorithm: EvcacheHashAlgorithm, every: bool) -> EvcacheKeys {
+    let hash = EvcacheKeyHash::new(algorithm);
+    if every {
+        EvcacheKeys::every_key(hash)
+    } else {
+        EvcacheKeys::long_keys(hash)
+    }
+}
+
+fn client(servers: &[Memcached], keys: EvcacheKeys) -> Client {
+    Client::builder()
+        .servers(&server_list(servers))
+        .hash(HashStrategy::Ketama)
+        .value_format(ValueFormat::evcache())
+        .evcache_keys(keys)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn wire_keys_equal_evcaches_for_every_algorithm_cap_and_scope() {
+    let table = java("keys", &[], EvcacheHashAlgorithm::Md5, true, "app:");
+    let cases = cases("app:");
+    let mut checked = 0;
+    for line in table.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let algorithm: EvcacheHashAlgorithm = f[0].parse().unwrap();
+        let (digest, length): (usize, usize) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+        let mut hash = EvcacheKeyHash::new(algorithm);
+        if digest > 0 {
+            hash = hash.max_digest_bytes(digest);
+        }
+        if length > 0 {
+            hash = hash.max_hash_length(length);
+        }
+        let keys = if f[3] == "every" {
+            EvcacheKeys::every_key(hash)
+        } else {
+            EvcacheKeys::long_keys(hash)
+        };
+        let case = &cases[f[4].parse::<usize>().unwrap()];
+        let ours = keys.wire_key(case.as_bytes()).unwrap_or_else(|| "-".into());
+        assert_eq!(ours, f[5], "{line}");
+        checked += 1;
+    }
+    assert_eq!(checked, ALGORITHMS.len() * 3 * 2 * cases.len());
+}
+
+/// Java writes, memgroup reads; memgroup writes, Java reads: every case,
+/// every algorithm, both scopes, over three servers routed by ketama on the
+/// hashed key (a key routed on the canonical key would miss).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_under_hashed_keys_both_ways_for_every_algorithm() {
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
+    for algorithm in ALGORITHMS {
+        for every in [true, false] {
+            let client = client(&servers, keys(algorithm, every));
+            let prefix = format!("j{}{}:", algorithm.name(), u8::from(every));
+            java("write", &servers, algorithm, every, &prefix);
+            for (i, key) in cases(&prefix).iter().enumerate() {
+                let got = client.get_as::<String>(key).await.unwrap();
+                assert_eq!(
+                    got.as_deref(),
+                    Some(&*value_of(i)),
+                    "{algorithm} every={every} case {i}"
+                );
+            }
+            let prefix = format!("r{}{}:", algorithm.name(), u8::from(every));
+            for (i, key) in cases(&prefix).iter().enumerate() {
+                client.set_as(key, &value_of(i), 0).await.unwrap();
+            }
+            let report = java("read", &servers, algorithm, every, &prefix);
+            let lines: Vec<&str> = report.lines().collect();
+            assert_eq!(lines.len(), cases(&prefix).len(), "{report}");
+            for line in lines {
+                assert!(
+                    line.ends_with("\tok"),
+                    "{algorithm} every={every}: Java read {line}"
+                );
+            }
+        }
+    }
+}
+
+/// What lies under a hashed key that is not this key's envelope reads as a
+/// miss: another key's envelope (a collision), a plain value, garbage, a
+/// counter. delete, touch, incr and decr use the hashed key; append is
+/// refused.
+#[tokio::test]
+async fn anything_but_this_keys_envelope_is_a_miss() {
+    let server = Memcached::spawn();
+    let servers = [server];
+    // One base64 character of digest: keys collide quickly.
+    let tiny =
+        EvcacheKeys::every_key(EvcacheKeyHash::new(EvcacheHashAlgorithm::Md5).max_hash_length(1));
+    let client = client(&servers, tiny);
+    let first = "collide:0".to_string();
+    let wire = tiny.wire_key(first.as_bytes()).unwrap();
+    let other = (1..)
+        .map(|i| format!("collide:{i}"))
+        .find(|k| tiny.wire_key(k.as_bytes()).unwrap() == wire)
+        .unwrap();
+    client.set(&first, "first's", 0).await.unwrap();
+    assert_eq!(client.get(&first).await.unwrap().unwrap().value, "first's");
+    assert_eq!(
+        client.get(&other).await.unwrap(),
+        None,
+        "a collision is a miss"
+    );
+    let addr = servers[0].addr();
+    let (stored, flags, _) = raw::copy(addr, wire.as_bytes()).unwrap();
+    assert_eq!(flags, 1, "the envelope's flags");
+    assert_eq!(&stored[..2], [0xAC, 0xED], "Java serialization");
+    for (bytes, flags) in [
+        (&b"plain"[..], 0),
+        (&b"\xac\xed\x00\x05garbage"[..], 1),
+        (&stored[..stored.len() - 1], 1),
+    ] {
+        raw::set_with(addr, wire.as_bytes(), bytes, flags, 0);
+        assert_eq!(client.get(&first).await.unwrap(), None, "{bytes:?}");
+    }
+    // Counters: the hashed key, no envelope, as EVCache applies them.
+    let counter = "counter:1";
+    let counter_wire = tiny.wire_key(counter.as_bytes()).unwrap();
+    raw::set(addr, counter_wire.as_bytes(), b"10");
+    assert_eq!(client.incr(counter, 5).await.unwrap(), Some(15));
+    assert_eq!(client.decr(counter, 3).await.unwrap(), Some(12));
+    assert_eq!(raw::copy(addr, counter_wire.as_bytes()).unwrap().0, b"12");
+    assert_eq!(
+        client.get(counter).await.unwrap(),
+        None,
+        "no envelope: EVCache misses it too"
+    );
+    client.set(&first, "again", 0).await.unwrap();
+    assert!(client.touch(&first, 100).await.unwrap().applied());
+    assert!(client.delete(&first).await.unwrap().applied());
+    assert!(raw::copy(addr, wire.as_bytes()).is_none());
+    let refused = client.append(&first, "x").await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+}
