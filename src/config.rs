@@ -28,6 +28,8 @@
 //! long_keys = true             # keys over 250 bytes go under an MD5 digest key (read back by memgroup only);
 //! long_keys_max_len = 200      #   optional: a lower limit, and the digest keys' prefix (default "mglk:")
 //! long_keys_prefix = "lk:"
+//! # evcache_keys = { hash_key = true, hash_algo = "siphash24" }   # EVCache's hashed keys
+//! #   (or auto_hash_keys = true; max_key_length, max_digest_bytes, max_hash_length, hash_encoder)
 //! key_prefix = "app:"          # in front of every key (EVCache's cache prefix "app", Dalli's namespace)
 //! migrate_from = "old.toml"    # migration mode: the old layout (file, URL or list)
 //! meta_protocol = "detect"     # detect | always | never: "never" for memcached 1.4/1.5 or twemproxy
@@ -94,6 +96,7 @@ use memgroup_topology::{
 };
 use serde::Deserialize;
 
+mod keys;
 mod load;
 
 pub use load::{PASSWORD_ENV, login, old_layout, password};
@@ -266,6 +269,9 @@ pub struct ClusterFile {
     /// `long_keys_prefix`; off when absent): see
     /// [`ClientBuilder::long_keys`](crate::client::ClientBuilder::long_keys).
     pub long_keys: Option<LongKeys>,
+    /// EVCache's hashed keys (`[evcache_keys]`): see
+    /// [`ClientBuilder::evcache_keys`](crate::client::ClientBuilder::evcache_keys).
+    pub evcache_keys: Option<memgroup_hash::evcache::EvcacheKeys>,
     /// The login of every connection (memcached `-Y`).
     pub username: Option<String>,
     /// Where the password of the login is.
@@ -331,6 +337,7 @@ struct RawFile {
     long_keys: Option<bool>,
     long_keys_max_len: Option<usize>,
     long_keys_prefix: Option<String>,
+    evcache_keys: Option<keys::RawEvcacheKeys>,
     key_prefix: Option<String>,
     tls: Option<TlsFiles>,
     migrate_from: Option<String>,
@@ -382,40 +389,6 @@ where
             .map_err(|e| ConfigError::new(format!("{setting}: {e}")))
     })
     .transpose()
-}
-
-/// `long_keys = true` and its two optional settings, checked.
-fn long_keys(raw: &RawFile) -> Result<Option<LongKeys>, ConfigError> {
-    let tuned = raw.long_keys_max_len.is_some() || raw.long_keys_prefix.is_some();
-    if raw.long_keys != Some(true) {
-        return if tuned {
-            Err(ConfigError::new(
-                "long_keys_max_len and long_keys_prefix need long_keys = true",
-            ))
-        } else {
-            Ok(None)
-        };
-    }
-    let mut long_keys = LongKeys::default();
-    if let Some(max) = raw.long_keys_max_len {
-        if !(1..=memgroup_proto::MAX_KEY_LEN).contains(&max) {
-            return Err(ConfigError::new(format!(
-                "long_keys_max_len: {max} is out of range: give 1 to {} (memcached's limit)",
-                memgroup_proto::MAX_KEY_LEN
-            )));
-        }
-        long_keys = long_keys.max_len(max);
-    }
-    if let Some(prefix) = &raw.long_keys_prefix {
-        // A digest key is the prefix and 24 characters: it must fit.
-        if prefix.len() > 200 || memgroup_proto::Key::new(prefix.as_bytes()).is_err() {
-            return Err(ConfigError::new(format!(
-                "long_keys_prefix: {prefix:?} is not a key part: at most 200 bytes, no spaces or control characters"
-            )));
-        }
-        long_keys = long_keys.prefix(prefix.clone());
-    }
-    Ok(Some(long_keys))
 }
 
 fn checked_tls(tls: Option<TlsFiles>) -> Result<Option<TlsFiles>, ConfigError> {
@@ -499,7 +472,8 @@ impl ClusterFile {
         if raw.discover_every_s == Some(0) {
             return Err(ConfigError::new("discover_every_s: give at least 1 second"));
         }
-        let long_keys = long_keys(&raw)?;
+        let long_keys = keys::long_keys(&raw)?;
+        let evcache_keys = keys::evcache_keys(&raw)?;
         let repair_journal = match raw.repair_journal.as_deref() {
             None => None,
             Some("off") => Some(RepairJournal::Off),
@@ -525,6 +499,7 @@ impl ClusterFile {
             .collect::<Result<_, _>>()?;
         Ok(ClusterFile {
             long_keys,
+            evcache_keys,
             repair_journal,
             proxy_listen,
             read_repair: raw.read_repair,

@@ -63,6 +63,9 @@ impl ClusterFile {
         if let Some(long_keys) = &self.long_keys {
             builder = builder.long_keys(long_keys.clone());
         }
+        if let Some(keys) = self.evcache_keys {
+            builder = builder.evcache_keys(keys);
+        }
         if let Some(user) = &self.username {
             builder = builder.credentials(login(user, self.password_file.as_deref())?);
         }

@@ -17,7 +17,7 @@ use memgroup::client::{Client, ErrorKind};
 use memgroup::hash::HashStrategy;
 
 use crate::interop::{SPY_JAR, run, target_dir};
-use crate::support::{Memcached, raw, server_list};
+use crate::support::{Memcached, memgroup, raw, server_list};
 
 const GUAVA_JAR: &str = "/usr/share/java/guava.jar";
 
@@ -251,4 +251,66 @@ async fn anything_but_this_keys_envelope_is_a_miss() {
     assert!(raw::copy(addr, wire.as_bytes()).is_none());
     let refused = client.append(&first, "x").await.unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+}
+
+/// The tool shares the hashed keys with services: `--evcache-keys` and
+/// `[evcache_keys]` in cluster.toml store and read what the library does,
+/// `route` shows the wire key, `config` the setting and where it came from.
+#[test]
+fn the_tool_and_cluster_toml_use_evcaches_keys() {
+    let server = Memcached::spawn();
+    let addr = server.addr_string();
+    let hashed = EvcacheKeys::every_key(EvcacheKeyHash::new(EvcacheHashAlgorithm::Md5));
+    let wire = hashed.wire_key(b"user:42").unwrap();
+    let tool = |args: &[&str]| {
+        let out = memgroup(args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    tool(&[
+        "--servers",
+        &addr,
+        "--evcache-keys",
+        "every:md5",
+        "set",
+        "user:42",
+        "hello",
+    ]);
+    let (stored, flags, _) = raw::copy(server.addr(), wire.as_bytes()).unwrap();
+    assert_eq!(
+        (flags, &stored[..2]),
+        (1, &[0xAC, 0xED][..]),
+        "an EVCacheValue"
+    );
+    let route = tool(&[
+        "--servers",
+        &addr,
+        "--evcache-keys",
+        "every:md5",
+        "--json",
+        "route",
+        "user:42",
+    ]);
+    assert!(
+        route.contains(&format!("\"wire_key\":\"{wire}\"")),
+        "{route}"
+    );
+    let dir = crate::support::tempdir::Dir::new("evcache-keys");
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!("[evcache_keys]\nhash_key = true\nhash_algo = \"md5\"\n\n[[groups]]\nname = \"sg1\"\nservers = [\"{addr}\"]\n"),
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    assert_eq!(
+        tool(&["--config", &file, "get", "user:42"]).trim_end(),
+        "hello"
+    );
+    let config = tool(&["--config", &file, "config"]);
+    let line = config.lines().find(|l| l.starts_with("long_keys")).unwrap();
+    assert!(line.contains("EVCache: every key as md5"), "{line}");
+    // Without the setting the key is a plain miss: nothing under it.
+    let plain = memgroup(&["--servers", &addr, "get", "user:42"]);
+    assert_eq!(plain.status.code(), Some(1), "{plain:?}");
 }

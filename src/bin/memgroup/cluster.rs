@@ -14,6 +14,7 @@ use memgroup::client::{
 };
 use memgroup::config::{self, ClusterFile, Limits, TlsFiles};
 use memgroup::hash::HashStrategy;
+use memgroup::hash::evcache::EvcacheKeys;
 use memgroup::topology::{ClusterSpec, SpecOverrides};
 
 use crate::exit::Failure;
@@ -77,6 +78,8 @@ pub(crate) struct ClientSettings {
     discover_every: Option<Duration>,
     /// Long keys, if on.
     long_keys: Option<LongKeys>,
+    /// EVCache's hashed keys, if on.
+    evcache_keys: Option<EvcacheKeys>,
     /// The repair journal's directory, unless off.
     pub(crate) repair_journal: Option<std::path::PathBuf>,
     /// Read repair on (`--read-repair`, the file's `read_repair`).
@@ -312,6 +315,7 @@ impl Cluster {
                 .long_keys
                 .clone()
                 .or_else(|| flags.long_keys.then(LongKeys::default)),
+            evcache_keys: flags.evcache_keys.or(file.evcache_keys),
             repair_journal,
             read_repair: flags.read_repair || file.read_repair == Some(true),
             meta_protocol: flags
@@ -356,9 +360,10 @@ impl Cluster {
             .map_err(Failure::from)
     }
 
-    /// Long keys, if on (`--long-keys`, or the file's `long_keys`).
-    pub(crate) fn long_keys(&self) -> Option<&LongKeys> {
-        self.settings.long_keys.as_ref()
+    /// Long keys (`--long-keys`, `long_keys`) and EVCache's hashed keys
+    /// (`--evcache-keys`, `[evcache_keys]`), each if on.
+    pub(crate) fn short_keys(&self) -> (Option<&LongKeys>, Option<EvcacheKeys>) {
+        (self.settings.long_keys.as_ref(), self.settings.evcache_keys)
     }
 
     /// A client for the cluster (connections open lazily).

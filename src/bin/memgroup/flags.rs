@@ -165,6 +165,19 @@ pub(crate) struct ClusterFlags {
     /// long_keys_max_len, long_keys_prefix) in cluster.toml.
     #[arg(long, global = true, hide_short_help = true)]
     pub(crate) long_keys: bool,
+    /// EVCache's hashed keys, as the EVCache apps of the fleet store them:
+    /// `every` (<app>.hash.key) or `long` (<app>.auto.hash.keys), then `:`
+    /// and comma-separated settings: the algorithm (siphash24, the default;
+    /// md5, sha1, sha256, murmur3, crc32, adler32), digest=N, length=N,
+    /// max=N (max.key.length), ascii85. Also [evcache_keys] in cluster.toml.
+    #[arg(
+        long,
+        global = true,
+        hide_short_help = true,
+        value_name = "SPEC",
+        conflicts_with = "long_keys"
+    )]
+    pub(crate) evcache_keys: Option<memgroup::hash::evcache::EvcacheKeys>,
     /// Where repairs this run could not finish are journaled for the next
     /// run (or `memgroup repair`) to do, and where it takes those an
     /// earlier run left: a directory, or `off`. Default

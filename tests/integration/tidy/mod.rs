@@ -77,7 +77,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("crates/memgroup-topology/src/spec.rs", 739),
     ("crates/memgroup-topology/src/topology.rs", 617),
     ("crates/memgroup-topology/tests/props.rs", 1000),
-    ("src/config.rs", 792),
+    ("src/config.rs", 767),
     ("tests/integration/client.rs", 1458),
     ("tests/integration/proxy.rs", 678),
     ("tests/integration/repairs.rs", 806),

@@ -290,6 +290,51 @@ impl fmt::Display for EvcacheKeys {
     }
 }
 
+impl FromStr for EvcacheKeys {
+    type Err = String;
+
+    /// The tool's `--evcache-keys`: `every` or `long` (`hash.key` or
+    /// `auto.hash.keys`), then `:` and optional comma-separated settings:
+    /// an algorithm's name, `digest=N` (`max.digest.bytes`), `length=N`
+    /// (`max.hash.length`), `max=N` (`max.key.length`), `ascii85`. E.g.
+    /// `every`, `long:md5,max=150`, `every:siphash24,digest=4,length=6`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (scope, settings) = text.split_once(':').unwrap_or((text, ""));
+        let mut hash = EvcacheKeyHash::new(EvcacheHashAlgorithm::SipHash24);
+        let mut max = EVCACHE_MAX_KEY_LENGTH;
+        for setting in settings.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let number = |value: &str| {
+                value
+                    .parse::<usize>()
+                    .map_err(|_| format!("{setting:?}: {value:?} is not a number"))
+            };
+            match setting.split_once('=') {
+                Some(("digest", n)) => hash = hash.max_digest_bytes(number(n)?),
+                Some(("length", n)) => hash = hash.max_hash_length(number(n)?),
+                Some(("max", n)) => max = number(n)?,
+                None if setting == "ascii85" => hash = hash.encoding(EvcacheKeyEncoding::Ascii85),
+                None if setting == "base64" => hash = hash.encoding(EvcacheKeyEncoding::Base64),
+                None => hash.algorithm = setting.parse()?,
+                Some(_) => {
+                    return Err(format!(
+                        "{setting:?}: not an EVCache key setting (digest=N, length=N, max=N)"
+                    ));
+                }
+            }
+        }
+        let keys = match scope {
+            "every" => EvcacheKeys::every_key(hash),
+            "long" => EvcacheKeys::long_keys(hash),
+            other => {
+                return Err(format!(
+                    "{other:?}: give every (hash.key) or long (auto.hash.keys), then :settings"
+                ));
+            }
+        };
+        Ok(keys.max_key_length(max))
+    }
+}
+
 /// A key's length as Java's `String.length()` counts it: UTF-16 code units
 /// (invalid UTF-8 counted as Java would decode it, one U+FFFD each).
 pub fn java_length(key: &[u8]) -> usize {
@@ -346,6 +391,27 @@ mod tests {
         assert_eq!("MD5".parse::<EvcacheHashAlgorithm>(), Ok(Md5));
         for a in [SipHash24, Md5, Sha1, Sha256, Murmur3, Crc32, Adler32] {
             assert_eq!(a.name().parse::<EvcacheHashAlgorithm>(), Ok(a));
+        }
+    }
+
+    #[test]
+    fn the_settings_parse_from_one_string() {
+        use EvcacheHashAlgorithm::*;
+        let every: EvcacheKeys = "every".parse().unwrap();
+        assert_eq!(
+            every,
+            EvcacheKeys::every_key(EvcacheKeyHash::new(SipHash24))
+        );
+        let tuned: EvcacheKeys = "long:md5, digest=4,length=5,max=150,ascii85"
+            .parse()
+            .unwrap();
+        let hash = EvcacheKeyHash::new(Md5)
+            .max_digest_bytes(4)
+            .max_hash_length(5)
+            .encoding(EvcacheKeyEncoding::Ascii85);
+        assert_eq!(tuned, EvcacheKeys::long_keys(hash).max_key_length(150));
+        for bad in ["all", "every:md6", "long:digest=x", "every:size=3"] {
+            assert!(bad.parse::<EvcacheKeys>().is_err(), "{bad}");
         }
     }
 

@@ -57,6 +57,9 @@ impl ClientSettings {
         if let Some(long_keys) = self.long_keys.clone() {
             builder = builder.long_keys(long_keys);
         }
+        if let Some(keys) = self.evcache_keys {
+            builder = builder.evcache_keys(keys);
+        }
         if let Some(dir) = &self.repair_journal {
             builder = builder.repair_journal(dir);
         }

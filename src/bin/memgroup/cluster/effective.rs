@@ -61,10 +61,10 @@ impl Cluster {
                     .as_ref()
                     .map_or("-".into(), |c| c.username().to_string()),
                 "tls" => if s.tls.is_some() { "on" } else { "off" }.to_string(),
-                "long_keys" => s
-                    .long_keys
-                    .as_ref()
-                    .map_or("off".into(), ToString::to_string),
+                "long_keys" => match (&s.evcache_keys, &s.long_keys) {
+                    (Some(keys), _) => format!("EVCache: {keys}"),
+                    (None, long) => long.as_ref().map_or("off".into(), ToString::to_string),
+                },
                 "meta_protocol" => s.meta_protocol.name().to_string(),
                 "read_repair" => if s.read_repair { "on" } else { "off" }.to_string(),
                 "repair_journal" => s

@@ -57,7 +57,8 @@ fn route(flags: &ClusterFlags, keys: &[String], all: bool) -> Result<ExitCode, F
     // The checks a client's build makes (a zone no group has, …): routing
     // is refused for what every other command would refuse.
     let client = cluster.client()?;
-    let long_keys = cluster.long_keys().cloned();
+    let (long_keys, evcache_keys) = cluster.short_keys();
+    let long_keys = long_keys.cloned();
     let spec = cluster.spec;
     let variants: Vec<(String, std::sync::Arc<Topology>)> = if all {
         HashStrategy::ALL
@@ -85,9 +86,9 @@ fn route(flags: &ClusterFlags, keys: &[String], all: bool) -> Result<ExitCode, F
     // keys on, the key long) its digest key, as the client sends it.
     let wire_key = |topology: &Topology, group: usize, key: &str| -> Vec<u8> {
         let wire = topology.wire_key(GroupId(group), key.as_bytes());
-        long_keys
-            .as_ref()
-            .and_then(|l| l.digest_key(&wire))
+        let evcache = evcache_keys.and_then(|k| k.wire_key(&wire).map(String::into_bytes));
+        evcache
+            .or_else(|| long_keys.as_ref().and_then(|l| l.digest_key(&wire)))
             .unwrap_or_else(|| wire.into_owned())
     };
     // A key `set` would refuse has no route: say so, as `set` would (the
