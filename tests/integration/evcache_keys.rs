@@ -314,3 +314,66 @@ fn the_tool_and_cluster_toml_use_evcaches_keys() {
     let plain = memgroup(&["--servers", &addr, "get", "user:42"]);
     assert_eq!(plain.status.code(), Some(1), "{plain:?}");
 }
+
+/// Through `memgroup proxy --evcache-keys`, any client reads and writes the
+/// EVCache apps' hashed keys by their canonical names: here memgroup's own
+/// client as a plain one (no hashing of its own), over the meta commands
+/// and the classic ones, reading what Java wrote and writing what Java
+/// reads. The cases a text-protocol key can carry (no NUL, 250 bytes at
+/// most: 201 characters of `z`, not of `é`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_serves_hashed_keys_to_any_client() {
+    use memgroup::client::MetaProtocol;
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
+    let list: Vec<String> = servers.iter().map(Memcached::addr_string).collect();
+    let list = list.join(",");
+    let proxy = crate::support::ToolProxy::start(
+        &[
+            "--servers",
+            &list,
+            "--hash",
+            "ketama",
+            "--evcache-keys",
+            "every:md5",
+        ],
+        &[],
+    );
+    java("write", &servers, EvcacheHashAlgorithm::Md5, true, "p:");
+    for meta in [MetaProtocol::Always, MetaProtocol::Never] {
+        let plain = Client::builder()
+            .servers(&proxy.addr.to_string())
+            .meta_protocol(meta)
+            .value_format(ValueFormat::evcache())
+            .build()
+            .unwrap();
+        for (i, key) in carried(&cases("p:")) {
+            let got = plain.get_as::<String>(key).await.unwrap();
+            assert_eq!(got.as_deref(), Some(&*value_of(i)), "{meta:?} case {i}");
+        }
+    }
+    let plain = Client::builder()
+        .servers(&proxy.addr.to_string())
+        .value_format(ValueFormat::evcache())
+        .build()
+        .unwrap();
+    let written: Vec<usize> = carried(&cases("q:")).map(|(i, _)| i).collect();
+    assert_eq!(written, [0, 1, 2, 4, 5, 6]);
+    for (i, key) in carried(&cases("q:")) {
+        plain.set_as(key, &value_of(i), 0).await.unwrap();
+    }
+    let report = java("read", &servers, EvcacheHashAlgorithm::Md5, true, "q:");
+    let ok: Vec<usize> = report
+        .lines()
+        .filter(|l| l.ends_with("\tok"))
+        .map(|l| l.split('\t').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ok, written, "{report}");
+}
+
+/// The cases a text-protocol key can carry, with their numbers.
+fn carried(cases: &[String]) -> impl Iterator<Item = (usize, &String)> {
+    cases
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| memgroup::proto::Key::new(k.as_bytes()).is_ok())
+}
