@@ -196,6 +196,33 @@ async fn values_under_hashed_keys_both_ways_for_every_algorithm() {
     }
 }
 
+/// The key prefix (`app:`, EVCache's cache prefix `app`) is part of the
+/// canonical key hashed and held in the envelope, as EVCache's is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_prefix_is_part_of_the_canonical_key() {
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::spawn()).collect();
+    let client = Client::builder()
+        .servers(&server_list(&servers))
+        .hash(HashStrategy::Ketama)
+        .value_format(ValueFormat::evcache())
+        .key_prefix("movies:")
+        .evcache_keys(keys(EvcacheHashAlgorithm::SipHash24, true))
+        .build()
+        .unwrap();
+    java(
+        "write",
+        &servers,
+        EvcacheHashAlgorithm::SipHash24,
+        true,
+        "movies:",
+    );
+    for (i, canonical) in cases("movies:").iter().enumerate() {
+        let key = canonical.strip_prefix("movies:").unwrap();
+        let got = client.get_as::<String>(key).await.unwrap();
+        assert_eq!(got.as_deref(), Some(&*value_of(i)), "case {i}");
+    }
+}
+
 /// What lies under a hashed key that is not this key's envelope reads as a
 /// miss: another key's envelope (a collision), a plain value, garbage, a
 /// counter. delete, touch, incr and decr use the hashed key; append is
@@ -295,6 +322,16 @@ fn the_tool_and_cluster_toml_use_evcaches_keys() {
         route.contains(&format!("\"wire_key\":\"{wire}\"")),
         "{route}"
     );
+    let table = tool(&[
+        "--servers",
+        &addr,
+        "--evcache-keys",
+        "every:md5",
+        "route",
+        "user:42",
+    ]);
+    let row = table.lines().find(|l| l.starts_with("user:42")).unwrap();
+    assert!(row.contains(&wire), "the wire key beside the key: {table}");
     let dir = crate::support::tempdir::Dir::new("evcache-keys");
     let file = dir.path().join("cluster.toml");
     std::fs::write(

@@ -204,8 +204,8 @@ pub use memgroup_proto::{
 pub use memgroup_hash::evcache;
 pub use memgroup_hash::{HashStrategy, LocatorConfig, NodeNaming};
 pub use memgroup_topology::{
-    ClusterSpec, GroupSpec, ReadFallback, ServerAddr, ServerSpec, Settings, TopologyError,
-    WritePolicy,
+    ClusterSpec, GroupSpec, ReadFallback, ServerAddr, ServerSpec, Settings, Topology,
+    TopologyError, WritePolicy,
 };
 pub use options::{Expiry, IfPresent, MAX_RELATIVE_EXPTIME, WriteOptions, WriteWait};
 

@@ -94,18 +94,28 @@ fn route(flags: &ClusterFlags, keys: &[String], all: bool) -> Result<ExitCode, F
     // A key `set` would refuse has no route: say so, as `set` would (the
     // strategies compared differ in hashing only, not in the wire key).
     super::check_keys(&client, keys)?;
-    let mut report = Report::new(&["KEY", "STRATEGY", "GROUP", "SERVER"]);
+    // Keys stored under short ones: the key on the wire beside the key.
+    let shortened = long_keys.is_some() || evcache_keys.is_some();
+    let mut report = Report::new(if shortened {
+        &["KEY", "WIRE KEY", "STRATEGY", "GROUP", "SERVER"]
+    } else {
+        &["KEY", "STRATEGY", "GROUP", "SERVER"]
+    });
     for key in keys {
         for (strategy, topology) in &variants {
             for (gi, group) in topology.groups().iter().enumerate() {
                 let wire = wire_key(topology, gi, key);
                 let server = &topology.servers()[group.server_for(&wire).0];
-                report.row(vec![
+                let mut row = vec![
                     key.clone(),
                     strategy.clone(),
                     group.name().to_string(),
                     server.to_string(),
-                ]);
+                ];
+                if shortened {
+                    row.insert(1, show(&wire));
+                }
+                report.row(row);
                 report.record(json!({"key": key, "wire_key": show(&wire), "strategy": strategy, "group": group.name(), "server": server.to_string()}));
             }
         }
