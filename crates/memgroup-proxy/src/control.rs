@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::Shared;
@@ -28,7 +29,15 @@ struct Entry {
 #[derive(Debug)]
 enum State {
     Bound(TcpListener),
-    Accepting(JoinHandle<()>),
+    /// The accept task, and how to tell it to stop (see [`crate::accept`]).
+    Accepting(JoinHandle<()>, Arc<Notify>),
+}
+
+/// Starts accepting on `listener`.
+fn accepting(listener: TcpListener, shared: &Arc<Shared>) -> State {
+    let stop = Arc::new(Notify::new());
+    let task = tokio::spawn(crate::accept(listener, shared.clone(), stop.clone()));
+    State::Accepting(task, stop)
 }
 
 /// Binds `addr` (an error names it).
@@ -66,10 +75,8 @@ impl Listening {
         self.serving = true;
         for entry in std::mem::take(&mut self.entries) {
             let state = match entry.state {
-                State::Bound(listener) => {
-                    State::Accepting(tokio::spawn(crate::accept(listener, shared.clone())))
-                }
-                accepting @ State::Accepting(_) => accepting,
+                State::Bound(listener) => accepting(listener, shared),
+                running @ State::Accepting(..) => running,
             };
             self.entries.push(Entry { state, ..entry });
         }
@@ -82,7 +89,7 @@ impl Listening {
         self.entries
             .drain(..)
             .filter_map(|e| match e.state {
-                State::Accepting(task) => {
+                State::Accepting(task, _) => {
                     task.abort();
                     Some(task)
                 }
@@ -133,7 +140,7 @@ impl ProxyControl {
             let serving = listening.serving;
             for (asked, local, listener) in opened {
                 let state = if serving {
-                    State::Accepting(tokio::spawn(crate::accept(listener, self.shared.clone())))
+                    accepting(listener, &self.shared)
                 } else {
                     State::Bound(listener)
                 };
@@ -146,10 +153,10 @@ impl ProxyControl {
             (listening.local_addrs(), left)
         };
         // Closed when this returns: their accept tasks (which own them)
-        // ended.
+        // took what the kernel had completed, and ended.
         for entry in left {
-            if let State::Accepting(task) = entry.state {
-                task.abort();
+            if let State::Accepting(task, stop) = entry.state {
+                stop.notify_one();
                 let _ = task.await;
             }
         }

@@ -282,46 +282,77 @@ pub struct Drained {
 }
 
 /// One listener's accept loop: a task per connection, up to the most
-/// connections allowed.
-pub(crate) async fn accept(listener: TcpListener, shared: Arc<Shared>) {
+/// connections allowed. Told to `stop` (its address left out of a reload),
+/// it takes the connections the kernel already completed — connected, as
+/// far as their clients know — before it ends and the listener closes:
+/// they are served, not reset.
+pub(crate) async fn accept(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    stop: Arc<tokio::sync::Notify>,
+) {
     loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let stats = &shared.stats;
-                stats.total_connections.fetch_add(1, Relaxed);
-                if stats.curr_connections.load(Relaxed) >= shared.config.max_connections as u64 {
-                    stats.rejected_connections.fetch_add(1, Relaxed);
-                    tokio::spawn(refuse(stream));
-                    continue;
-                }
-                stats.curr_connections.fetch_add(1, Relaxed);
-                let _ = stream.set_nodelay(true);
-                let phase = shared.phase.subscribe();
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    // Boxed: the handshake's state (rustls's session) is
-                    // no part of a plaintext connection's task.
-                    #[cfg(feature = "tls")]
-                    let stream = {
-                        let tls = shared.tls.read().clone();
-                        match &tls {
-                            Some(tls) => Box::pin(handshake(stream, tls, &shared)).await,
-                            None => Some(stream::Stream::Plain(stream)),
-                        }
-                    };
-                    #[cfg(not(feature = "tls"))]
-                    let stream = Some(stream::Stream::Plain(stream));
-                    if let Some(stream) = stream {
-                        conn::serve(stream, shared, phase).await;
-                    } else {
-                        shared.stats.curr_connections.fetch_sub(1, Relaxed);
-                    }
-                });
-            }
+        let accepted = tokio::select! {
+            biased;
+            () = stop.notified() => None,
+            accepted = listener.accept() => Some(accepted),
+        };
+        match accepted {
+            Some(Ok((stream, _))) => admit(stream, &shared),
             // Out of descriptors and the like: wait a little, go on.
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            Some(Err(_)) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            None => break,
         }
     }
+    // accept(2) itself until nothing waits: tokio's own accept would
+    // answer from the readiness its driver last saw, which may predate
+    // them.
+    let Ok(listener) = listener.into_std() else {
+        return;
+    };
+    while let Ok((stream, _)) = listener.accept() {
+        let stream = stream
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpStream::from_std(stream));
+        if let Ok(stream) = stream {
+            admit(stream, &shared);
+        }
+    }
+}
+
+/// A connection accepted: served by a task of its own, or refused when the
+/// proxy holds the most connections allowed.
+fn admit(stream: tokio::net::TcpStream, shared: &Arc<Shared>) {
+    let stats = &shared.stats;
+    stats.total_connections.fetch_add(1, Relaxed);
+    if stats.curr_connections.load(Relaxed) >= shared.config.max_connections as u64 {
+        stats.rejected_connections.fetch_add(1, Relaxed);
+        tokio::spawn(refuse(stream));
+        return;
+    }
+    stats.curr_connections.fetch_add(1, Relaxed);
+    let _ = stream.set_nodelay(true);
+    let phase = shared.phase.subscribe();
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        // Boxed: the handshake's state (rustls's session) is
+        // no part of a plaintext connection's task.
+        #[cfg(feature = "tls")]
+        let stream = {
+            let tls = shared.tls.read().clone();
+            match &tls {
+                Some(tls) => Box::pin(handshake(stream, tls, &shared)).await,
+                None => Some(stream::Stream::Plain(stream)),
+            }
+        };
+        #[cfg(not(feature = "tls"))]
+        let stream = Some(stream::Stream::Plain(stream));
+        if let Some(stream) = stream {
+            conn::serve(stream, shared, phase).await;
+        } else {
+            shared.stats.curr_connections.fetch_sub(1, Relaxed);
+        }
+    });
 }
 
 /// The connection with TLS in front once its handshake is done; `None`
