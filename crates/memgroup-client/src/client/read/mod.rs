@@ -200,11 +200,15 @@ impl Client {
                 Err(e) => Err(e),
             },
         };
-        match (found, self.migration()) {
-            // Boxed: migration mode's second read stays out of every `get`'s
-            // future.
-            (Ok(None), Some(migration)) => Ok(Box::pin(migration.fill(self, key)).await),
-            (found, _) => found,
+        // Migration mode reads through on a miss only: a hit takes no lock.
+        match found {
+            Ok(None) => match self.migration() {
+                // Boxed: migration mode's second read stays out of every
+                // `get`'s future.
+                Some(migration) => Ok(Box::pin(migration.fill(self, key)).await),
+                None => Ok(None),
+            },
+            found => found,
         }
     }
 
