@@ -19,6 +19,7 @@
 mod cluster;
 mod demo;
 mod faults;
+mod package;
 mod proxy;
 
 use std::env;
@@ -47,7 +48,7 @@ fn main() -> ExitCode {
         Some("compare") => compare(),
         Some("fuzz") => fuzz(&args[1..]),
         Some("soak") => soak(&args[1..]),
-        Some("package") => package(),
+        Some("package") => package::package(),
         Some("mutants") => mutants(&args[1..]),
         Some("ensure-memcached") => ensure_memcached(),
         Some("demo") => demo::demo(),
@@ -320,38 +321,6 @@ fn compare_feature(feature: &str, unobserved: &str) -> Result<()> {
         on_median / off_median,
         on_cpu / off_cpu
     );
-    Ok(())
-}
-
-/// `cargo xtask package`, what `.ci/run` checks beside the tests: every crate meant for crates.io
-/// packaged and built from its tarball, as a user would get it (the
-/// workspace's unpublished dependencies stand in for the registry's), and
-/// the two builds outside the workspace — the fuzz targets and the
-/// comparison harness — still compiling.
-fn package() -> Result<()> {
-    run(
-        &cargo(),
-        &[
-            "package",
-            "--workspace",
-            // The tree as it is: checked before a commit as after it.
-            "--allow-dirty",
-            "--exclude",
-            "memgroup-testkit",
-            "--exclude",
-            "xtask",
-        ],
-        &[],
-    )?;
-    for manifest in ["fuzz/Cargo.toml", "bench-compare/Cargo.toml"] {
-        let manifest = root().join(manifest);
-        let manifest = manifest.to_str().ok_or("a non-UTF-8 path")?;
-        run(
-            &cargo(),
-            &["check", "--manifest-path", manifest, "--all-targets"],
-            &[],
-        )?;
-    }
     Ok(())
 }
 
