@@ -460,4 +460,37 @@ mod tests {
         let read = decode(&bytes).unwrap();
         assert_eq!(read.key, "[B");
     }
+
+    proptest::proptest! {
+        /// Any key and value round trip; any bytes, and any envelope cut
+        /// or with one byte changed, decode to something or to nothing,
+        /// never a panic, and never to a value longer than what was read.
+        #[test]
+        fn envelopes_round_trip_and_garbage_never_panics(
+            key in "\\PC{0,40}",
+            value in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            flags in proptest::num::u32::ANY,
+            garbage in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
+            at in proptest::num::usize::ANY,
+            byte in proptest::num::u8::ANY,
+        ) {
+            let e = Envelope { key, value, flags, ttl: 7, create_time: 9 };
+            let bytes = encode(&e);
+            proptest::prop_assert_eq!(decode(&bytes), Some(e));
+            let _ = decode(&garbage);
+            let mut java = b"\xac\xed\x00\x05".to_vec();
+            java.extend_from_slice(&garbage);
+            let _ = decode(&java);
+            let mut binary = vec![BINARY_MAGIC, 0];
+            binary.extend_from_slice(&garbage);
+            let _ = decode(&binary);
+            let mut changed = bytes.clone();
+            let i = at % changed.len();
+            changed[i] = byte;
+            if let Some(read) = decode(&changed) {
+                proptest::prop_assert!(read.value.len() <= changed.len());
+            }
+            let _ = decode(&bytes[..i]);
+        }
+    }
 }
