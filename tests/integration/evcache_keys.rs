@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use memgroup::client::evcache::{EvcacheHashAlgorithm, EvcacheKeyHash, EvcacheKeys};
 use memgroup::client::value::ValueFormat;
-use memgroup::client::{Client, ErrorKind};
+use memgroup::client::{Client, ErrorKind, MetaFlag};
 use memgroup::hash::HashStrategy;
 
 use crate::interop::{SPY_JAR, run, target_dir};
@@ -396,7 +396,13 @@ async fn a_proxy_serves_hashed_keys_to_any_client() {
     let written: Vec<usize> = carried(&cases("q:")).map(|(i, _)| i).collect();
     assert_eq!(written, [0, 1, 2, 4, 5, 6]);
     for (i, key) in carried(&cases("q:")) {
-        plain.set_as(key, &value_of(i), 0).await.unwrap();
+        if i == 0 {
+            // A meta client's ms: its F and T go inside the envelope.
+            let flags = [MetaFlag::SetFlags(0), MetaFlag::Ttl(100)];
+            plain.meta_set(key, value_of(i), &flags).await.unwrap();
+        } else {
+            plain.set_as(key, &value_of(i), 0).await.unwrap();
+        }
     }
     let report = java("read", &servers, EvcacheHashAlgorithm::Md5, true, "q:");
     let ok: Vec<usize> = report

@@ -16,9 +16,11 @@
 //! base64 (valid memcached key characters).
 //!
 //! Only whole-value commands carry envelopes: `set`, `add`, `replace`,
-//! `cas`, reads, `delete`, `touch`. `append`, `prepend`, `incr`, `decr` and
-//! the meta commands on a long key are refused (`InvalidArgument`): they
-//! would change the value without its envelope.
+//! `cas`, the meta set (its `F` and `T` inside the envelope), reads,
+//! `delete`, `touch`. `append` and `prepend` (either form) are refused
+//! (`InvalidArgument`): they would change the value without its envelope;
+//! so are `incr` and `decr` under memgroup's scheme (EVCache's applies them
+//! to the hashed key, as EVCache does).
 
 use std::fmt;
 use std::sync::Arc;
@@ -72,8 +74,8 @@ impl fmt::Debug for KeyDigest {
 /// base64 (valid memcached key characters).
 ///
 /// Only whole-value commands carry envelopes: `set`, `add`, `replace`,
-/// `cas`, reads, `delete`, `touch`. `append`, `prepend`, `incr`, `decr` and
-/// the meta commands on a long key are refused (`InvalidArgument`): they
+/// `cas`, the meta set, reads, `delete`, `touch`. `append`, `prepend`,
+/// `incr` and `decr` on a long key are refused (`InvalidArgument`): they
 /// would change the value without its envelope.
 #[derive(Debug, Clone)]
 pub struct LongKeys {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use memgroup_proto::{MetaStatus, Response, StoreCommand};
+use memgroup_proto::{MetaFlag, MetaStatus, Response, SetMode, StoreCommand};
 use memgroup_topology::{GroupId, ServerId, Skipped, Target};
 
 use super::op::{Job, WriteOp};
@@ -208,11 +208,47 @@ impl Client {
                 };
                 Job::new(&wire.bytes, op, None)
             }
+            // A meta set (not append or prepend, not a binary key): its
+            // client flags (F) and TTL (T) go inside the envelope, the
+            // envelope's flags on the item.
+            (Some(long), WriteOp::MetaSet { data, flags })
+                if !flags.iter().any(|f| {
+                    matches!(
+                        f,
+                        MetaFlag::Base64Key | MetaFlag::SetMode(SetMode::Append | SetMode::Prepend)
+                    )
+                }) =>
+            {
+                let given = |pick: fn(&MetaFlag) -> Option<u32>| flags.iter().find_map(pick);
+                let client_flags = given(|f| match f {
+                    MetaFlag::SetFlags(v) => Some(*v),
+                    _ => None,
+                });
+                let ttl = given(|f| match f {
+                    MetaFlag::Ttl(t) => Some(*t),
+                    _ => None,
+                });
+                let (envelope, outer) =
+                    long.wrap(data, client_flags.unwrap_or(0), ttl.unwrap_or(0))?;
+                let mut flags: Vec<MetaFlag> = flags
+                    .iter()
+                    .filter(|f| !matches!(f, MetaFlag::SetFlags(_)))
+                    .cloned()
+                    .collect();
+                flags.push(MetaFlag::SetFlags(outer));
+                let op = WriteOp::MetaSet {
+                    data: &envelope,
+                    flags: &flags,
+                };
+                Job::new(&wire.bytes, op, None)
+            }
             (
                 Some(_),
                 op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. } | WriteOp::MetaDelete { .. }),
             ) => Job::new(&wire.bytes, op, None),
-            (Some(long), op @ WriteOp::Arith { .. }) if long.takes_unwrapped(true) => {
+            (Some(long), op @ (WriteOp::Arith { .. } | WriteOp::MetaArith { .. }))
+                if long.takes_unwrapped(true) =>
+            {
                 Job::new(&wire.bytes, op, None)
             }
             (Some(_), other) => {
