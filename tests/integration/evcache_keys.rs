@@ -420,3 +420,80 @@ fn carried(cases: &[String]) -> impl Iterator<Item = (usize, &String)> {
         .enumerate()
         .filter(|(_, k)| memgroup::proto::Key::new(k.as_bytes()).is_ok())
 }
+
+/// The meta reads unwrap too: with `c` (answered by the arbiter group), and
+/// without `f` (the envelope alone says what it is); an empty value reads
+/// back empty, not as a lease stub's miss; a binary key (`b`) is refused,
+/// as its digest would be decoded as base64; `warm` copies the hashed keys
+/// a dump lists as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_reads_empty_values_binary_keys_and_warm() {
+    let hashed = keys(EvcacheHashAlgorithm::Md5, true);
+    let (sg1, sg2, client) = crate::support::two_zones(|b| {
+        b.evcache_keys(hashed)
+            .write_wait(memgroup::client::WriteWait::AllGroups)
+    });
+    client.set("k", "v", 0).await.unwrap();
+    for flags in [
+        &[
+            MetaFlag::ReturnValue,
+            MetaFlag::ReturnFlags,
+            MetaFlag::ReturnCas,
+        ][..],
+        &[MetaFlag::ReturnValue][..],
+    ] {
+        let meta = client.meta_get("k", flags).await.unwrap().unwrap();
+        assert_eq!(meta.value.as_deref(), Some(&b"v"[..]), "{flags:?}");
+        if flags.contains(&MetaFlag::ReturnFlags) {
+            assert_eq!(meta.flag(b'f'), Some(&b"0"[..]), "the client flags inside");
+        }
+    }
+    client.set("empty", "", 0).await.unwrap();
+    let empty = client.get("empty").await.unwrap();
+    assert_eq!(empty.map(|i| i.value.len()), Some(0));
+    let many = client.get_multi(&["empty", "k"]).await.unwrap();
+    assert_eq!(many.hits().count(), 2);
+    let binary = client
+        .meta_get("k", &[MetaFlag::Base64Key, MetaFlag::ReturnValue])
+        .await
+        .unwrap_err();
+    assert_eq!(binary.kind(), ErrorKind::InvalidArgument, "{binary}");
+
+    // warm: sg2 emptied, then filled from sg1's listing of hashed keys.
+    let wire = hashed.wire_key(b"k").unwrap();
+    raw::delete(sg2.addr(), wire.as_bytes());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let out = memgroup(&[
+        "--groups",
+        &groups,
+        "--evcache-keys",
+        "every:md5",
+        "warm",
+        "--from",
+        "sg1",
+        "--to",
+        "sg2",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let (copied, flags, _) = raw::copy(sg2.addr(), wire.as_bytes()).unwrap();
+    assert_eq!(
+        (flags, &copied[..2]),
+        (1, &[0xAC, 0xED][..]),
+        "the envelope copied as it is"
+    );
+    let read = memgroup(&[
+        "--groups",
+        &groups,
+        "--zone",
+        "sg2",
+        "--evcache-keys",
+        "every:md5",
+        "get",
+        "k",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&read.stdout).trim_end(),
+        "v",
+        "{read:?}"
+    );
+}

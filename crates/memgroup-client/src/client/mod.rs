@@ -469,6 +469,12 @@ impl Client {
         if !flags.contains(&memgroup_proto::MetaFlag::Base64Key) {
             return Ok(Cow::Borrowed(key));
         }
+        if self.inner.long_keys.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a binary key (b) cannot be shortened (long keys, EVCache's hashed keys): memcached would decode the digest as base64",
+            ));
+        }
         if !self.snapshot().topology.key_prefix().is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,

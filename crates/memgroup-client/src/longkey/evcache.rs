@@ -27,6 +27,8 @@ const TC_ENDBLOCKDATA: u8 = 0x78;
 const TC_LONGSTRING: u8 = 0x7C;
 const BASE_HANDLE: u32 = 0x7E_0000;
 const BINARY_MAGIC: u8 = 0x0C;
+/// The most fields a class descriptor read here may have.
+const MAX_FIELDS: u16 = 32;
 
 /// What an envelope holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,13 +177,17 @@ fn decode_binary(stored: &[u8]) -> Option<Envelope> {
     })
 }
 
+/// A class's fields: each type code and name.
+type Fields = Vec<(u8, String)>;
+
 /// What a handle of the stream stands for.
 #[derive(Debug, Clone)]
 enum Handle {
     Text(String),
     Class {
         name: String,
-        fields: Vec<(u8, String)>,
+        suid: u64,
+        fields: Fields,
     },
     Other,
 }
@@ -257,33 +263,50 @@ impl<'a> Reader<'a> {
         Some(Some(text))
     }
 
+    /// A field's type name: a string, or a reference to one (not copied).
+    fn type_name(&mut self) -> Option<()> {
+        if self.bytes.get(self.at) == Some(&TC_REFERENCE) {
+            self.at += 1;
+            let n = self.i32()? as u32;
+            return matches!(self.handle(n)?, Handle::Text(_)).then_some(());
+        }
+        self.string()?.map(drop)
+    }
+
     /// A class descriptor (or a reference to one) with no superclass:
     /// its name and fields.
-    fn class(&mut self) -> Option<(String, Vec<(u8, String)>)> {
+    fn class(&mut self) -> Option<(String, u64, Fields)> {
         match self.u8()? {
             TC_REFERENCE => {
                 let n = self.i32()? as u32;
                 match self.handle(n)? {
-                    Handle::Class { name, fields } => Some((name.clone(), fields.clone())),
+                    Handle::Class { name, suid, fields } => {
+                        Some((name.clone(), *suid, fields.clone()))
+                    }
                     _ => None,
                 }
             }
             TC_CLASSDESC => {
                 let name = self.utf()?;
-                let _suid = self.take(8)?;
+                let suid = u64::from_be_bytes(self.take(8)?.try_into().ok()?);
                 let index = self.handles.len();
                 self.handles.push(Handle::Other);
                 let flags = self.u8()?;
                 if flags & 0x02 == 0 || flags & 0x01 != 0 {
                     return None; // not Serializable, or a writeObject of its own
                 }
+                // EVCacheValue has five; a stream claiming many more (each a
+                // reference to a long string) is not one.
                 let count = self.u16()?;
-                let mut fields = Vec::with_capacity(usize::from(count.min(16)));
+                if count > MAX_FIELDS {
+                    return None;
+                }
+                let mut fields = Vec::with_capacity(usize::from(count));
                 for _ in 0..count {
                     let code = self.u8()?;
                     let field = self.utf()?;
                     if matches!(code, b'L' | b'[') {
-                        self.string()??;
+                        self.type_name()?;
                     }
                     fields.push((code, field));
                 }
@@ -293,9 +316,10 @@ impl<'a> Reader<'a> {
                 }
                 self.handles[index] = Handle::Class {
                     name: name.clone(),
+                    suid,
                     fields: fields.clone(),
                 };
-                Some((name, fields))
+                Some((name, suid, fields))
             }
             _ => None,
         }
@@ -306,7 +330,7 @@ impl<'a> Reader<'a> {
         match self.u8()? {
             TC_NULL => Some(None),
             TC_ARRAY => {
-                let (name, _) = self.class()?;
+                let (name, _, _) = self.class()?;
                 if name != "[B" {
                     return None;
                 }
@@ -322,11 +346,9 @@ impl<'a> Reader<'a> {
         if self.take(4)? != [0xAC, 0xED, 0x00, 0x05] || self.u8()? != TC_OBJECT {
             return None;
         }
-        let at = self.at;
-        let (name, fields) = self.class()?;
+        let (name, suid, fields) = self.class()?;
         // The class's own serialVersionUID, as Java checks it.
-        let suid = self.bytes.get(at + 3 + name.len()..at + 11 + name.len())?;
-        if name != CLASS || suid != SUID.to_be_bytes() {
+        if name != CLASS || suid != SUID {
             return None;
         }
         self.handles.push(Handle::Other);

@@ -229,15 +229,16 @@ impl LongKey {
         }
     }
 
-    /// The value and client flags inside `stored` (stored with `flags`) if
-    /// its envelope holds this key; `None` for another key's (a digest
-    /// collision) or anything not in this envelope.
-    pub(crate) fn unwrap(&self, stored: &Bytes, flags: u32) -> Option<(Bytes, u32)> {
+    /// The value and client flags inside `stored` (stored with `flags`,
+    /// when the reply says) if its envelope holds this key; `None` for
+    /// another key's (a digest collision) or anything not in this envelope.
+    pub(crate) fn unwrap(&self, stored: &Bytes, flags: Option<u32>) -> Option<(Bytes, u32)> {
         match self.envelope {
-            Envelope::Memgroup => Some((unwrap(&self.original, stored)?, flags)),
+            Envelope::Memgroup => Some((unwrap(&self.original, stored)?, flags.unwrap_or(0))),
             Envelope::Evcache => {
                 // Serialized, not compressed: as EVCache writes envelopes.
-                if flags & 0b11 != evcache::ENVELOPE_FLAGS {
+                // A meta reply without `f` leaves it to the envelope itself.
+                if flags.is_some_and(|f| f & 0b11 != evcache::ENVELOPE_FLAGS) {
                     return None;
                 }
                 let envelope = evcache::decode(stored)?;

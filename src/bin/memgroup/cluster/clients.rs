@@ -10,6 +10,16 @@ use super::{ClientSettings, usage};
 use crate::exit::Failure;
 
 impl ClientSettings {
+    /// These settings for keys as a dump lists them: wire keys already (a
+    /// long or hashed key's digest), so none is shortened again.
+    pub(crate) fn as_dumped(&self) -> ClientSettings {
+        ClientSettings {
+            long_keys: None,
+            evcache_keys: None,
+            ..self.clone()
+        }
+    }
+
     /// A client for `spec` with these settings (connections open lazily);
     /// never discovering (a spec of its own: one server, one group, an old
     /// layout).

@@ -106,7 +106,7 @@ impl Client {
             return Ok(None);
         };
         let (value, flags) = match &wire.long {
-            Some(long) => match long.unwrap(&copy.value, copy.flags) {
+            Some(long) => match long.unwrap(&copy.value, Some(copy.flags)) {
                 Some(unwrapped) => unwrapped,
                 None => return Ok(None),
             },

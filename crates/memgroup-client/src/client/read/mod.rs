@@ -55,7 +55,7 @@ impl ReadOp for Retrieve {
     }
 
     fn unwrap_long(long: &LongKey, mut item: Item) -> Option<Item> {
-        (item.value, item.flags) = long.unwrap(&item.value, item.flags)?;
+        (item.value, item.flags) = long.unwrap(&item.value, Some(item.flags))?;
         Some(item)
     }
 
@@ -105,11 +105,11 @@ impl ReadOp for MetaGet<'_> {
     /// Without the value (no `v` flag) the envelope cannot be checked: the
     /// reply is returned as it is.
     fn unwrap_long(long: &LongKey, mut meta: MetaResponse) -> Option<MetaResponse> {
-        if let Some(value) = &meta.value {
+        // A lease stub (empty, with its win token) is no envelope: as it is.
+        if let Some(value) = meta.value.as_ref().filter(|v| !v.is_empty()) {
             let stored = meta
                 .flag(b'f')
-                .and_then(|f| std::str::from_utf8(f).ok()?.parse().ok())
-                .unwrap_or(0);
+                .and_then(|f| std::str::from_utf8(f).ok()?.parse().ok());
             let (value, flags) = long.unwrap(value, stored)?;
             meta.value = Some(value);
             if meta.flag(b'f').is_some() {
@@ -435,9 +435,13 @@ impl Client {
                 key: wire.key(),
                 flags,
             };
-            return self
+            let reply = self
                 .meta_at(&snap, target, &request, crate::client::Attempt::First)
-                .await;
+                .await?;
+            return Ok(match (&wire.long, reply) {
+                (Some(long), Some(meta)) => MetaGet::unwrap_long(long, meta),
+                (_, reply) => reply,
+            });
         }
         self.read_one(&key, &MetaGet(flags, false)).await
     }

@@ -181,11 +181,12 @@ impl Client {
         };
         Ok(match (&wire.long, item) {
             (Some(long), Some(mut item)) => {
-                long.unwrap(&item.value, item.flags).map(|(value, flags)| {
-                    item.value = value;
-                    item.flags = flags;
-                    item
-                })
+                long.unwrap(&item.value, Some(item.flags))
+                    .map(|(value, flags)| {
+                        item.value = value;
+                        item.flags = flags;
+                        item
+                    })
             }
             (_, item) => item,
         })

@@ -127,7 +127,7 @@ struct Job {
 pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
     let json = crate::output::json();
     let cluster = Cluster::from_flags(flags)?;
-    let settings = &cluster.settings;
+    let settings = &cluster.settings.as_dumped();
     let spec = dump::as_dumped(cluster.spec.clone());
     for name in std::iter::once(&args.from).chain(&args.to) {
         Failure::group_in_spec(&spec, name)?;
