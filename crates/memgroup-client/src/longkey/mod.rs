@@ -288,7 +288,7 @@ fn wrap(key: &[u8], value: &[u8]) -> Result<Vec<u8>, Error> {
 fn unwrap(key: &[u8], stored: &Bytes) -> Option<Bytes> {
     let rest = stored.strip_prefix(MAGIC.as_slice())?;
     let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
-    let held = rest.get(4..4 + len)?;
+    let held = rest.get(4..len.checked_add(4)?)?;
     (held == key).then(|| stored.slice(MAGIC.len() + 4 + len..))
 }
 
