@@ -78,15 +78,12 @@ pub(super) fn evcache_keys(raw: &RawFile) -> Result<Option<EvcacheKeys>, ConfigE
     if let Some(n) = e.max_hash_length {
         hash = hash.max_hash_length(n);
     }
-    hash = hash.encoding(match e.hash_encoder.as_deref() {
-        None | Some("base64") => EvcacheKeyEncoding::Base64,
-        Some("ascii85") => EvcacheKeyEncoding::Ascii85,
-        Some(other) => {
-            return Err(ConfigError::new(format!(
-                "[evcache_keys] hash_encoder: {other:?} (one of: base64, ascii85)"
-            )));
-        }
-    });
+    if let Some(encoder) = &e.hash_encoder {
+        let encoding: EvcacheKeyEncoding = encoder
+            .parse()
+            .map_err(|e: String| ConfigError::new(format!("[evcache_keys] hash_encoder: {e}")))?;
+        hash = hash.encoding(encoding);
+    }
     let keys = match (e.hash_key == Some(true), e.auto_hash_keys == Some(true)) {
         (true, _) => EvcacheKeys::every_key(hash),
         (false, true) => EvcacheKeys::long_keys(hash),

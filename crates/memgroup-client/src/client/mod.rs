@@ -399,15 +399,15 @@ impl Client {
             }
         }
         let raw = self.raw_keys;
-        if let Some(long) = self
+        if let Some((short, long)) = self
             .inner
             .long_keys
             .as_ref()
             .and_then(|l| l.short_key(&bytes))
         {
-            validate(raw, &long.short).map_err(refused)?;
+            validate(raw, &short).map_err(refused)?;
             return Ok(WireKey {
-                bytes: Cow::Owned(long.short.clone()),
+                bytes: Cow::Owned(short),
                 long: Some(long),
                 checked: None,
             });

@@ -165,26 +165,15 @@ pub(crate) enum KeyScheme {
 
 impl KeyScheme {
     /// The key a wire key (canonical, prefix included) is stored under when
-    /// it is shortened; `None` when it goes as it is.
-    pub(crate) fn short_key(&self, key: &[u8]) -> Option<LongKey> {
+    /// it is shortened, and what its envelope holds; `None` when it goes as
+    /// it is.
+    pub(crate) fn short_key(&self, key: &[u8]) -> Option<(Vec<u8>, LongKey)> {
         let (short, envelope) = match self {
             KeyScheme::Memgroup(long) => (long.digest_key(key)?, Envelope::Memgroup),
             KeyScheme::Evcache(keys) => (keys.wire_key(key)?.into_bytes(), Envelope::Evcache),
         };
-        Some(LongKey {
-            short,
-            original: key.to_vec(),
-            envelope,
-        })
-    }
-}
-
-impl fmt::Display for KeyScheme {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyScheme::Memgroup(long) => long.fmt(f),
-            KeyScheme::Evcache(keys) => write!(f, "EVCache: {keys}"),
-        }
+        let original = key.to_vec();
+        Some((short, LongKey { original, envelope }))
     }
 }
 
@@ -198,8 +187,6 @@ pub(crate) enum Envelope {
 /// A key stored under a short one.
 #[derive(Debug, Clone)]
 pub(crate) struct LongKey {
-    /// The key on the wire.
-    pub(crate) short: Vec<u8>,
     /// The key its envelope holds.
     pub(crate) original: Vec<u8>,
     pub(crate) envelope: Envelope,
@@ -248,12 +235,11 @@ impl LongKey {
         }
     }
 
-    /// Whether `op` (a command's name) can apply to this key without its
-    /// envelope: `delete` and `touch` always; `incr` and `decr` on EVCache's
-    /// hashed keys, as EVCache applies them (a plain counter under the
-    /// hashed key, which EVCache's own reads then miss).
-    pub(crate) fn takes_unwrapped(&self, arithmetic: bool) -> bool {
-        !arithmetic || self.envelope == Envelope::Evcache
+    /// Whether `incr` and `decr` apply to this key (without an envelope):
+    /// on EVCache's hashed keys, as EVCache applies them (a plain counter
+    /// under the hashed key, which EVCache's own reads then miss).
+    pub(crate) fn takes_arithmetic(&self) -> bool {
+        self.envelope == Envelope::Evcache
     }
 }
 

@@ -132,6 +132,19 @@ pub enum EvcacheKeyEncoding {
     Ascii85,
 }
 
+impl FromStr for EvcacheKeyEncoding {
+    type Err = String;
+
+    /// `base64` or `ascii85`, as `hash.encoder` names them.
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "base64" => Ok(EvcacheKeyEncoding::Base64),
+            "ascii85" => Ok(EvcacheKeyEncoding::Ascii85),
+            other => Err(format!("{other:?} (one of: base64, ascii85)")),
+        }
+    }
+}
+
 /// One server group's key hashing: the algorithm and the two caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EvcacheKeyHash {
@@ -312,9 +325,10 @@ impl FromStr for EvcacheKeys {
                 Some(("digest", n)) => hash = hash.max_digest_bytes(number(n)?),
                 Some(("length", n)) => hash = hash.max_hash_length(number(n)?),
                 Some(("max", n)) => max = number(n)?,
-                None if setting == "ascii85" => hash = hash.encoding(EvcacheKeyEncoding::Ascii85),
-                None if setting == "base64" => hash = hash.encoding(EvcacheKeyEncoding::Base64),
-                None => hash.algorithm = setting.parse()?,
+                None => match setting.parse::<EvcacheKeyEncoding>() {
+                    Ok(encoding) => hash = hash.encoding(encoding),
+                    Err(_) => hash.algorithm = setting.parse()?,
+                },
                 Some(_) => {
                     return Err(format!(
                         "{setting:?}: not an EVCache key setting (digest=N, length=N, max=N)"

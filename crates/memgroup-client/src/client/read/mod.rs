@@ -107,12 +107,10 @@ impl ReadOp for MetaGet<'_> {
     fn unwrap_long(long: &LongKey, mut meta: MetaResponse) -> Option<MetaResponse> {
         // A lease stub (empty, with its win token) is no envelope: as it is.
         if let Some(value) = meta.value.as_ref().filter(|v| !v.is_empty()) {
-            let stored = meta
-                .flag(b'f')
-                .and_then(|f| std::str::from_utf8(f).ok()?.parse().ok());
+            let stored = meta.flag_u64(b'f').and_then(|f| u32::try_from(f).ok());
             let (value, flags) = long.unwrap(value, stored)?;
             meta.value = Some(value);
-            if meta.flag(b'f').is_some() {
+            if stored.is_some() {
                 meta.flags = crate::longkey::with_client_flags(&meta.flags, flags);
             }
         }

@@ -247,7 +247,7 @@ impl Client {
                 op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. } | WriteOp::MetaDelete { .. }),
             ) => Job::new(&wire.bytes, op, None),
             (Some(long), op @ (WriteOp::Arith { .. } | WriteOp::MetaArith { .. }))
-                if long.takes_unwrapped(true) =>
+                if long.takes_arithmetic() =>
             {
                 Job::new(&wire.bytes, op, None)
             }
