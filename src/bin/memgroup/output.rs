@@ -30,15 +30,14 @@ pub(crate) fn json() -> bool {
 }
 
 /// A key a command over several keys could not read or write (no server
-/// answered, say): named on stderr with why ([`warn`]), and with `json` a
+/// answered, say): named on stderr with why ([`warn`]), and with `--json` a
 /// record `{"key", "error"}` among the run's records.
 pub(crate) fn key_failed(
     key: &str,
     error: &memgroup::client::Error,
     records: &mut Vec<serde_json::Value>,
 ) {
-    let json = json();
-    if json {
+    if json() {
         records.push(json!({"key": key, "error": error.chain()}));
     }
     warn(Some(key), &error.chain());
@@ -221,10 +220,9 @@ impl Report {
         table(self.header, &self.rows);
     }
 
-    /// Prints the records as one JSON array with `json`, else the table.
+    /// Prints the records as one JSON array with `--json`, else the table.
     pub(crate) fn print(&self) {
-        let json = json();
-        if json {
+        if json() {
             records(&self.records);
         } else {
             self.print_table();
@@ -264,7 +262,7 @@ impl Refused {
     }
 }
 
-/// Reports a write to every group: with `json` one record of the key and
+/// Reports a write to every group: with `--json` one record of the key and
 /// each group's result added to `records` (printed by the caller, with the
 /// other keys', as one array), else one informational line per group, a
 /// refusal in the words of `refused`. How far it got is
@@ -275,8 +273,7 @@ pub(crate) fn write_outcome(
     refused: Refused,
     records: &mut Vec<serde_json::Value>,
 ) {
-    let json = json();
-    if json {
+    if json() {
         let groups: Vec<_> = outcome
             .groups
             .iter()
@@ -319,12 +316,11 @@ pub(crate) fn records(records: &[serde_json::Value]) {
     write_line(&serde_json::Value::from(records).to_string());
 }
 
-/// A failure that stops a command after some keys were done: with `json`
+/// A failure that stops a command after some keys were done: with `--json`
 /// their records are printed first (the run's one array, of the keys done
 /// before it), then the failure goes on to be reported.
 pub(crate) fn records_before<F>(done: &[serde_json::Value], failure: F) -> F {
-    let json = json();
-    if json && !done.is_empty() {
+    if json() && !done.is_empty() {
         records(done);
     }
     failure

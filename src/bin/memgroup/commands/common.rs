@@ -33,9 +33,9 @@ impl ValueArg {
 }
 
 /// `write` of every key (several at once, [`super::concurrently`]), every
-/// outcome reported in the keys' order (with `json` as one array). A key
+/// outcome reported in the keys' order (with `--json` as one array). A key
 /// whose write failed (its server down, say) is named on stderr with why
-/// (with `json`, a record with `error`) and counts as failed; the other keys
+/// (with `--json`, a record with `error`) and counts as failed; the other keys
 /// are still written, as `rm` goes on past a file it cannot remove. The
 /// keys are all checked first: an invalid one stops the run before any
 /// write.
@@ -74,7 +74,7 @@ where
     Ok(done.code())
 }
 
-/// One key's write reported ([`output::write_outcome`]; with `json` as an
+/// One key's write reported ([`output::write_outcome`]; with `--json` as an
 /// array of one record), and its exit code.
 pub(crate) fn write_report(
     key: &str,

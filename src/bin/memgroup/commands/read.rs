@@ -191,7 +191,7 @@ pub(crate) async fn get(args: &GetArgs, flags: &ClusterFlags) -> Result<ExitCode
 
 /// What `get` and `gets` show of an item: `raw` the bytes as stored, a
 /// format what it decodes them to. A value the format cannot decode is
-/// `None`, said on stderr and (with `json`: the key's record so far, and
+/// `None`, said on stderr and (with `--json`: the key's record so far, and
 /// the records) recorded with its error.
 fn decoded(
     client: &Client,
@@ -312,7 +312,7 @@ pub(crate) async fn exist(args: &Args, flags: &ClusterFlags) -> Result<ExitCode,
 }
 
 /// A key that is not there: a line on stderr ([`output::warn`]), and with
-/// `json` a record with a null value.
+/// `--json` a record with a null value.
 fn not_found(key: &str, records: &mut Vec<serde_json::Value>) {
     let json = crate::output::json();
     if json {
@@ -322,7 +322,7 @@ fn not_found(key: &str, records: &mut Vec<serde_json::Value>) {
 }
 
 /// The end of a read of `keys` keys, `failed` of them not found (or not
-/// shown) and `unanswered` with no answer: with `json` the records as one
+/// shown) and `unanswered` with no answer: with `--json` the records as one
 /// JSON array (without, each key's line was printed as it came;
 /// `--protocol` ends with `END`). Exit 3 (partly done) when some keys got
 /// no answer while others did, else 1 unless every key was shown.

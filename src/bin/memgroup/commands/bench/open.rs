@@ -39,7 +39,7 @@ pub(super) struct Schedule {
 }
 
 /// Runs the schedule and prints its summary and percentile table (one JSON
-/// record with `json`); exit 1 if a request failed.
+/// record with `--json`); exit 1 if a request failed.
 pub(super) async fn run(
     client: &Client,
     load: &Arc<Load>,
