@@ -276,6 +276,7 @@ impl Cluster {
             config.as_ref(),
             warnings,
         );
+        let (long_keys, evcache_keys) = clients::key_schemes(flags, &file);
         let settings = ClientSettings {
             timeout: flags
                 .timeout_ms
@@ -310,12 +311,8 @@ impl Cluster {
             hedge: Hedge::default(),
             discovery,
             discover_every: file.discover_every,
-            // The flag turns them on; the file's own settings stay.
-            long_keys: file
-                .long_keys
-                .clone()
-                .or_else(|| flags.long_keys.then(LongKeys::default)),
-            evcache_keys: flags.evcache_keys.or(file.evcache_keys),
+            long_keys,
+            evcache_keys,
             repair_journal,
             read_repair: flags.read_repair || file.read_repair == Some(true),
             meta_protocol: flags

@@ -6,13 +6,12 @@
 //! [`admin`](crate::client::admin), typed values in [`typed`](crate::client::typed); building one in
 //! [`builder`](crate::client::builder).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use memgroup_proto::{Key, KeyError, Response};
-use memgroup_topology::{ClusterSpec, GroupId, Topology};
+use memgroup_proto::Response;
+use memgroup_topology::{ClusterSpec, Topology};
 
 mod admin;
 mod builder;
@@ -33,6 +32,8 @@ pub(crate) mod trace;
 mod typed;
 mod url;
 mod watch;
+mod wire;
+pub(crate) use wire::WireKey;
 mod write;
 
 #[cfg(feature = "serde")]
@@ -54,7 +55,7 @@ pub use write::MultiWrite;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::Observe;
-use crate::longkey::{KeyScheme, LongKey};
+use crate::longkey::KeyScheme;
 use crate::options::WriteWait;
 use crate::pool::{GroupSecurity, Pool, Snapshot};
 use crate::value::Codec;
@@ -146,25 +147,6 @@ impl Inner {
     pub(crate) fn background(self: &Arc<Self>) -> Background {
         self.background.fetch_add(1, Ordering::AcqRel);
         Background(self.clone())
-    }
-}
-
-/// A key as it goes on the wire: transformed (sanitized) and validated.
-pub(crate) struct WireKey<'k> {
-    pub(crate) bytes: Cow<'k, [u8]>,
-    /// For a long key stored under a digest: the key its envelope holds.
-    pub(crate) long: Option<LongKey>,
-    /// The key as validated, when it is the caller's own bytes (the usual
-    /// case: no transform, not long), so it is not checked again.
-    checked: Option<Key<'k>>,
-}
-
-impl WireKey<'_> {
-    pub(crate) fn key(&self) -> Key<'_> {
-        match self.checked {
-            Some(key) => key,
-            None => Key::new_raw(&self.bytes).expect("validated when made"),
-        }
     }
 }
 
@@ -363,82 +345,6 @@ impl Client {
     pub(crate) fn rotation(&self) -> u64 {
         self.inner.rotation.fetch_add(1, Ordering::Relaxed)
     }
-
-    /// Applies the key transform (the key prefix, sanitising) and validates
-    /// the result: invalid keys are refused here, before any byte is
-    /// written. A long key, when long keys are on, becomes its digest key
-    /// ([`crate::longkey`]).
-    pub(crate) fn wire_key<'k>(
-        &self,
-        snap: &Snapshot,
-        key: &'k [u8],
-    ) -> Result<WireKey<'k>, Error> {
-        let prefix = snap.topology.key_prefix();
-        // A byte's place counted in the key as given, not in the prefix.
-        let refused = |e| {
-            let e = match e {
-                KeyError::InvalidByte { byte, position } => KeyError::InvalidByte {
-                    byte,
-                    position: position.saturating_sub(prefix.len()),
-                },
-                other => other,
-            };
-            Error::invalid_key(key, prefix, e)
-        };
-        // Behind a prefix, an empty key would be the prefix alone.
-        if key.is_empty() {
-            return Err(refused(KeyError::Empty));
-        }
-        let bytes = snap.topology.wire_key(GroupId(0), key);
-        // This handle's rule: memgroup's strict keys, or the protocol's own.
-        fn validate(raw: bool, bytes: &[u8]) -> Result<Key<'_>, KeyError> {
-            if raw {
-                Key::new_raw(bytes)
-            } else {
-                Key::new(bytes)
-            }
-        }
-        let raw = self.raw_keys;
-        if let Some((short, long)) = self
-            .inner
-            .long_keys
-            .as_ref()
-            .and_then(|l| l.short_key(&bytes))
-        {
-            validate(raw, &short).map_err(refused)?;
-            return Ok(WireKey {
-                bytes: Cow::Owned(short),
-                long: Some(long),
-                checked: None,
-            });
-        }
-        let checked = match bytes {
-            Cow::Borrowed(own) => Some(validate(raw, own).map_err(refused)?),
-            Cow::Owned(ref owned) => {
-                validate(raw, owned).map_err(refused)?;
-                None
-            }
-        };
-        Ok(WireKey {
-            bytes,
-            long: None,
-            checked,
-        })
-    }
-
-    pub(crate) fn check_value(&self, value: &[u8]) -> Result<(), Error> {
-        if value.len() > self.inner.max_value_size {
-            return Err(Error::new(
-                ErrorKind::ValueTooLarge,
-                format!(
-                    "value of {} bytes exceeds the {}-byte limit",
-                    value.len(),
-                    self.inner.max_value_size
-                ),
-            ));
-        }
-        Ok(())
-    }
 }
 
 /// Refuses quiet mode (`q`) for `command`: its replies would not pair.
@@ -450,41 +356,6 @@ pub(crate) fn refuse_quiet(flags: &[memgroup_proto::MetaFlag], command: &str) ->
         ));
     }
     Ok(())
-}
-
-impl Client {
-    /// The key a meta command sends: with [`MetaFlag::Base64Key`] among its
-    /// flags the caller's key is raw bytes (any bytes: binary keys), sent and
-    /// routed in its base64 form; without it, the key as given. A binary key
-    /// is refused behind a [key prefix](crate::ClientBuilder::key_prefix):
-    /// memcached decodes the whole key from base64, a prefix in front of the
-    /// encoded form included.
-    ///
-    /// [`MetaFlag::Base64Key`]: memgroup_proto::MetaFlag::Base64Key
-    pub(crate) fn meta_key<'k>(
-        &self,
-        key: &'k [u8],
-        flags: &[memgroup_proto::MetaFlag],
-    ) -> Result<Cow<'k, [u8]>, Error> {
-        if !flags.contains(&memgroup_proto::MetaFlag::Base64Key) {
-            return Ok(Cow::Borrowed(key));
-        }
-        if self.inner.long_keys.is_some() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "a binary key (b) cannot be shortened (long keys, EVCache's hashed keys): memcached would decode the digest as base64",
-            ));
-        }
-        if !self.snapshot().topology.key_prefix().is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "a binary key (b) cannot go behind the key prefix: memcached would decode the prefix as base64 too",
-            ));
-        }
-        let mut encoded = Vec::with_capacity(key.len().div_ceil(3) * 4);
-        memgroup_proto::base64_encode(key, &mut encoded);
-        Ok(Cow::Owned(encoded))
-    }
 }
 
 /// A reply of an unexpected kind (or none where one was due).

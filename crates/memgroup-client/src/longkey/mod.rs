@@ -235,6 +235,25 @@ impl LongKey {
         }
     }
 
+    /// A meta reply for this key with its value unwrapped (and the `f`
+    /// token, when asked for, the client flags inside); `None` when the
+    /// value is not this key's envelope. A reply without a value (no `v`
+    /// asked) or a lease stub (empty, no envelope yet) is returned as it is.
+    pub(crate) fn unwrap_meta(
+        &self,
+        mut meta: memgroup_proto::MetaResponse,
+    ) -> Option<memgroup_proto::MetaResponse> {
+        if let Some(value) = meta.value.as_ref().filter(|v| !v.is_empty()) {
+            let stored = meta.flag_u64(b'f').and_then(|f| u32::try_from(f).ok());
+            let (value, flags) = self.unwrap(value, stored)?;
+            meta.value = Some(value);
+            if stored.is_some() {
+                meta.flags = with_client_flags(&meta.flags, flags);
+            }
+        }
+        Some(meta)
+    }
+
     /// Whether `incr` and `decr` apply to this key (without an envelope):
     /// on EVCache's hashed keys, as EVCache applies them (a plain counter
     /// under the hashed key, which EVCache's own reads then miss).
@@ -255,6 +274,31 @@ pub(crate) fn with_client_flags(tokens: &Bytes, flags: u32) -> Bytes {
         })
         .collect();
     Bytes::from(replaced.join(&b' '))
+}
+
+/// A meta reply read with its value (`v f`) answered as a read without it:
+/// the size token (`s`, when `size`) that of the value, the client flags
+/// (`f`) only when `flags`, no value, `HD` for `VA`.
+pub(crate) fn without_value(
+    mut meta: memgroup_proto::MetaResponse,
+    size: bool,
+    flags: bool,
+) -> memgroup_proto::MetaResponse {
+    let len = meta.value.take().map_or(0, |v| v.len());
+    let tokens: Vec<Vec<u8>> = meta
+        .flags
+        .split(|&b| b == b' ')
+        .filter(|t| !t.is_empty() && (flags || t[0] != b'f'))
+        .map(|t| match t[0] {
+            b's' if size => format!("s{len}").into_bytes(),
+            _ => t.to_vec(),
+        })
+        .collect();
+    meta.flags = Bytes::from(tokens.join(&b' '));
+    if meta.status == memgroup_proto::MetaStatus::Va {
+        meta.status = memgroup_proto::MetaStatus::Hd;
+    }
+    meta
 }
 
 /// `value` in an envelope holding `key`.

@@ -3,11 +3,27 @@
 
 use std::time::Duration;
 
-use memgroup::client::{Client, Event};
+use memgroup::client::{Client, Event, LongKeys};
+use memgroup::config::ClusterFile;
+use memgroup::hash::evcache::EvcacheKeys;
 use memgroup::topology::{ClusterSpec, ReadFallback};
 
 use super::{ClientSettings, usage};
 use crate::exit::Failure;
+use crate::flags::ClusterFlags;
+
+/// The key scheme: a flag picks it over the file's (`--long-keys` keeps the
+/// file's long-key settings; the two flags conflict), else the file's.
+pub(super) fn key_schemes(
+    flags: &ClusterFlags,
+    file: &ClusterFile,
+) -> (Option<LongKeys>, Option<EvcacheKeys>) {
+    match (flags.long_keys, flags.evcache_keys) {
+        (true, _) => (Some(file.long_keys.clone().unwrap_or_default()), None),
+        (false, Some(keys)) => (None, Some(keys)),
+        (false, None) => (file.long_keys.clone(), file.evcache_keys),
+    }
+}
 
 impl ClientSettings {
     /// These settings for keys as a dump lists them: wire keys already (a

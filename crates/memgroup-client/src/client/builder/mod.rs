@@ -321,7 +321,8 @@ impl ClientBuilder {
     /// `delete`, `touch`, `incr` and `decr` use the hashed key without an
     /// envelope, as EVCache does; `append` and `prepend` are refused. In
     /// place of [`long_keys`](Self::long_keys) (the last given applies);
-    /// cluster-wide.
+    /// cluster-wide. Not with [`sanitize_keys`](Self::sanitize_keys)
+    /// (`build` says so): EVCache hashes keys as given.
     pub fn evcache_keys(mut self, keys: EvcacheKeys) -> Self {
         self.long_keys = Some(KeyScheme::Evcache(keys));
         self
@@ -395,6 +396,14 @@ impl ClientBuilder {
         let recipe = Box::new(self.clone());
         let topology = Topology::new(self.spec())?;
         check_zone(&topology)?;
+        if topology.sanitizes_keys() && matches!(self.long_keys, Some(KeyScheme::Evcache(_))) {
+            // EVCache hashes the key as given: a URL-encoded one would give
+            // another digest, and short keys would differ from EVCache's.
+            return Err(Error::new(
+                ErrorKind::Config,
+                "sanitize_keys and evcache_keys together: EVCache hashes and stores keys as given, not URL-encoded; turn sanitize_keys off",
+            ));
+        }
         if self.op_timeout.is_zero() || self.conn.connect_timeout.is_zero() {
             return Err(Error::new(
                 ErrorKind::Config,

@@ -41,25 +41,25 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use memgroup_proto::{Key, MetaFlag, MetaResponse, MetaStatus, Request};
-use memgroup_topology::Target;
 
 use crate::client::Client;
-use crate::client::trace::Attempt;
 use crate::error::{Error, ErrorKind};
 use crate::item::Item;
+use crate::longkey::LongKey;
 use crate::options::IfPresent;
-use crate::pool::Snapshot;
 
 pub(crate) mod flight;
+mod lease;
 mod terms;
 
 pub use terms::{Fill, Filled, Freshness};
 
 use flight::Role;
+use lease::Held;
 
 /// What one meta reply says about the key.
 #[derive(Debug, PartialEq, Eq)]
-enum Found {
+pub(super) enum Found {
     /// A value to serve as it is.
     Fresh,
     /// A value due for refresh (`R`), which this caller won.
@@ -70,7 +70,7 @@ enum Found {
     Stub { won: bool },
 }
 
-fn found(m: &MetaResponse) -> Found {
+pub(super) fn found(m: &MetaResponse) -> Found {
     if m.is_stub() {
         // Stale or not: an empty item with a win is a fill in progress.
         Found::Stub { won: m.won() }
@@ -87,33 +87,6 @@ fn served(m: &MetaResponse, freshness: Freshness) -> Filled {
     Filled {
         item: Item::from_meta(m),
         freshness,
-    }
-}
-
-/// A won lease, given back if the caller's future is dropped before it
-/// wrote the value or released the lease (a cancelled request, a panic in
-/// the fill): otherwise every caller of the cluster would wait out the
-/// lease.
-struct Held {
-    client: Client,
-    wire: Vec<u8>,
-    lease: MetaResponse,
-    armed: bool,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (client, wire, lease) = (
-                self.client.clone(),
-                std::mem::take(&mut self.wire),
-                self.lease.clone(),
-            );
-            runtime.spawn(async move { client.release(&wire, &lease).await });
-        }
     }
 }
 
@@ -150,7 +123,11 @@ impl Client {
     /// error is the source), [`ErrorKind::Timeout`] when another caller's
     /// fill did not land within [`Fill::wait`], and the usual errors when
     /// the arbiter's server cannot be reached (the lease lives there, as
-    /// conditional writes do). Long keys stored under digests are refused.
+    /// conditional writes do). A long key stored under a digest (long keys,
+    /// EVCache's hashed keys) is leased under its digest, its value read and
+    /// written in its envelope; where the arbiter holds another key's value
+    /// under that digest (a collision), the fill's value is returned
+    /// uncached.
     ///
     /// ```no_run
     /// # async fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
@@ -177,16 +154,10 @@ impl Client {
     {
         let key = key.as_ref();
         let fill = fill.into();
-        let wire = {
+        let (wire, long) = {
             let snap = self.snapshot();
             let wire = self.wire_key(&snap, key)?;
-            if wire.long.is_some() {
-                return Err(Error::new(
-                    ErrorKind::InvalidArgument,
-                    "get_or_fill cannot lease a long key stored under a digest",
-                ));
-            }
-            wire.bytes.into_owned()
+            (wire.bytes.into_owned(), wire.long)
         };
         loop {
             match self.inner.flights.join(&wire) {
@@ -202,7 +173,7 @@ impl Client {
                     // The leader was cancelled: start over.
                 }
                 Role::Leader(leader) => {
-                    let answer = self.fly(key, &wire, &fill, f).await;
+                    let answer = self.fly(key, (&wire, long.as_ref()), &fill, f).await;
                     leader.land(&answer);
                     return answer;
                 }
@@ -211,10 +182,12 @@ impl Client {
     }
 
     /// The leader's work: the local read, then the lease at the arbiter.
+    /// `long`: the key is stored under `wire` in an envelope
+    /// ([`crate::longkey`]): replies are unwrapped, the filled value wrapped.
     async fn fly<F, Fut, V, E>(
         &self,
         key: &[u8],
-        wire: &[u8],
+        (wire, long): (&[u8], Option<&LongKey>),
         fill: &Fill,
         f: F,
     ) -> Result<Filled, Error>
@@ -238,7 +211,16 @@ impl Client {
         // out that server's win, so the local read goes to no other group.
         // A failed local read is no answer: the arbiter decides then.
         let mut in_hand = None;
-        if let Ok(Some(local)) = self.read_local(wire, &flags).await {
+        // Another key's envelope (a digest collision) or none: no answer.
+        let unwrap = |m: MetaResponse| match long {
+            Some(long) => long.unwrap_meta(m),
+            None => Some(m),
+        };
+        if let Ok(Some(local)) = self
+            .read_local(wire, &flags)
+            .await
+            .map(|m| m.and_then(unwrap))
+        {
             match found(&local) {
                 Found::Fresh => return Ok(served(&local, Freshness::Cached)),
                 Found::Stale { .. } | Found::RefreshWon => in_hand = Some(local),
@@ -253,7 +235,12 @@ impl Client {
         let started = crate::clock::now();
         let (mut backoff, mut waited) = (Duration::from_millis(5), false);
         loop {
-            let lease = self.at_arbiter(wire, &request).await?;
+            let Some(lease) = unwrap(self.at_arbiter(wire, &request).await?) else {
+                // The arbiter holds another key's value under this digest:
+                // no lease to take, nothing to serve; the fill's value is
+                // returned uncached.
+                return self.fill_uncached(f).await;
+            };
             match found(&lease) {
                 Found::Fresh if waited => return Ok(served(&lease, Freshness::Waited)),
                 Found::Fresh => return Ok(served(&lease, Freshness::Cached)),
@@ -261,6 +248,7 @@ impl Client {
                     let held = Held {
                         client: self.clone(),
                         wire: wire.to_vec(),
+                        long: long.cloned(),
                         lease,
                         armed: true,
                     };
@@ -330,7 +318,10 @@ impl Client {
                 return Err(e);
             }
         };
-        if self.store_filled(wire, &value, exptime, lease).await {
+        if self
+            .store_filled(wire, held.long.as_ref(), &value, exptime, lease)
+            .await
+        {
             let snap = self.snapshot();
             let arbiter = snap.topology.arbiter();
             let others: Vec<&str> = snap
@@ -362,6 +353,7 @@ impl Client {
     async fn store_filled(
         &self,
         wire: &[u8],
+        long: Option<&LongKey>,
         value: &[u8],
         exptime: u32,
         lease: &MetaResponse,
@@ -369,10 +361,21 @@ impl Client {
         let Some(cas) = lease.flag_u64(b'c') else {
             return false;
         };
-        let flags = [MetaFlag::CompareCas(cas), MetaFlag::Ttl(exptime)];
+        let Ok(wrapped) = long.map(|long| long.wrap(value, 0, exptime)).transpose() else {
+            return false;
+        };
+        let (data, outer) = match &wrapped {
+            Some((envelope, outer)) => (&envelope[..], *outer),
+            None => (value, 0),
+        };
+        let flags = [
+            MetaFlag::CompareCas(cas),
+            MetaFlag::Ttl(exptime),
+            MetaFlag::SetFlags(outer),
+        ];
         let request = Request::MetaSet {
             key: Key::new_raw(wire).expect("validated"),
-            data: value,
+            data,
             flags: &flags,
         };
         let stored = matches!(
@@ -385,83 +388,26 @@ impl Client {
         stored
     }
 
-    /// Gives a won lease back, if the arbiter's copy is still the one the
-    /// lease came with.
-    async fn release(&self, wire: &[u8], lease: &MetaResponse) {
-        let snap = self.snapshot();
-        if let Ok(target) = self.arbiter_target(&snap, wire, "leases live there") {
-            self.give_back(&snap, target, wire, lease).await;
-        }
-    }
-
-    /// Gives back a win (`W`) a meta get received from `target`, if the copy
-    /// there is still the one it came with: a stub is deleted, a stale value
-    /// invalidated again (which hands the win to the next caller); a won
-    /// refresh is left to expire. Reads that do not fill (the near cache,
-    /// read repair, the consistent read) call it too: any `mg` of a stale
-    /// value is handed its server's win, and keeping it would leave nobody
-    /// to refill.
-    pub(crate) async fn give_back(
-        &self,
-        snap: &Snapshot,
-        target: Target,
-        wire: &[u8],
-        m: &MetaResponse,
-    ) {
-        let (true, Some(cas)) = (m.won(), m.flag_u64(b'c')) else {
-            return;
-        };
-        let flags = match found(m) {
-            Found::Stub { .. } => vec![MetaFlag::CompareCas(cas)],
-            Found::Stale { .. } => {
-                // `T0` keeps an item that had no expiry without one.
-                let left = m.ttl().map_or(0, |t| t.max(0));
-                vec![
-                    MetaFlag::Invalidate,
-                    MetaFlag::Ttl(u32::try_from(left).unwrap_or(u32::MAX)),
-                    MetaFlag::CompareCas(cas),
-                ]
+    /// The fill's value, not cached: where no lease can be taken.
+    async fn fill_uncached<F, Fut, V, E>(&self, f: F) -> Result<Filled, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+        V: Into<Bytes>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        match f().await {
+            Ok(value) => Ok(Filled {
+                item: Item {
+                    value: value.into(),
+                    flags: 0,
+                    cas: None,
+                },
+                freshness: Freshness::Filled,
+            }),
+            Err(e) => {
+                Err(Error::new(ErrorKind::Fill, "the fill failed").with_boxed_source(e.into()))
             }
-            Found::Fresh | Found::RefreshWon => return,
-        };
-        let request = Request::MetaDelete {
-            key: Key::new_raw(wire).expect("validated"),
-            flags: &flags,
-        };
-        let _ = self.exec(snap, target, &request, Attempt::Repair).await;
-    }
-
-    /// `mg` of the wire key `wire` in the first local group, unless there
-    /// is none or it is the arbiter's; `None` on a miss.
-    async fn read_local(
-        &self,
-        wire: &[u8],
-        flags: &[MetaFlag],
-    ) -> Result<Option<MetaResponse>, Error> {
-        let snap = self.snapshot();
-        let topology = &snap.topology;
-        let Some(&local) = topology.local_groups().first() else {
-            return Ok(None);
-        };
-        if local == topology.arbiter() {
-            return Ok(None);
         }
-        let Some(target) = self.group_target(&snap, wire, local) else {
-            return Ok(None);
-        };
-        let request = Request::MetaGet {
-            key: Key::new_raw(wire).expect("validated"),
-            flags,
-        };
-        self.meta_at(&snap, target, &request, Attempt::First).await
-    }
-
-    /// One meta request at the arbiter's server for the wire key `wire`.
-    async fn at_arbiter(&self, wire: &[u8], request: &Request<'_>) -> Result<MetaResponse, Error> {
-        let snap = self.snapshot();
-        let target = self.arbiter_target(&snap, wire, "leases live there")?;
-        self.meta_at(&snap, target, request, Attempt::First)
-            .await?
-            .ok_or_else(|| crate::client::unexpected(None))
     }
 }

@@ -64,6 +64,10 @@ pub(super) struct KeyRead<'a, T> {
     pub(super) hit_at: Option<Target>,
     /// With read repair on: the targets that answered with a miss.
     pub(super) missed: Option<Vec<Target>>,
+    /// For a key stored in an envelope: the key it must hold. A hit whose
+    /// envelope holds another key (a collision) or none is a miss there,
+    /// and the walk goes on to the next group, as EVCache's reads do.
+    long: Option<&'a crate::longkey::LongKey>,
 }
 
 impl<'a, T> KeyRead<'a, T> {
@@ -79,6 +83,7 @@ impl<'a, T> KeyRead<'a, T> {
             attempt: Attempt::First,
             hit_at: None,
             missed: None,
+            long: wire.long.as_ref(),
         }
     }
 
@@ -344,6 +349,13 @@ fn settle<R: ReadOp>(
                     return;
                 }
                 let read = &mut reads[batch[j].1];
+                let hit = match read.long {
+                    Some(long) => match R::unwrap_long(long, hit) {
+                        Some(hit) => hit,
+                        None => return,
+                    },
+                    None => hit,
+                };
                 read.hit = Some(hit);
                 read.hit_at = Some(batch[j].0);
                 read.looking = false;

@@ -104,17 +104,8 @@ impl ReadOp for MetaGet<'_> {
 
     /// Without the value (no `v` flag) the envelope cannot be checked: the
     /// reply is returned as it is.
-    fn unwrap_long(long: &LongKey, mut meta: MetaResponse) -> Option<MetaResponse> {
-        // A lease stub (empty, with its win token) is no envelope: as it is.
-        if let Some(value) = meta.value.as_ref().filter(|v| !v.is_empty()) {
-            let stored = meta.flag_u64(b'f').and_then(|f| u32::try_from(f).ok());
-            let (value, flags) = long.unwrap(value, stored)?;
-            meta.value = Some(value);
-            if stored.is_some() {
-                meta.flags = crate::longkey::with_client_flags(&meta.flags, flags);
-            }
-        }
-        Some(meta)
+    fn unwrap_long(long: &LongKey, meta: MetaResponse) -> Option<MetaResponse> {
+        long.unwrap_meta(meta)
     }
 
     fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a> {
@@ -170,10 +161,7 @@ impl Client {
         }
         let [read] = &mut reads;
         let at = read.hit_at;
-        let mut result = read.outcome(&snap, &self.inner.pool);
-        if let (Some(long), Ok(hit)) = (&wire.long, &mut result) {
-            *hit = hit.take().and_then(|h| R::unwrap_long(long, h));
-        }
+        let result = read.outcome(&snap, &self.inner.pool);
         trace::operation_done(&span, &result);
         drop(wire);
         (result, at, snap)
@@ -355,15 +343,7 @@ impl Client {
         }
         let outcomes = reads
             .iter_mut()
-            .zip(&wires)
-            .map(|(read, wire)| {
-                read.outcome(&snap, &self.inner.pool).map(|hit| {
-                    hit.and_then(|item| match &wire.long {
-                        Some(long) => Retrieve::unwrap_long(long, item),
-                        None => Some(item),
-                    })
-                })
-            })
+            .map(|read| read.outcome(&snap, &self.inner.pool))
             .collect();
         // The walks (hundreds of bytes a key) are done with.
         drop(reads);
@@ -412,8 +392,31 @@ impl Client {
         key: impl AsRef<[u8]>,
         flags: &[MetaFlag],
     ) -> Result<Option<MetaResponse>, Error> {
+        let asked = |flag| flags.contains(&flag);
+        let (size, client_flags) = (asked(MetaFlag::ReturnSize), asked(MetaFlag::ReturnFlags));
+        if self.inner.long_keys.is_some() && !asked(MetaFlag::ReturnValue) && (size || client_flags)
+        {
+            // In an envelope, the size and the client flags are the value's
+            // inside it: read with the value, answered as asked.
+            let mut widened = flags.to_vec();
+            widened.push(MetaFlag::ReturnValue);
+            if !client_flags {
+                widened.push(MetaFlag::ReturnFlags);
+            }
+            let reply = self.meta_get_as_given(key.as_ref(), &widened).await?;
+            return Ok(reply.map(|m| crate::longkey::without_value(m, size, client_flags)));
+        }
+        self.meta_get_as_given(key.as_ref(), flags).await
+    }
+
+    /// [`Client::meta_get`] with exactly these flags.
+    async fn meta_get_as_given(
+        &self,
+        key: &[u8],
+        flags: &[MetaFlag],
+    ) -> Result<Option<MetaResponse>, Error> {
         crate::client::refuse_quiet(flags, "meta_get")?;
-        let key = self.meta_key(key.as_ref(), flags)?;
+        let key = self.meta_key(key, flags)?;
         let lease = flags
             .iter()
             .any(|f| matches!(f, MetaFlag::Vivify(_) | MetaFlag::Recache(_)));

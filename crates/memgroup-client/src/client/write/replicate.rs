@@ -199,6 +199,7 @@ impl Client {
                 },
             ) => {
                 let (envelope, flags) = long.wrap(data, flags, exptime)?;
+                self.check_envelope(data, &envelope)?;
                 let op = WriteOp::Store {
                     command,
                     data: &envelope,
@@ -230,6 +231,7 @@ impl Client {
                 });
                 let (envelope, outer) =
                     long.wrap(data, client_flags.unwrap_or(0), ttl.unwrap_or(0))?;
+                self.check_envelope(data, &envelope)?;
                 let mut flags: Vec<MetaFlag> = flags
                     .iter()
                     .filter(|f| !matches!(f, MetaFlag::SetFlags(_)))

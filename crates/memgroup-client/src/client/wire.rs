@@ -1,0 +1,158 @@
+//! Keys as they go on the wire: the caller's key through the key transform
+//! (prefix, sanitising) and, for a long key, its digest; validated once.
+//! Also the size checks of what is stored under them.
+
+use std::borrow::Cow;
+
+use memgroup_proto::{Key, KeyError};
+use memgroup_topology::GroupId;
+
+use super::Client;
+use crate::error::{Error, ErrorKind};
+use crate::longkey::LongKey;
+use crate::pool::Snapshot;
+
+/// A key as it goes on the wire: transformed (sanitized) and validated.
+pub(crate) struct WireKey<'k> {
+    pub(crate) bytes: Cow<'k, [u8]>,
+    /// For a long key stored under a digest: the key its envelope holds.
+    pub(crate) long: Option<LongKey>,
+    /// The key as validated, when it is the caller's own bytes (the usual
+    /// case: no transform, not long), so it is not checked again.
+    checked: Option<Key<'k>>,
+}
+
+impl WireKey<'_> {
+    pub(crate) fn key(&self) -> Key<'_> {
+        match self.checked {
+            Some(key) => key,
+            None => Key::new_raw(&self.bytes).expect("validated when made"),
+        }
+    }
+}
+
+impl Client {
+    /// Applies the key transform (the key prefix, sanitising) and validates
+    /// the result: invalid keys are refused here, before any byte is
+    /// written. A long key, when long keys are on, becomes its digest key
+    /// ([`crate::longkey`]).
+    pub(crate) fn wire_key<'k>(
+        &self,
+        snap: &Snapshot,
+        key: &'k [u8],
+    ) -> Result<WireKey<'k>, Error> {
+        let prefix = snap.topology.key_prefix();
+        // A byte's place counted in the key as given, not in the prefix.
+        let refused = |e| {
+            let e = match e {
+                KeyError::InvalidByte { byte, position } => KeyError::InvalidByte {
+                    byte,
+                    position: position.saturating_sub(prefix.len()),
+                },
+                other => other,
+            };
+            Error::invalid_key(key, prefix, e)
+        };
+        // Behind a prefix, an empty key would be the prefix alone.
+        if key.is_empty() {
+            return Err(refused(KeyError::Empty));
+        }
+        let bytes = snap.topology.wire_key(GroupId(0), key);
+        // This handle's rule: memgroup's strict keys, or the protocol's own.
+        fn validate(raw: bool, bytes: &[u8]) -> Result<Key<'_>, KeyError> {
+            if raw {
+                Key::new_raw(bytes)
+            } else {
+                Key::new(bytes)
+            }
+        }
+        let raw = self.raw_keys;
+        if let Some((short, long)) = self
+            .inner
+            .long_keys
+            .as_ref()
+            .and_then(|l| l.short_key(&bytes))
+        {
+            validate(raw, &short).map_err(refused)?;
+            return Ok(WireKey {
+                bytes: Cow::Owned(short),
+                long: Some(long),
+                checked: None,
+            });
+        }
+        let checked = match bytes {
+            Cow::Borrowed(own) => Some(validate(raw, own).map_err(refused)?),
+            Cow::Owned(ref owned) => {
+                validate(raw, owned).map_err(refused)?;
+                None
+            }
+        };
+        Ok(WireKey {
+            bytes,
+            long: None,
+            checked,
+        })
+    }
+
+    /// [`Client::check_value`] for a long key's `value` in its `envelope`:
+    /// the envelope is what the server stores.
+    pub(crate) fn check_envelope(&self, value: &[u8], envelope: &[u8]) -> Result<(), Error> {
+        let max = self.inner.max_value_size;
+        let said = || {
+            format!(
+                "value of {} bytes is {} in its long key's envelope, over the {max}-byte limit",
+                value.len(),
+                envelope.len()
+            )
+        };
+        (envelope.len() <= max)
+            .then_some(())
+            .ok_or_else(|| Error::new(ErrorKind::ValueTooLarge, said()))
+    }
+
+    /// Refuses a value over the size limit (`ValueTooLarge`).
+    pub(crate) fn check_value(&self, value: &[u8]) -> Result<(), Error> {
+        let max = self.inner.max_value_size;
+        let said = || {
+            format!(
+                "value of {} bytes exceeds the {max}-byte limit",
+                value.len()
+            )
+        };
+        (value.len() <= max)
+            .then_some(())
+            .ok_or_else(|| Error::new(ErrorKind::ValueTooLarge, said()))
+    }
+    /// The key a meta command sends: with [`MetaFlag::Base64Key`] among its
+    /// flags the caller's key is raw bytes (any bytes: binary keys), sent and
+    /// routed in its base64 form; without it, the key as given. A binary key
+    /// is refused behind a [key prefix](crate::ClientBuilder::key_prefix):
+    /// memcached decodes the whole key from base64, a prefix in front of the
+    /// encoded form included.
+    ///
+    /// [`MetaFlag::Base64Key`]: memgroup_proto::MetaFlag::Base64Key
+    pub(crate) fn meta_key<'k>(
+        &self,
+        key: &'k [u8],
+        flags: &[memgroup_proto::MetaFlag],
+    ) -> Result<Cow<'k, [u8]>, Error> {
+        if !flags.contains(&memgroup_proto::MetaFlag::Base64Key) {
+            return Ok(Cow::Borrowed(key));
+        }
+        if self.inner.long_keys.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a binary key (b) cannot be shortened (long keys, EVCache's hashed keys): memcached would decode the digest as base64",
+            ));
+        }
+        if !self.snapshot().topology.key_prefix().is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a binary key (b) cannot go behind the key prefix: memcached would decode the prefix as base64 too",
+            ));
+        }
+        let mut encoded = Vec::with_capacity(key.len().div_ceil(3) * 4);
+        memgroup_proto::base64_encode(key, &mut encoded);
+        Ok(Cow::Owned(encoded))
+    }
+}

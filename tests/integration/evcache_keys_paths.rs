@@ -1,0 +1,209 @@
+//! EVCache's hashed keys on every path, not only `get` and `set` of one
+//! group: a zone whose copy under the digest is another key's falls back to
+//! the next zone (as EVCache's reads do), `get_or_fill` leases under the
+//! digest, a meta read's size and flags are the value's inside the
+//! envelope, the envelope's size is what the limit checks, and settings that
+//! cannot hold together are refused. Real memcached; every copy read on the
+//! servers.
+
+use memgroup::client::evcache::{EvcacheHashAlgorithm, EvcacheKeyHash, EvcacheKeys};
+use memgroup::client::value::ValueFormat;
+use memgroup::client::{Client, ErrorKind, Freshness, MetaFlag, MetaStatus};
+use memgroup::hash::HashStrategy;
+
+use crate::support::{Memcached, memgroup, raw, server_list};
+
+/// One base64 character of MD5: keys collide quickly.
+fn tiny() -> EvcacheKeys {
+    EvcacheKeys::every_key(EvcacheKeyHash::new(EvcacheHashAlgorithm::Md5).max_hash_length(1))
+}
+
+/// Two keys with the same digest under `keys`.
+fn colliding(keys: EvcacheKeys) -> (String, String, String) {
+    let first = "collide:0".to_string();
+    let wire = keys.wire_key(first.as_bytes()).unwrap();
+    let other = (1..)
+        .map(|i| format!("collide:{i}"))
+        .find(|k| keys.wire_key(k.as_bytes()).unwrap() == wire)
+        .unwrap();
+    (first, other, wire)
+}
+
+/// One memcached, and a client of it with tiny hashed keys.
+fn one_server() -> ([Memcached; 1], Client) {
+    let servers = [Memcached::spawn()];
+    let client = builder(tiny())
+        .servers(&server_list(&servers))
+        .build()
+        .unwrap();
+    (servers, client)
+}
+
+fn builder(keys: EvcacheKeys) -> memgroup::client::ClientBuilder {
+    Client::builder()
+        .hash(HashStrategy::Ketama)
+        .value_format(ValueFormat::evcache())
+        .evcache_keys(keys)
+}
+
+/// The local zone holds another key's envelope under the digest (a
+/// collision): the read goes on to the next zone, which holds this key's
+/// value, for `get` and `get_multi`; the local zone's copy is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collision_in_the_local_zone_falls_back_to_the_next() {
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let client = builder(tiny())
+        .evcache_groups(&groups)
+        .zone("sg1")
+        .build()
+        .unwrap();
+    let (first, other, wire) = colliding(tiny());
+    client.set(&first, "first's", 0).await.unwrap();
+    // Its convergence check done first: a change of the digest's copy while
+    // it runs is, on the wire, a second writer of the key (it converges).
+    crate::support::background_done(&client).await;
+    // Only sg1 then gets the other key's value under the same digest.
+    let sg1_only = builder(tiny())
+        .servers(&server_list(std::slice::from_ref(&sg1)))
+        .build()
+        .unwrap();
+    sg1_only.set(&other, "other's", 0).await.unwrap();
+    assert_eq!(
+        sg1_only.get(&first).await.unwrap(),
+        None,
+        "sg1 alone: a collision"
+    );
+    let hit = client.get(&first).await.unwrap().expect("sg2's copy");
+    assert_eq!(hit.value, "first's");
+    let found = client.get_multi(&[&first, &other]).await.unwrap();
+    assert_eq!(found.get(&first).unwrap().value, "first's");
+    assert_eq!(found.get(&other).unwrap().value, "other's");
+    let (sg1_copy, _, _) = raw::copy(sg1.addr(), wire.as_bytes()).unwrap();
+    let (sg2_copy, _, _) = raw::copy(sg2.addr(), wire.as_bytes()).unwrap();
+    assert_ne!(sg1_copy, sg2_copy, "sg1's copy is another key's, untouched");
+}
+
+/// `get_or_fill` on a hashed key: the lease and the filled value live under
+/// the digest, the value in its envelope (what Java reads); the next call is
+/// served from the cache. Where the digest holds another key's value, the
+/// fill's value is returned and nothing is written over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_or_fill_leases_and_fills_under_the_digest() {
+    let (servers, client) = one_server();
+    let (first, other, wire) = colliding(tiny());
+    let fill = |value: &'static str| move || async move { Ok::<_, std::io::Error>(value) };
+    let filled = client
+        .get_or_fill(&first, 300, fill("filled"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (&filled.item.value[..], filled.freshness),
+        (&b"filled"[..], Freshness::Filled)
+    );
+    let (stored, flags, ttl) = raw::copy(servers[0].addr(), wire.as_bytes()).unwrap();
+    assert_eq!(
+        (flags, &stored[..2]),
+        (1, &[0xAC, 0xED][..]),
+        "an EVCacheValue"
+    );
+    assert!((298..=300).contains(&ttl), "the fill's TTL: {ttl}");
+    let cached = client
+        .get_or_fill(&first, 300, fill("again"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (&cached.item.value[..], cached.freshness),
+        (&b"filled"[..], Freshness::Cached)
+    );
+    assert_eq!(client.get(&first).await.unwrap().unwrap().value, "filled");
+    let collided = client
+        .get_or_fill(&other, 300, fill("other's"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (&collided.item.value[..], collided.freshness),
+        (&b"other's"[..], Freshness::Filled)
+    );
+    assert_eq!(
+        raw::copy(servers[0].addr(), wire.as_bytes()).unwrap().0,
+        stored,
+        "the first key's envelope stays"
+    );
+}
+
+/// A meta read without the value (`mg k s f`) answers with the size and
+/// client flags of the value inside the envelope, not the envelope's; the
+/// size limit applies to the envelope, the size the server stores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_sizes_and_flags_are_the_values_and_the_limit_the_envelopes() {
+    let (servers, client) = one_server();
+    client
+        .set(
+            "sized",
+            "abcde",
+            memgroup::client::WriteOptions::new().flags(7),
+        )
+        .await
+        .unwrap();
+    let meta = client
+        .meta_get("sized", &[MetaFlag::ReturnSize, MetaFlag::ReturnFlags])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(meta.status, MetaStatus::Hd);
+    assert_eq!(
+        (meta.flag_u64(b's'), meta.flag_u64(b'f')),
+        (Some(5), Some(7))
+    );
+    assert_eq!(meta.value, None);
+    let size_only = client
+        .meta_get("sized", &[MetaFlag::ReturnSize])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&size_only.flags[..], b"s5", "no flags asked, none returned");
+    let limited = builder(tiny())
+        .servers(&server_list(&servers))
+        .max_value_size(100)
+        .build()
+        .unwrap();
+    let refused = limited.set("big", vec![b'v'; 95], 0).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::ValueTooLarge, "{refused}");
+    assert!(refused.to_string().contains("envelope"), "{refused}");
+    let wire = tiny().wire_key(b"big").unwrap();
+    assert!(raw::copy(servers[0].addr(), wire.as_bytes()).is_none());
+}
+
+/// Settings that cannot hold together are refused, and a flag picks the key
+/// scheme over the file's: `sanitize_keys` with hashed keys (EVCache hashes
+/// keys as given) fails `build`; `--long-keys` over a cluster.toml with
+/// `[evcache_keys]` stores under memgroup's own digest key.
+#[test]
+fn conflicting_key_settings_are_refused_or_the_flag_wins() {
+    let refused = builder(tiny())
+        .servers("127.0.0.1:1")
+        .sanitize_keys(true)
+        .build()
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Config, "{refused}");
+    assert!(refused.to_string().contains("sanitize_keys"), "{refused}");
+    let server = Memcached::spawn();
+    let addr = server.addr_string();
+    let dir = crate::support::tempdir::Dir::new("evcache-paths");
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!("[evcache_keys]\nhash_key = true\n\n[[groups]]\nname = \"sg1\"\nservers = [\"{addr}\"]\n"),
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let long = "k".repeat(300);
+    let out = memgroup(&["--config", &file, "--long-keys", "--json", "route", &long]);
+    assert!(out.status.success(), "{out:?}");
+    let route = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        route.contains("\"wire_key\":\"mglk:"),
+        "memgroup's digest key: {route}"
+    );
+}
