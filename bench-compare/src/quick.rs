@@ -444,5 +444,6 @@ pub(crate) fn run(rows: &str, secs: Duration) {
             report(name, runs);
         }
         paired(&results);
+        crate::verdict::print(row, &results);
     }
 }

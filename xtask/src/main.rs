@@ -45,6 +45,9 @@ fn main() -> ExitCode {
         Some("compare") if args.get(1).map(String::as_str) == Some("--metrics") => {
             compare_feature("metrics", "no recorder")
         }
+        Some("compare") if args.get(1).map(String::as_str) == Some("--targets") => {
+            compare_targets()
+        }
         Some("compare") => compare(),
         Some("fuzz") => fuzz(&args[1..]),
         Some("soak") => soak(&args[1..]),
@@ -55,7 +58,7 @@ fn main() -> ExitCode {
         Some("man") => man(),
         Some("cluster") => cluster::cluster(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--tracing | --metrics | --faults | --proxy] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] [--proxy] | package | mutants [crate] | man | cluster up|down | ensure-memcached>"
+            "usage: cargo xtask <demo | test | bench [criterion args] | compare [--targets | --tracing | --metrics | --faults | --proxy] | fuzz [--all] [seconds] [--no-sanitizer] | soak [--duration SECONDS] [--proxy] | package | mutants [crate] | man | cluster up|down | ensure-memcached>"
                 .to_string(),
         ),
     };
@@ -224,6 +227,30 @@ fn compare() -> Result<()> {
             "bench-compare/Cargo.toml",
         ],
         &[],
+    )
+}
+
+/// The light-load targets' verdicts: the quick rows `seq`, `4`, `32` and
+/// `multi`, 11 alternating rounds of 1 s each unless `COMPARE_ROUNDS` and
+/// `COMPARE_SECS` say otherwise, each target's per-round ratio printed
+/// with its quartiles and whether its median meets it.
+fn compare_targets() -> Result<()> {
+    ensure_memcached()?;
+    let rounds = std::env::var("COMPARE_ROUNDS").unwrap_or_else(|_| "11".into());
+    let secs = std::env::var("COMPARE_SECS").unwrap_or_else(|_| "1".into());
+    run(
+        &cargo(),
+        &[
+            "run",
+            "--release",
+            "--manifest-path",
+            "bench-compare/Cargo.toml",
+        ],
+        &[
+            ("COMPARE_QUICK", "seq,4,32,multi"),
+            ("COMPARE_ROUNDS", &rounds),
+            ("COMPARE_SECS", &secs),
+        ],
     )
 }
 

@@ -55,6 +55,12 @@ impl Shared {
             Err(error) => return self.fail(&error.at(&self.server)),
         }
         loop {
+            // Nothing left to decode (the usual end: every byte read was
+            // replies): no lock to take. Room wakes are taken where they
+            // are made, in the same lock (`queue`, `reply` below).
+            if buf.is_empty() {
+                return;
+            }
             // One lock per reply: what it expects, then (decoded, a few
             // hundred nanoseconds) whose it is.
             let mut state = self.state.lock();
