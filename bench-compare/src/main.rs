@@ -297,7 +297,6 @@ macro_rules! time_async {
 }
 
 mod quick;
-mod verdict;
 
 /// memgroup's sequential get and set rows, on `client`.
 fn memgroup_seq(

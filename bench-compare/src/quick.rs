@@ -26,6 +26,8 @@
 //! memgroup's `get`, `set` and `get_multi` futures instead (each move of a
 //! future copies it).
 
+mod verdict;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -444,6 +446,6 @@ pub(crate) fn run(rows: &str, secs: Duration) {
             report(name, runs);
         }
         paired(&results);
-        crate::verdict::print(row, &results);
+        verdict::print(row, &results);
     }
 }

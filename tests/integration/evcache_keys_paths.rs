@@ -8,7 +8,7 @@
 
 use memgroup::client::evcache::{EvcacheHashAlgorithm, EvcacheKeyHash, EvcacheKeys};
 use memgroup::client::value::ValueFormat;
-use memgroup::client::{Client, ErrorKind, Freshness, MetaFlag, MetaStatus};
+use memgroup::client::{Client, ErrorKind, Fill, Freshness, Hedge, MetaFlag, MetaStatus};
 use memgroup::hash::HashStrategy;
 
 use crate::support::{Memcached, memgroup, raw, server_list};
@@ -53,9 +53,11 @@ fn builder(keys: EvcacheKeys) -> memgroup::client::ClientBuilder {
 async fn a_collision_in_the_local_zone_falls_back_to_the_next() {
     let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
     let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    // No hedging: the walk from sg1 to sg2 is what is checked.
     let client = builder(tiny())
         .evcache_groups(&groups)
         .zone("sg1")
+        .hedge(Hedge::off())
         .build()
         .unwrap();
     let (first, other, wire) = colliding(tiny());
@@ -107,7 +109,7 @@ async fn get_or_fill_leases_and_fills_under_the_digest() {
         (1, &[0xAC, 0xED][..]),
         "an EVCacheValue"
     );
-    assert!((298..=300).contains(&ttl), "the fill's TTL: {ttl}");
+    assert!((290..=300).contains(&ttl), "the fill's TTL: {ttl}");
     let cached = client
         .get_or_fill(&first, 300, fill("again"))
         .await
@@ -205,5 +207,59 @@ fn conflicting_key_settings_are_refused_or_the_flag_wins() {
     assert!(
         route.contains("\"wire_key\":\"mglk:"),
         "memgroup's digest key: {route}"
+    );
+}
+
+/// `get_or_fill` gives back what is not its own: a stale value of another
+/// key under the digest hands this caller the refill (`W`), which goes back
+/// so that key's own caller refills it; a filled value whose envelope is
+/// over the size limit fails the fill and releases the lease at once, so
+/// the next caller fills without waiting out the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_or_fill_gives_back_leases_it_cannot_use() {
+    let (servers, client) = one_server();
+    let (first, other, _) = colliding(tiny());
+    let fill = |value: &'static str| move || async move { Ok::<_, std::io::Error>(value) };
+    client.set(&other, "other's", 0).await.unwrap();
+    client.invalidate(&other, 30).await.unwrap();
+    let uncached = client
+        .get_or_fill(&first, 300, fill("first's"))
+        .await
+        .unwrap();
+    assert_eq!(uncached.item.value, "first's", "served, not cached");
+    let refilled = client
+        .get_or_fill(&other, 300, fill("other's again"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (&refilled.item.value[..], refilled.freshness),
+        (&b"other's again"[..], Freshness::Filled),
+        "the win went back to the other key's callers"
+    );
+    let limited = builder(tiny())
+        .servers(&server_list(&servers))
+        .max_value_size(300)
+        .build()
+        .unwrap();
+    let quick = Fill::new(300).wait(std::time::Duration::from_millis(500));
+    // 280 bytes: under the limit, its envelope (about 450) over it.
+    let big = vec![b'v'; 280];
+    let refused = limited
+        .get_or_fill(
+            "big",
+            quick,
+            move || async move { Ok::<_, std::io::Error>(big) },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::ValueTooLarge, "{refused}");
+    let next = limited
+        .get_or_fill("big", quick, fill("small"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (&next.item.value[..], next.freshness),
+        (&b"small"[..], Freshness::Filled),
+        "the lease was released"
     );
 }

@@ -37,6 +37,7 @@ use super::trace::Attempt;
 use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::join::BoxFuture;
+use crate::longkey::LongKey;
 use crate::pool::Snapshot;
 
 /// Hedges in hand at most (the budget's burst), in thousandths.
@@ -177,10 +178,12 @@ impl Client {
     /// stalled — requests outstanding and no answer for the hedge delay —
     /// and the budget allows. Returns the answers to settle, in order: the
     /// second only when a hedge was sent and the first answer was no hit.
+    /// `long`: the key is stored in an envelope, and a hit is one that
+    /// holds this key's (another key's, a collision, is no hit).
     pub(crate) async fn hedged_get(
         &self,
         snap: &Arc<Snapshot>,
-        key: Key<'_>,
+        (key, long): (Key<'_>, Option<&LongKey>),
         first: Target,
         attempt: Attempt,
         next: impl FnOnce() -> Option<Target>,
@@ -205,7 +208,7 @@ impl Client {
             match next() {
                 // Boxed: the two requests' futures stay out of every `get`'s.
                 Some(second) => {
-                    return Box::pin(self.hedge(snap, key, first, second, attempt)).await;
+                    return Box::pin(self.hedge(snap, (key, long), (first, second), attempt)).await;
                 }
                 // Nowhere else to ask: the hedge goes back to the budget.
                 None => {
@@ -222,9 +225,8 @@ impl Client {
     async fn hedge(
         &self,
         snap: &Arc<Snapshot>,
-        key: Key<'_>,
-        first: Target,
-        second: Target,
+        (key, long): (Key<'_>, Option<&LongKey>),
+        (first, second): (Target, Target),
         attempt: Attempt,
     ) -> (Answer, Option<Answer>) {
         let keys = [key];
@@ -236,13 +238,15 @@ impl Client {
         let mut primary = self.owned_get(snap, key, first, attempt);
         let hedge = self.exec(snap, second, &request, Attempt::Hedge);
         tokio::pin!(hedge);
-        // A hit the read can use: not from a copy awaiting a repair.
+        // A hit the read can use: not from a copy awaiting a repair, and
+        // for a key in an envelope, this key's envelope.
         let is_hit = |target: Target, reply: &Result<Option<Response>, Error>| {
-            matches!(reply, Ok(Some(Response::Values(v))) if !v.is_empty())
-                && !self
-                    .inner
-                    .repairs
-                    .blocks(snap.name(target.server), key.as_bytes())
+            matches!(reply, Ok(Some(Response::Values(v))) if v.iter().next().is_some_and(|v| {
+                long.is_none_or(|long| long.unwrap(&v.data, Some(v.flags)).is_some())
+            })) && !self
+                .inner
+                .repairs
+                .blocks(snap.name(target.server), key.as_bytes())
         };
         tokio::select! {
             reply = &mut primary => {

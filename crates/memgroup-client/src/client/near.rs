@@ -72,9 +72,16 @@ pub struct NearStatus {
     pub entries: usize,
 }
 
+/// An entry: the item, until when, its insertion's number, and the long key
+/// it is, if stored under a digest.
+type Entry = (Item, Instant, u64, Option<Box<[u8]>>);
+
 #[derive(Debug, Default)]
 struct Entries {
-    by_key: HashMap<Box<[u8]>, (Item, Instant, u64)>,
+    /// By wire key: the item, until when, its insertion's number, and for
+    /// a long key stored under a digest the key it is (a colliding key's
+    /// read must not be served it).
+    by_key: HashMap<Box<[u8]>, Entry>,
     /// Keys by insertion, with the insertion's number (a key re-inserted
     /// later has a newer one; stale queue entries are skipped).
     order: VecDeque<(Box<[u8]>, u64)>,
@@ -100,12 +107,15 @@ impl Near {
         }
     }
 
-    /// The entry for the wire key `key`, if fresh at `now`.
-    pub(crate) fn get(&self, key: &[u8], now: Instant) -> Option<Item> {
+    /// The entry for the wire key `key` (of the long key `owner`, if one),
+    /// if fresh at `now`.
+    pub(crate) fn get(&self, (key, owner): (&[u8], Option<&[u8]>), now: Instant) -> Option<Item> {
         let found = {
             let mut entries = self.entries.lock();
             match entries.by_key.get(key) {
-                Some((item, until, _)) if *until > now => Some(item.clone()),
+                Some((item, until, _, held)) if *until > now => {
+                    (held.as_deref() == owner).then(|| item.clone())
+                }
                 Some(_) => {
                     entries.by_key.remove(key);
                     None
@@ -122,15 +132,18 @@ impl Near {
         found
     }
 
-    /// Keeps `item` of `key` until `until`, evicting the oldest when full.
-    pub(crate) fn put(&self, key: &[u8], item: Item, until: Instant) {
+    /// Keeps `item` of the wire key `key` (of the long key `owner`, if
+    /// one) until `until`, evicting the oldest when full.
+    pub(crate) fn put(&self, (key, owner): (&[u8], Option<&[u8]>), item: Item, until: Instant) {
         if self.settings.capacity == 0 {
             return;
         }
         let mut entries = self.entries.lock();
         let number = entries.next;
         entries.next += 1;
-        entries.by_key.insert(key.into(), (item, until, number));
+        entries
+            .by_key
+            .insert(key.into(), (item, until, number, owner.map(Into::into)));
         entries.order.push_back((key.into(), number));
         while entries.by_key.len() > self.settings.capacity {
             let Some((oldest, n)) = entries.order.pop_front() else {
@@ -187,23 +200,39 @@ mod tests {
         let near = Near::new(NearCache::new(2, Duration::from_secs(1)));
         let now = Instant::now();
         let later = now + Duration::from_secs(1);
-        near.put(b"a", item("1"), later);
-        assert_eq!(near.get(b"a", now), Some(item("1")));
-        assert_eq!(near.get(b"a", later), None, "expired");
-        near.put(b"a", item("1"), later);
+        near.put((b"a", None), item("1"), later);
+        assert_eq!(near.get((b"a", None), now), Some(item("1")));
+        assert_eq!(near.get((b"a", None), later), None, "expired");
+        near.put((b"a", None), item("1"), later);
         near.forget(b"a");
-        assert_eq!(near.get(b"a", now), None, "forgotten");
-        near.put(b"a", item("1"), later);
-        near.put(b"b", item("2"), later);
-        near.put(b"c", item("3"), later);
-        assert_eq!(near.get(b"a", now), None, "the oldest went");
-        assert_eq!(near.get(b"c", now), Some(item("3")));
+        assert_eq!(near.get((b"a", None), now), None, "forgotten");
+        near.put((b"a", None), item("1"), later);
+        near.put((b"b", None), item("2"), later);
+        near.put((b"c", None), item("3"), later);
+        assert_eq!(near.get((b"a", None), now), None, "the oldest went");
+        assert_eq!(near.get((b"c", None), now), Some(item("3")));
         for _ in 0..1000 {
-            near.put(b"b", item("2"), later);
+            near.put((b"b", None), item("2"), later);
         }
         assert!(near.entries.lock().order.len() <= 32);
-        assert_eq!(near.get(b"c", now), Some(item("3")));
+        assert_eq!(near.get((b"c", None), now), Some(item("3")));
         let status = near.status();
         assert_eq!((status.hits, status.entries), (3, 2));
+    }
+
+    /// A long key's entry under its digest is served to that key only: a
+    /// key with the same digest (a collision) misses it.
+    #[test]
+    fn a_digests_entry_is_its_own_keys_only() {
+        let near = Near::new(NearCache::new(4, Duration::from_secs(1)));
+        let now = Instant::now();
+        let later = now + Duration::from_secs(1);
+        near.put((b"digest", Some(&b"first"[..])), item("first's"), later);
+        assert_eq!(
+            near.get((b"digest", Some(&b"first"[..])), now),
+            Some(item("first's"))
+        );
+        assert_eq!(near.get((b"digest", Some(&b"other"[..])), now), None);
+        assert_eq!(near.get((b"digest", None), now), None);
     }
 }

@@ -88,12 +88,13 @@ impl Client {
     }
 
     /// `mg` of the wire key `wire` in the first local group, unless there
-    /// is none or it is the arbiter's; `None` on a miss.
+    /// is none or it is the arbiter's; `None` on a miss or another key's
+    /// value ([`Client::judged`]).
     pub(super) async fn read_local(
         &self,
-        wire: &[u8],
+        (wire, long): (&[u8], Option<&LongKey>),
         flags: &[MetaFlag],
-    ) -> Result<Option<MetaResponse>, Error> {
+    ) -> Result<Option<(Found, MetaResponse)>, Error> {
         let snap = self.snapshot();
         let topology = &snap.topology;
         let Some(&local) = topology.local_groups().first() else {
@@ -109,7 +110,56 @@ impl Client {
             key: Key::new_raw(wire).expect("validated"),
             flags,
         };
-        self.meta_at(&snap, target, &request, Attempt::First).await
+        Ok(
+            match self
+                .meta_at(&snap, target, &request, Attempt::First)
+                .await?
+            {
+                Some(m) => self.judged(&snap, target, (wire, long), m).await,
+                None => None,
+            },
+        )
+    }
+
+    /// The lease request `request` at the arbiter's server, its reply
+    /// judged ([`Client::judged`]): `None` for another key's value.
+    pub(super) async fn lease_at_arbiter(
+        &self,
+        (wire, long): (&[u8], Option<&LongKey>),
+        request: &Request<'_>,
+    ) -> Result<Option<(Found, MetaResponse)>, Error> {
+        let snap = self.snapshot();
+        let target = self.arbiter_target(&snap, wire, "leases live there")?;
+        let m = self
+            .meta_at(&snap, target, request, Attempt::First)
+            .await?
+            .ok_or_else(|| crate::client::unexpected(None))?;
+        Ok(self.judged(&snap, target, (wire, long), m).await)
+    }
+
+    /// A reply read at `target`, judged as stored (a lease stub is empty, an
+    /// envelope is not: the lease state is the stored item's) and served
+    /// unwrapped for a key in an envelope (`long`); `None` when it holds
+    /// another key's value (a digest collision), any win it was handed
+    /// given back first, so that key's own callers can refill it.
+    async fn judged(
+        &self,
+        snap: &Snapshot,
+        target: Target,
+        (wire, long): (&[u8], Option<&LongKey>),
+        m: MetaResponse,
+    ) -> Option<(Found, MetaResponse)> {
+        let state = found(&m);
+        let Some(long) = long else {
+            return Some((state, m));
+        };
+        match long.unwrap_meta(m.clone()) {
+            Some(unwrapped) => Some((state, unwrapped)),
+            None => {
+                self.give_back(snap, target, wire, &m).await;
+                None
+            }
+        }
     }
 
     /// One meta request at the arbiter's server for the wire key `wire`.

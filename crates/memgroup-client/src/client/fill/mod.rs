@@ -212,16 +212,8 @@ impl Client {
         // A failed local read is no answer: the arbiter decides then.
         let mut in_hand = None;
         // Another key's envelope (a digest collision) or none: no answer.
-        let unwrap = |m: MetaResponse| match long {
-            Some(long) => long.unwrap_meta(m),
-            None => Some(m),
-        };
-        if let Ok(Some(local)) = self
-            .read_local(wire, &flags)
-            .await
-            .map(|m| m.and_then(unwrap))
-        {
-            match found(&local) {
+        if let Ok(Some((state, local))) = self.read_local((wire, long), &flags).await {
+            match state {
                 Found::Fresh => return Ok(served(&local, Freshness::Cached)),
                 Found::Stale { .. } | Found::RefreshWon => in_hand = Some(local),
                 Found::Stub { .. } => {}
@@ -235,13 +227,13 @@ impl Client {
         let started = crate::clock::now();
         let (mut backoff, mut waited) = (Duration::from_millis(5), false);
         loop {
-            let Some(lease) = unwrap(self.at_arbiter(wire, &request).await?) else {
+            let Some((state, lease)) = self.lease_at_arbiter((wire, long), &request).await? else {
                 // The arbiter holds another key's value under this digest:
                 // no lease to take, nothing to serve; the fill's value is
                 // returned uncached.
                 return self.fill_uncached(f).await;
             };
-            match found(&lease) {
+            match state {
                 Found::Fresh if waited => return Ok(served(&lease, Freshness::Waited)),
                 Found::Fresh => return Ok(served(&lease, Freshness::Cached)),
                 Found::Stub { won: true } | Found::Stale { won: true } | Found::RefreshWon => {
@@ -310,18 +302,35 @@ impl Client {
                 );
             }
         };
-        let checked = self.check_value(&value).and_then(|()| fill.ttl.exptime());
-        let exptime = match checked {
-            Ok(exptime) => exptime,
+        // What the arbiter stores: the value, or a long key's envelope (its
+        // size is what the limit checks).
+        let checked = self.check_value(&value).and_then(|()| {
+            let exptime = fill.ttl.exptime()?;
+            match held.long.as_ref() {
+                Some(long) => {
+                    let (envelope, outer) = long.wrap(&value, 0, exptime)?;
+                    self.check_envelope(&value, &envelope)?;
+                    Ok((Bytes::from(envelope), outer, exptime))
+                }
+                None => Ok((value.clone(), 0, exptime)),
+            }
+        });
+        let (data, outer, exptime) = match checked {
+            Ok(stored) => stored,
             Err(e) => {
                 self.release(wire, lease).await;
                 return Err(e);
             }
         };
-        if self
-            .store_filled(wire, held.long.as_ref(), &value, exptime, lease)
-            .await
-        {
+        let stored = self
+            .store_filled(wire, (&data, outer), exptime, lease)
+            .await;
+        if let Err(_refused) = &stored {
+            // Refused (too large for the server) or unanswered: the stub
+            // goes, unless the value did land (its CAS then differs).
+            self.release(wire, lease).await;
+        }
+        if stored.unwrap_or(false) {
             let snap = self.snapshot();
             let arbiter = snap.topology.arbiter();
             let others: Vec<&str> = snap
@@ -348,25 +357,18 @@ impl Client {
         })
     }
 
-    /// Writes a filled value at the arbiter over its lease: whether it was
-    /// stored (the lease still the arbiter's copy).
+    /// Writes a filled value (`data` with its item flags: a long key's in
+    /// its envelope) at the arbiter over its lease: whether it was stored
+    /// (the lease still the arbiter's copy), or the server's error.
     async fn store_filled(
         &self,
         wire: &[u8],
-        long: Option<&LongKey>,
-        value: &[u8],
+        (data, outer): (&[u8], u32),
         exptime: u32,
         lease: &MetaResponse,
-    ) -> bool {
+    ) -> Result<bool, Error> {
         let Some(cas) = lease.flag_u64(b'c') else {
-            return false;
-        };
-        let Ok(wrapped) = long.map(|long| long.wrap(value, 0, exptime)).transpose() else {
-            return false;
-        };
-        let (data, outer) = match &wrapped {
-            Some((envelope, outer)) => (&envelope[..], *outer),
-            None => (value, 0),
+            return Ok(false);
         };
         let flags = [
             MetaFlag::CompareCas(cas),
@@ -378,14 +380,11 @@ impl Client {
             data,
             flags: &flags,
         };
-        let stored = matches!(
-            self.at_arbiter(wire, &request).await,
-            Ok(m) if m.status == MetaStatus::Hd
-        );
+        let stored = self.at_arbiter(wire, &request).await?.status == MetaStatus::Hd;
         if stored && let Some(near) = &self.inner.near {
             near.forget(wire);
         }
-        stored
+        Ok(stored)
     }
 
     /// The fill's value, not cached: where no lease can be taken.

@@ -205,11 +205,13 @@ impl Client {
                     && self.inner.hedging.overloaded(snap, target).is_none()
                 {
                     let pool = &self.inner.pool;
+                    let long = read.long;
                     let next = || {
                         let dead = pool.dead_view();
                         read.next(&dead, dead.now())
                     };
-                    self.hedged_get(snap, key, target, attempt, next).await
+                    self.hedged_get(snap, (key, long), target, attempt, next)
+                        .await
                 } else {
                     let reply = self
                         .read_exec(snap, target, &op.request(&keys), attempt, false)

@@ -209,12 +209,13 @@ impl Client {
             MetaFlag::ReturnHit,
             MetaFlag::ReturnLastAccess,
         ];
-        let wire = {
+        let (wire, owner) = {
             let snap = self.snapshot();
-            self.wire_key(&snap, key)?.bytes.into_owned()
+            let wire = self.wire_key(&snap, key)?;
+            (wire.bytes.into_owned(), wire.long.map(|long| long.original))
         };
         let now = crate::clock::now();
-        if let Some(item) = near.get(&wire, now) {
+        if let Some(item) = near.get((&wire, owner.as_deref()), now) {
             return Ok(Some(item));
         }
         let since = self.inner.repairs.reading();
@@ -234,7 +235,8 @@ impl Client {
                 Some(t) if t >= 0 => Duration::from_secs(t.unsigned_abs()),
                 _ => near.settings.ttl,
             };
-            near.put(&wire, item.clone(), now + near.settings.ttl.min(left));
+            let until = now + near.settings.ttl.min(left);
+            near.put((&wire, owner.as_deref()), item.clone(), until);
         }
         Ok(Some(item))
     }
@@ -394,8 +396,13 @@ impl Client {
     ) -> Result<Option<MetaResponse>, Error> {
         let asked = |flag| flags.contains(&flag);
         let (size, client_flags) = (asked(MetaFlag::ReturnSize), asked(MetaFlag::ReturnFlags));
-        if self.inner.long_keys.is_some() && !asked(MetaFlag::ReturnValue) && (size || client_flags)
-        {
+        let shortened = |key: &[u8]| {
+            self.inner.long_keys.is_some()
+                && self
+                    .wire_key(&self.snapshot(), key)
+                    .is_ok_and(|wire| wire.long.is_some())
+        };
+        if !asked(MetaFlag::ReturnValue) && (size || client_flags) && shortened(key.as_ref()) {
             // In an envelope, the size and the client flags are the value's
             // inside it: read with the value, answered as asked.
             let mut widened = flags.to_vec();
