@@ -185,5 +185,8 @@ mod tests {
         // Python's base64.a85encode.
         assert_eq!(ascii85(b"Man "), "9jqo^");
         assert_eq!(ascii85(&[0, 0, 0, 0, 1]), "z!<");
+        // A group with its top bit set, as unsigned arithmetic writes it
+        // (Python's a85encode): 0xFFFFFFFF is "s8W-!".
+        assert_eq!(ascii85(&[0xff; 4]), "s8W-!");
     }
 }

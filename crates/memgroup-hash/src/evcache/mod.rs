@@ -128,7 +128,14 @@ pub enum EvcacheKeyEncoding {
     #[default]
     Base64,
     /// Ascii85 without delimiters, `z` for a group of four zero bytes
-    /// (`max.hash.length` does not apply).
+    /// (`max.hash.length` does not apply). EVCache calls the
+    /// `com.github.fzakaria:ascii85` library at `latest.release`; this is
+    /// what its releases with the unsigned group arithmetic write. Its
+    /// early code divided each group as a signed `int`: any group with its
+    /// top bit set (about half of them) came out as other characters,
+    /// spaces and non-ASCII among them, which this encoding does not
+    /// reproduce (and memcached would refuse). Not checked against Java
+    /// here: neither jar is at hand.
     Ascii85,
 }
 
