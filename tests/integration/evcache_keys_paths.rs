@@ -135,7 +135,8 @@ async fn get_or_fill_leases_and_fills_under_the_digest() {
 }
 
 /// A meta read without the value (`mg k s f`) answers with the size and
-/// client flags of the value inside the envelope, not the envelope's; the
+/// client flags of the value inside the envelope, not the envelope's, and
+/// `k` with the key asked for, not its digest; the
 /// size limit applies to the envelope, the size the server stores.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meta_sizes_and_flags_are_the_values_and_the_limit_the_envelopes() {
@@ -165,6 +166,14 @@ async fn meta_sizes_and_flags_are_the_values_and_the_limit_the_envelopes() {
         .unwrap()
         .unwrap();
     assert_eq!(&size_only.flags[..], b"s5", "no flags asked, none returned");
+    // The key returned is the one asked for, not its digest.
+    for flags in [
+        &[MetaFlag::ReturnKey, MetaFlag::ReturnValue][..],
+        &[MetaFlag::ReturnSize, MetaFlag::ReturnKey][..],
+    ] {
+        let keyed = client.meta_get("sized", flags).await.unwrap().unwrap();
+        assert_eq!(keyed.flag(b'k'), Some(&b"sized"[..]), "{flags:?}");
+    }
     let limited = builder(tiny())
         .servers(&server_list(&servers))
         .max_value_size(100)

@@ -236,20 +236,32 @@ impl LongKey {
     }
 
     /// A meta reply for this key with its value unwrapped (and the `f`
-    /// token, when asked for, the client flags inside); `None` when the
-    /// value is not this key's envelope. A reply without a value (no `v`
-    /// asked) or a lease stub (empty, no envelope yet) is returned as it is.
+    /// token, when asked for, the client flags inside; `k`, the key asked
+    /// for); `None` when the value is not this key's envelope. A reply
+    /// without a value (no `v` asked) or a lease stub (empty, no envelope
+    /// yet) keeps its value as it is.
     pub(crate) fn unwrap_meta(
         &self,
         mut meta: memgroup_proto::MetaResponse,
     ) -> Option<memgroup_proto::MetaResponse> {
+        let mut inner_flags = None;
         if let Some(value) = meta.value.as_ref().filter(|v| !v.is_empty()) {
             let stored = meta.flag_u64(b'f').and_then(|f| u32::try_from(f).ok());
             let (value, flags) = self.unwrap(value, stored)?;
             meta.value = Some(value);
-            if stored.is_some() {
-                meta.flags = with_client_flags(&meta.flags, flags);
-            }
+            inner_flags = stored.map(|_| flags);
+        }
+        // The key returned (`k`) is the one asked for, not its digest, when
+        // it can stand as a token.
+        let key = (meta.flag(b'k').is_some()
+            && self.original.iter().all(|&b| b > b' ' && b != 0x7f))
+        .then_some(&self.original[..]);
+        if inner_flags.is_some() || key.is_some() {
+            meta.flags = map_tokens(&meta.flags, |t| match (t[0], inner_flags, key) {
+                (b'f', Some(flags), _) => Some(format!("f{flags}").into_bytes()),
+                (b'k', _, Some(key)) => Some([&b"k"[..], key].concat()),
+                _ => Some(t.to_vec()),
+            });
         }
         Some(meta)
     }
@@ -262,18 +274,15 @@ impl LongKey {
     }
 }
 
-/// Meta return flags with the `f` token's value replaced by `flags` (the
-/// client flags inside an envelope).
-pub(crate) fn with_client_flags(tokens: &Bytes, flags: u32) -> Bytes {
-    let replaced: Vec<Vec<u8>> = tokens
+/// Meta return flags, each token replaced by what `edit` gives for it
+/// (`None`: dropped).
+fn map_tokens(tokens: &Bytes, edit: impl FnMut(&[u8]) -> Option<Vec<u8>>) -> Bytes {
+    let edited: Vec<Vec<u8>> = tokens
         .split(|&b| b == b' ')
         .filter(|t| !t.is_empty())
-        .map(|t| match t[0] {
-            b'f' => format!("f{flags}").into_bytes(),
-            _ => t.to_vec(),
-        })
+        .filter_map(edit)
         .collect();
-    Bytes::from(replaced.join(&b' '))
+    Bytes::from(edited.join(&b' '))
 }
 
 /// A meta reply read with its value (`v f`) answered as a read without it:
@@ -285,16 +294,11 @@ pub(crate) fn without_value(
     flags: bool,
 ) -> memgroup_proto::MetaResponse {
     let len = meta.value.take().map_or(0, |v| v.len());
-    let tokens: Vec<Vec<u8>> = meta
-        .flags
-        .split(|&b| b == b' ')
-        .filter(|t| !t.is_empty() && (flags || t[0] != b'f'))
-        .map(|t| match t[0] {
-            b's' if size => format!("s{len}").into_bytes(),
-            _ => t.to_vec(),
-        })
-        .collect();
-    meta.flags = Bytes::from(tokens.join(&b' '));
+    meta.flags = map_tokens(&meta.flags, |t| match t[0] {
+        b'f' if !flags => None,
+        b's' if size => Some(format!("s{len}").into_bytes()),
+        _ => Some(t.to_vec()),
+    });
     if meta.status == memgroup_proto::MetaStatus::Va {
         meta.status = memgroup_proto::MetaStatus::Hd;
     }
