@@ -668,29 +668,40 @@ pub(super) fn sp(i: &[u8]) -> IResult<&[u8], &[u8]> {
 /// rather than nom's generic number parser because header numbers are on the
 /// hottest path: one pass, each digit checked and added as it is met.
 pub(super) fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
-    let error = |kind| Err(nom::Err::Error(nom::error::Error::new(i, kind)));
+    match digits(i) {
+        Ok((n, rest)) => Ok((rest, n)),
+        Err(kind) => Err(nom::Err::Error(nom::error::Error::new(i, kind))),
+    }
+}
+
+/// [`dec_u64`] without nom's error: the number and what follows it, or
+/// why there is none (no digit, over 20 digits, or an overflow).
+fn digits(i: In<'_>) -> Result<(u64, In<'_>), nom::error::ErrorKind> {
     let mut n: u64 = 0;
-    let mut digits = 0;
+    let mut count = 0;
     for &b in i {
         let d = b.wrapping_sub(b'0');
         if d > 9 {
             break;
         }
-        if digits == 20 {
-            return error(nom::error::ErrorKind::Digit);
+        if count == 20 {
+            return Err(nom::error::ErrorKind::Digit);
         }
-        match n.checked_mul(10).and_then(|n| n.checked_add(u64::from(d))) {
-            Some(m) => n = m,
-            None => return error(nom::error::ErrorKind::TooLarge),
-        }
-        digits += 1;
+        n = n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(d)))
+            .ok_or(nom::error::ErrorKind::TooLarge)?;
+        count += 1;
     }
-    if digits == 0 {
-        return error(nom::error::ErrorKind::Digit);
+    if count == 0 {
+        return Err(nom::error::ErrorKind::Digit);
     }
-    Ok((&i[digits..], n))
+    Ok((n, &i[count..]))
 }
 
+/// A decimal `u32` ([`dec_u64`] in range): the grammar the tests hold
+/// [`value_fields`] to.
+#[cfg(test)]
 pub(super) fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
     let (rest, n) = dec_u64(i)?;
     match u32::try_from(n) {
@@ -708,13 +719,20 @@ pub(super) fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
 /// after the other without a combinator chain (which cost about twice the
 /// instructions per value).
 pub(super) fn value_fields(i: In<'_>) -> Option<(In<'_>, u32, u64, Option<u64>)> {
-    let (rest, key) = token(i).ok()?;
-    let (rest, flags) = dec_u32(rest.strip_prefix(b" ")?).ok()?;
-    let (rest, len) = dec_u64(rest.strip_prefix(b" ")?).ok()?;
+    // One pass, no parser state: the key to the first space, then each
+    // number after exactly one space.
+    let end = find_byte(i, b' ')?;
+    let (key, rest) = (&i[..end], &i[end + 1..]);
+    if key.is_empty() {
+        return None;
+    }
+    let (flags, rest) = digits(rest).ok()?;
+    let flags = u32::try_from(flags).ok()?;
+    let (len, rest) = digits(rest.strip_prefix(b" ")?).ok()?;
     let cas = match rest {
         [] => None,
-        [b' ', cas @ ..] => match dec_u64(cas).ok()? {
-            ([], cas) => Some(cas),
+        [b' ', cas @ ..] => match digits(cas).ok()? {
+            (cas, []) => Some(cas),
             _ => return None,
         },
         _ => return None,
