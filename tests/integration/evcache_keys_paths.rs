@@ -168,11 +168,16 @@ async fn meta_sizes_and_flags_are_the_values_and_the_limit_the_envelopes() {
     assert_eq!(&size_only.flags[..], b"s5", "no flags asked, none returned");
     // The key returned is the one asked for, not its digest.
     for flags in [
-        &[MetaFlag::ReturnKey, MetaFlag::ReturnValue][..],
+        &[
+            MetaFlag::ReturnKey,
+            MetaFlag::ReturnValue,
+            MetaFlag::ReturnSize,
+        ][..],
         &[MetaFlag::ReturnSize, MetaFlag::ReturnKey][..],
     ] {
         let keyed = client.meta_get("sized", flags).await.unwrap().unwrap();
         assert_eq!(keyed.flag(b'k'), Some(&b"sized"[..]), "{flags:?}");
+        assert_eq!(keyed.flag_u64(b's'), Some(5), "the size inside: {flags:?}");
     }
     let limited = builder(tiny())
         .servers(&server_list(&servers))
@@ -244,6 +249,29 @@ async fn get_or_fill_gives_back_leases_it_cannot_use() {
         (&refilled.item.value[..], refilled.freshness),
         (&b"other's again"[..], Freshness::Filled),
         "the win went back to the other key's callers"
+    );
+    // A won refresh of an envelope holding an empty value, given back when
+    // its fill fails: judged as stored (a value, not a stub), so the value
+    // stays, where a stub would be deleted.
+    // (A key whose one-character digest no other key here shares.)
+    let taken = [tiny().wire_key(first.as_bytes()), tiny().wire_key(b"big")];
+    let empty = (0..)
+        .map(|i| format!("empty:{i}"))
+        .find(|k| !taken.contains(&tiny().wire_key(k.as_bytes())))
+        .unwrap();
+    client.set(&empty, "", 100).await.unwrap();
+    let refresh = Fill::new(300).refresh_before(std::time::Duration::from_secs(200));
+    let failed = client
+        .get_or_fill(&empty, refresh, || async {
+            Err::<&str, _>(std::io::Error::other("backend down"))
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(failed.kind(), ErrorKind::Fill, "{failed}");
+    let wire = tiny().wire_key(empty.as_bytes()).unwrap();
+    assert!(
+        raw::copy(servers[0].addr(), wire.as_bytes()).is_some(),
+        "the value stays"
     );
     let limited = builder(tiny())
         .servers(&server_list(&servers))

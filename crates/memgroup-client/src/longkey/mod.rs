@@ -236,18 +236,19 @@ impl LongKey {
     }
 
     /// A meta reply for this key with its value unwrapped (and the `f`
-    /// token, when asked for, the client flags inside; `k`, the key asked
-    /// for); `None` when the value is not this key's envelope. A reply
+    /// token, when asked for, the client flags inside; `s` the size inside;
+    /// `k`, the key asked for); `None` when the value is not this key's envelope. A reply
     /// without a value (no `v` asked) or a lease stub (empty, no envelope
     /// yet) keeps its value as it is.
     pub(crate) fn unwrap_meta(
         &self,
         mut meta: memgroup_proto::MetaResponse,
     ) -> Option<memgroup_proto::MetaResponse> {
-        let mut inner_flags = None;
+        let (mut inner_flags, mut inner_len) = (None, None);
         if let Some(value) = meta.value.as_ref().filter(|v| !v.is_empty()) {
             let stored = meta.flag_u64(b'f').and_then(|f| u32::try_from(f).ok());
             let (value, flags) = self.unwrap(value, stored)?;
+            inner_len = Some(value.len());
             meta.value = Some(value);
             inner_flags = stored.map(|_| flags);
         }
@@ -256,10 +257,14 @@ impl LongKey {
         let key = (meta.flag(b'k').is_some()
             && self.original.iter().all(|&b| b > b' ' && b != 0x7f))
         .then_some(&self.original[..]);
-        if inner_flags.is_some() || key.is_some() {
+        if inner_len.is_some() || key.is_some() {
             meta.flags = map_tokens(&meta.flags, |t| match (t[0], inner_flags, key) {
                 (b'f', Some(flags), _) => Some(format!("f{flags}").into_bytes()),
                 (b'k', _, Some(key)) => Some([&b"k"[..], key].concat()),
+                (b's', ..) => Some(match inner_len {
+                    Some(len) => format!("s{len}").into_bytes(),
+                    None => t.to_vec(),
+                }),
                 _ => Some(t.to_vec()),
             });
         }

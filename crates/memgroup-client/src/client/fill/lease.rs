@@ -40,6 +40,17 @@ impl Drop for Held {
     }
 }
 
+/// A lease reply judged ([`Client::judged`]).
+pub(super) struct Judged {
+    /// The lease state, the stored item's.
+    pub(super) state: Found,
+    /// The reply to serve: a long key's value unwrapped.
+    pub(super) served: MetaResponse,
+    /// The reply as stored: what a win is given back by (judged again
+    /// then, as stored).
+    pub(super) stored: MetaResponse,
+}
+
 impl Client {
     /// Gives a won lease back, if the arbiter's copy is still the one the
     /// lease came with.
@@ -94,7 +105,7 @@ impl Client {
         &self,
         (wire, long): (&[u8], Option<&LongKey>),
         flags: &[MetaFlag],
-    ) -> Result<Option<(Found, MetaResponse)>, Error> {
+    ) -> Result<Option<Judged>, Error> {
         let snap = self.snapshot();
         let topology = &snap.topology;
         let Some(&local) = topology.local_groups().first() else {
@@ -127,7 +138,7 @@ impl Client {
         &self,
         (wire, long): (&[u8], Option<&LongKey>),
         request: &Request<'_>,
-    ) -> Result<Option<(Found, MetaResponse)>, Error> {
+    ) -> Result<Option<Judged>, Error> {
         let snap = self.snapshot();
         let target = self.arbiter_target(&snap, wire, "leases live there")?;
         let m = self
@@ -147,19 +158,24 @@ impl Client {
         snap: &Snapshot,
         target: Target,
         (wire, long): (&[u8], Option<&LongKey>),
-        m: MetaResponse,
-    ) -> Option<(Found, MetaResponse)> {
-        let state = found(&m);
-        let Some(long) = long else {
-            return Some((state, m));
+        stored: MetaResponse,
+    ) -> Option<Judged> {
+        let state = found(&stored);
+        let served = match long {
+            None => stored.clone(),
+            Some(long) => match long.unwrap_meta(stored.clone()) {
+                Some(unwrapped) => unwrapped,
+                None => {
+                    self.give_back(snap, target, wire, &stored).await;
+                    return None;
+                }
+            },
         };
-        match long.unwrap_meta(m.clone()) {
-            Some(unwrapped) => Some((state, unwrapped)),
-            None => {
-                self.give_back(snap, target, wire, &m).await;
-                None
-            }
-        }
+        Some(Judged {
+            state,
+            served,
+            stored,
+        })
     }
 
     /// One meta request at the arbiter's server for the wire key `wire`.

@@ -212,10 +212,10 @@ impl Client {
         // A failed local read is no answer: the arbiter decides then.
         let mut in_hand = None;
         // Another key's envelope (a digest collision) or none: no answer.
-        if let Ok(Some((state, local))) = self.read_local((wire, long), &flags).await {
-            match state {
-                Found::Fresh => return Ok(served(&local, Freshness::Cached)),
-                Found::Stale { .. } | Found::RefreshWon => in_hand = Some(local),
+        if let Ok(Some(local)) = self.read_local((wire, long), &flags).await {
+            match local.state {
+                Found::Fresh => return Ok(served(&local.served, Freshness::Cached)),
+                Found::Stale { .. } | Found::RefreshWon => in_hand = Some(local.served),
                 Found::Stub { .. } => {}
             }
         }
@@ -227,13 +227,14 @@ impl Client {
         let started = crate::clock::now();
         let (mut backoff, mut waited) = (Duration::from_millis(5), false);
         loop {
-            let Some((state, lease)) = self.lease_at_arbiter((wire, long), &request).await? else {
+            let Some(judged) = self.lease_at_arbiter((wire, long), &request).await? else {
                 // The arbiter holds another key's value under this digest:
                 // no lease to take, nothing to serve; the fill's value is
                 // returned uncached.
                 return self.fill_uncached(f).await;
             };
-            match state {
+            let lease = judged.served;
+            match judged.state {
                 Found::Fresh if waited => return Ok(served(&lease, Freshness::Waited)),
                 Found::Fresh => return Ok(served(&lease, Freshness::Cached)),
                 Found::Stub { won: true } | Found::Stale { won: true } | Found::RefreshWon => {
@@ -241,7 +242,8 @@ impl Client {
                         client: self.clone(),
                         wire: wire.to_vec(),
                         long: long.cloned(),
-                        lease,
+                        // Given back as stored, if the fill fails.
+                        lease: judged.stored,
                         armed: true,
                     };
                     return self.run_fill(key, fill, f, held).await;
