@@ -11,7 +11,7 @@ use memgroup::client::value::ValueFormat;
 use memgroup::client::{Client, ErrorKind, Fill, Freshness, Hedge, MetaFlag, MetaStatus};
 use memgroup::hash::HashStrategy;
 
-use crate::support::{Memcached, memgroup, raw, server_list};
+use crate::support::{HeldClock, Memcached, let_io_happen, memgroup, raw, server_list};
 
 /// One base64 character of MD5: keys collide quickly.
 fn tiny() -> EvcacheKeys {
@@ -298,5 +298,50 @@ async fn get_or_fill_gives_back_leases_it_cannot_use() {
         (&next.item.value[..], next.freshness),
         (&b"small"[..], Freshness::Filled),
         "the lease was released"
+    );
+}
+
+/// A hedged `get` whose hedge answers first with another key's value under
+/// the digest takes that for no hit: it waits for the first group's answer,
+/// which holds this key's. A real memcached stalled by SIGSTOP; tokio's
+/// clock held by the test.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_hedge_answering_with_a_collision_is_no_hit() {
+    let _clock = HeldClock::hold();
+    const TIMEOUT: std::time::Duration = std::time::Duration::from_millis(300);
+    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
+    let client = builder(tiny())
+        .evcache_groups(&groups)
+        .zone("sg1")
+        .timeout(TIMEOUT)
+        .hedge(Hedge::new(std::time::Duration::from_millis(5), 1.0))
+        .build()
+        .unwrap();
+    let (first, other, _) = colliding(tiny());
+    client.set(&first, "first's", 0).await.unwrap();
+    crate::support::background_done(&client).await;
+    let sg2_only = builder(tiny())
+        .servers(&server_list(std::slice::from_ref(&sg2)))
+        .build()
+        .unwrap();
+    sg2_only.set(&other, "other's", 0).await.unwrap();
+    sg1.stop();
+    // A first read waits out its timeout on the stalled server: the next
+    // one sees it stalled and is hedged at once.
+    let (_, ()) = tokio::join!(client.get(&first), async {
+        let_io_happen().await;
+        tokio::time::advance(TIMEOUT).await;
+    });
+    let (hit, ()) = tokio::join!(client.get(&first), async {
+        let_io_happen().await;
+        sg1.resume();
+    });
+    assert_eq!(client.health().hedged_reads, 1, "the read was hedged");
+    assert_eq!(
+        hit.unwrap()
+            .expect("sg1's answer, not the hedge's collision")
+            .value,
+        "first's"
     );
 }
