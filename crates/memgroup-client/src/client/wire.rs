@@ -9,8 +9,17 @@ use memgroup_topology::GroupId;
 
 use super::Client;
 use crate::error::{Error, ErrorKind};
+use crate::item::Item;
 use crate::longkey::LongKey;
 use crate::pool::Snapshot;
+
+/// An item read under the long key `long`, its value and client flags
+/// those inside the envelope ([`LongKey::unwrap`]); `None` when the
+/// envelope is another key's or none.
+pub(crate) fn unwrap_item(long: &LongKey, mut item: Item) -> Option<Item> {
+    (item.value, item.flags) = long.unwrap(&item.value, Some(item.flags))?;
+    Some(item)
+}
 
 /// A key as it goes on the wire: transformed (sanitized) and validated.
 pub(crate) struct WireKey<'k> {
@@ -94,34 +103,46 @@ impl Client {
         })
     }
 
-    /// [`Client::check_value`] for a long key's `value` in its `envelope`:
-    /// the envelope is what the server stores.
-    pub(crate) fn check_envelope(&self, value: &[u8], envelope: &[u8]) -> Result<(), Error> {
-        let max = self.inner.max_value_size;
-        let said = || {
+    /// A long key's `value` (with its client `flags`, stored for `exptime`)
+    /// in its envelope, and the flags to store it with; refused like
+    /// [`Client::check_value`] when the envelope, what the server stores,
+    /// is over the size limit.
+    pub(crate) fn enveloped(
+        &self,
+        long: &LongKey,
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+    ) -> Result<(Vec<u8>, u32), Error> {
+        let (envelope, outer) = long.wrap(value, flags, exptime)?;
+        self.check_size(envelope.len(), || {
             format!(
-                "value of {} bytes is {} in its long key's envelope, over the {max}-byte limit",
+                "value of {} bytes is {} in its long key's envelope, over",
                 value.len(),
                 envelope.len()
             )
-        };
-        (envelope.len() <= max)
-            .then_some(())
-            .ok_or_else(|| Error::new(ErrorKind::ValueTooLarge, said()))
+        })?;
+        Ok((envelope, outer))
     }
 
     /// Refuses a value over the size limit (`ValueTooLarge`).
     pub(crate) fn check_value(&self, value: &[u8]) -> Result<(), Error> {
+        self.check_size(value.len(), || {
+            format!("value of {} bytes exceeds", value.len())
+        })
+    }
+
+    /// Refuses `len` stored bytes over the size limit: the error says
+    /// `what` they are, then the limit.
+    fn check_size(&self, len: usize, what: impl FnOnce() -> String) -> Result<(), Error> {
         let max = self.inner.max_value_size;
-        let said = || {
-            format!(
-                "value of {} bytes exceeds the {max}-byte limit",
-                value.len()
-            )
-        };
-        (value.len() <= max)
-            .then_some(())
-            .ok_or_else(|| Error::new(ErrorKind::ValueTooLarge, said()))
+        if len <= max {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::ValueTooLarge,
+            format!("{} the {max}-byte limit", what()),
+        ))
     }
     /// The key a meta command sends: with [`MetaFlag::Base64Key`] among its
     /// flags the caller's key is raw bytes (any bytes: binary keys), sent and

@@ -258,14 +258,13 @@ impl LongKey {
             && self.original.iter().all(|&b| b > b' ' && b != 0x7f))
         .then_some(&self.original[..]);
         if inner_len.is_some() || key.is_some() {
-            meta.flags = map_tokens(&meta.flags, |t| match (t[0], inner_flags, key) {
-                (b'f', Some(flags), _) => Some(format!("f{flags}").into_bytes()),
-                (b'k', _, Some(key)) => Some([&b"k"[..], key].concat()),
-                (b's', ..) => Some(match inner_len {
-                    Some(len) => format!("s{len}").into_bytes(),
-                    None => t.to_vec(),
-                }),
-                _ => Some(t.to_vec()),
+            meta.flags = map_tokens(&meta, |letter| {
+                match (letter, inner_flags, key, inner_len) {
+                    (b'f', Some(flags), ..) => Token::Value(flags.to_string().into_bytes()),
+                    (b'k', _, Some(key), _) => Token::Value(key.to_vec()),
+                    (b's', .., Some(len)) => Token::Value(len.to_string().into_bytes()),
+                    _ => Token::Keep,
+                }
             });
         }
         Some(meta)
@@ -279,15 +278,34 @@ impl LongKey {
     }
 }
 
-/// Meta return flags, each token replaced by what `edit` gives for it
-/// (`None`: dropped).
-fn map_tokens(tokens: &Bytes, edit: impl FnMut(&[u8]) -> Option<Vec<u8>>) -> Bytes {
-    let edited: Vec<Vec<u8>> = tokens
-        .split(|&b| b == b' ')
-        .filter(|t| !t.is_empty())
-        .filter_map(edit)
-        .collect();
-    Bytes::from(edited.join(&b' '))
+/// What becomes of one meta return flag.
+enum Token {
+    Keep,
+    Drop,
+    /// Its letter with this value.
+    Value(Vec<u8>),
+}
+
+/// `meta`'s return flags, each as `edit` says by its letter.
+fn map_tokens(meta: &memgroup_proto::MetaResponse, mut edit: impl FnMut(u8) -> Token) -> Bytes {
+    let mut out = Vec::with_capacity(meta.flags.len() + 8);
+    for (letter, kept) in meta.flags() {
+        let replaced;
+        let value = match edit(letter) {
+            Token::Drop => continue,
+            Token::Keep => kept,
+            Token::Value(value) => {
+                replaced = value;
+                &replaced[..]
+            }
+        };
+        if !out.is_empty() {
+            out.push(b' ');
+        }
+        out.push(letter);
+        out.extend_from_slice(value);
+    }
+    Bytes::from(out)
 }
 
 /// A meta reply read with its value (`v f`) answered as a read without it:
@@ -299,10 +317,10 @@ pub(crate) fn without_value(
     flags: bool,
 ) -> memgroup_proto::MetaResponse {
     let len = meta.value.take().map_or(0, |v| v.len());
-    meta.flags = map_tokens(&meta.flags, |t| match t[0] {
-        b'f' if !flags => None,
-        b's' if size => Some(format!("s{len}").into_bytes()),
-        _ => Some(t.to_vec()),
+    meta.flags = map_tokens(&meta, |letter| match letter {
+        b'f' if !flags => Token::Drop,
+        b's' if size => Token::Value(len.to_string().into_bytes()),
+        _ => Token::Keep,
     });
     if meta.status == memgroup_proto::MetaStatus::Va {
         meta.status = memgroup_proto::MetaStatus::Hd;

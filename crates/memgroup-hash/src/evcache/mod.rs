@@ -290,7 +290,10 @@ impl EvcacheKeys {
     /// The memcached key of the canonical key `canonical` when it is
     /// hashed; `None` when it goes as it is.
     pub fn wire_key(&self, canonical: &[u8]) -> Option<String> {
-        let hashed = self.every_key || java_length(canonical) > self.max_key_length;
+        // A key has no more UTF-16 units than bytes: a short one is not counted.
+        let hashed = self.every_key
+            || (canonical.len() > self.max_key_length
+                && java_length(canonical) > self.max_key_length);
         hashed.then(|| self.hash.wire_key(canonical))
     }
 }
@@ -359,7 +362,7 @@ impl FromStr for EvcacheKeys {
 /// A key's length as Java's `String.length()` counts it: UTF-16 code units
 /// (invalid UTF-8 counted as Java would decode it, one U+FFFD each).
 pub fn java_length(key: &[u8]) -> usize {
-    String::from_utf8_lossy(key).encode_utf16().count()
+    crate::hash::utf16_len(key)
 }
 
 #[cfg(test)]

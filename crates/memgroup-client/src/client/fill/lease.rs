@@ -18,8 +18,6 @@ use crate::pool::Snapshot;
 pub(super) struct Held {
     pub(super) client: Client,
     pub(super) wire: Vec<u8>,
-    /// The envelope the filled value goes in, for a long key.
-    pub(super) long: Option<LongKey>,
     pub(super) lease: MetaResponse,
     pub(super) armed: bool,
 }
@@ -139,12 +137,7 @@ impl Client {
         (wire, long): (&[u8], Option<&LongKey>),
         request: &Request<'_>,
     ) -> Result<Option<Judged>, Error> {
-        let snap = self.snapshot();
-        let target = self.arbiter_target(&snap, wire, "leases live there")?;
-        let m = self
-            .meta_at(&snap, target, request, Attempt::First)
-            .await?
-            .ok_or_else(|| crate::client::unexpected(None))?;
+        let (snap, target, m) = self.arbiter_meta(wire, request).await?;
         Ok(self.judged(&snap, target, (wire, long), m).await)
     }
 
@@ -184,10 +177,21 @@ impl Client {
         wire: &[u8],
         request: &Request<'_>,
     ) -> Result<MetaResponse, Error> {
+        Ok(self.arbiter_meta(wire, request).await?.2)
+    }
+
+    /// [`Client::at_arbiter`], with the snapshot and the target it went to.
+    async fn arbiter_meta(
+        &self,
+        wire: &[u8],
+        request: &Request<'_>,
+    ) -> Result<(std::sync::Arc<Snapshot>, Target, MetaResponse), Error> {
         let snap = self.snapshot();
         let target = self.arbiter_target(&snap, wire, "leases live there")?;
-        self.meta_at(&snap, target, request, Attempt::First)
+        let m = self
+            .meta_at(&snap, target, request, Attempt::First)
             .await?
-            .ok_or_else(|| crate::client::unexpected(None))
+            .ok_or_else(|| crate::client::unexpected(None))?;
+        Ok((snap, target, m))
     }
 }

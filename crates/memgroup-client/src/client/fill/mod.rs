@@ -241,12 +241,11 @@ impl Client {
                     let held = Held {
                         client: self.clone(),
                         wire: wire.to_vec(),
-                        long: long.cloned(),
                         // Given back as stored, if the fill fails.
                         lease: judged.stored,
                         armed: true,
                     };
-                    return self.run_fill(key, fill, f, held).await;
+                    return self.run_fill((key, long), fill, f, held).await;
                 }
                 Found::Stale { won: false } if fill.stale_ok => {
                     return Ok(served(&lease, Freshness::Stale));
@@ -277,10 +276,11 @@ impl Client {
     /// arbiter only if the lease is still the arbiter's copy (`ms …
     /// C<lease's cas>`: a write, delete or invalidation since then wins, and
     /// the value is returned without being cached), and then into the other
-    /// groups; or gives the lease back when the fill fails.
+    /// groups; or gives the lease back when the fill fails. `long`: the
+    /// key's envelope, for a long key.
     async fn run_fill<F, Fut, V, E>(
         &self,
-        key: &[u8],
+        (key, long): (&[u8], Option<&LongKey>),
         fill: &Fill,
         f: F,
         mut held: Held,
@@ -308,10 +308,9 @@ impl Client {
         // size is what the limit checks).
         let checked = self.check_value(&value).and_then(|()| {
             let exptime = fill.ttl.exptime()?;
-            match held.long.as_ref() {
+            match long {
                 Some(long) => {
-                    let (envelope, outer) = long.wrap(&value, 0, exptime)?;
-                    self.check_envelope(&value, &envelope)?;
+                    let (envelope, outer) = self.enveloped(long, &value, 0, exptime)?;
                     Ok((Bytes::from(envelope), outer, exptime))
                 }
                 None => Ok((value.clone(), 0, exptime)),

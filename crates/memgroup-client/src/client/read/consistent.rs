@@ -105,18 +105,15 @@ impl Client {
         let Some(copy) = winner else {
             return Ok(None);
         };
-        let (value, flags) = match &wire.long {
-            Some(long) => match long.unwrap(&copy.value, Some(copy.flags)) {
-                Some(unwrapped) => unwrapped,
-                None => return Ok(None),
-            },
-            None => (copy.value, copy.flags),
-        };
-        Ok(Some(Item {
-            value,
-            flags,
+        let item = Item {
+            value: copy.value,
+            flags: copy.flags,
             cas: None,
-        }))
+        };
+        Ok(match &wire.long {
+            Some(long) => crate::client::wire::unwrap_item(long, item),
+            None => Some(item),
+        })
     }
 
     /// After a consistent read: the groups whose copy is not `winner` are

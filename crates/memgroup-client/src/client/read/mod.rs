@@ -54,9 +54,8 @@ impl ReadOp for Retrieve {
         matches!(self, Retrieve::Get)
     }
 
-    fn unwrap_long(long: &LongKey, mut item: Item) -> Option<Item> {
-        (item.value, item.flags) = long.unwrap(&item.value, Some(item.flags))?;
-        Some(item)
+    fn unwrap_long(long: &LongKey, item: Item) -> Option<Item> {
+        crate::client::wire::unwrap_item(long, item)
     }
 
     fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a> {
@@ -447,7 +446,7 @@ impl Client {
                 .meta_at(&snap, target, &request, crate::client::Attempt::First)
                 .await?;
             return Ok(match (&wire.long, reply) {
-                (Some(long), Some(meta)) => MetaGet::unwrap_long(long, meta),
+                (Some(long), Some(meta)) => long.unwrap_meta(meta),
                 (_, reply) => reply,
             });
         }

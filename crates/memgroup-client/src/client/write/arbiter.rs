@@ -180,14 +180,7 @@ impl Client {
             other => return Err(crate::client::unexpected(other.as_ref())),
         };
         Ok(match (&wire.long, item) {
-            (Some(long), Some(mut item)) => {
-                long.unwrap(&item.value, Some(item.flags))
-                    .map(|(value, flags)| {
-                        item.value = value;
-                        item.flags = flags;
-                        item
-                    })
-            }
+            (Some(long), Some(item)) => crate::client::wire::unwrap_item(long, item),
             (_, item) => item,
         })
     }

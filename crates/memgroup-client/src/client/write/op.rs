@@ -195,10 +195,10 @@ pub(super) struct Job {
 }
 
 impl Job {
-    /// `op` on `key`, with `data` (an envelope) in place of its value.
-    pub(super) fn new(key: &[u8], op: WriteOp<'_>, data: Option<&[u8]>) -> Job {
+    /// `op` on `key`.
+    pub(super) fn new(key: &[u8], op: WriteOp<'_>) -> Job {
         let (value, flags) = match op {
-            WriteOp::Store { data: value, .. } => (data.unwrap_or(value), Vec::new()),
+            WriteOp::Store { data: value, .. } => (value, Vec::new()),
             WriteOp::MetaSet { data: value, flags } => (value, flags.to_vec()),
             WriteOp::MetaDelete { flags } | WriteOp::MetaArith { flags } => {
                 (&[][..], flags.to_vec())

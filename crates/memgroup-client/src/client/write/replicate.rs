@@ -183,7 +183,7 @@ impl Client {
             .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
         let mut job = match (&wire.long, op) {
-            (None, op) => Job::new(&wire.bytes, op, None),
+            (None, op) => Job::new(&wire.bytes, op),
             (
                 Some(long),
                 WriteOp::Store {
@@ -198,8 +198,7 @@ impl Client {
                     noreply,
                 },
             ) => {
-                let (envelope, flags) = long.wrap(data, flags, exptime)?;
-                self.check_envelope(data, &envelope)?;
+                let (envelope, flags) = self.enveloped(long, data, flags, exptime)?;
                 let op = WriteOp::Store {
                     command,
                     data: &envelope,
@@ -207,7 +206,7 @@ impl Client {
                     exptime,
                     noreply,
                 };
-                Job::new(&wire.bytes, op, None)
+                Job::new(&wire.bytes, op)
             }
             // A meta set (not append or prepend, not a binary key): its
             // client flags (F) and TTL (T) go inside the envelope, the
@@ -230,8 +229,7 @@ impl Client {
                     _ => None,
                 });
                 let (envelope, outer) =
-                    long.wrap(data, client_flags.unwrap_or(0), ttl.unwrap_or(0))?;
-                self.check_envelope(data, &envelope)?;
+                    self.enveloped(long, data, client_flags.unwrap_or(0), ttl.unwrap_or(0))?;
                 let mut flags: Vec<MetaFlag> = flags
                     .iter()
                     .filter(|f| !matches!(f, MetaFlag::SetFlags(_)))
@@ -242,16 +240,16 @@ impl Client {
                     data: &envelope,
                     flags: &flags,
                 };
-                Job::new(&wire.bytes, op, None)
+                Job::new(&wire.bytes, op)
             }
             (
                 Some(_),
                 op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. } | WriteOp::MetaDelete { .. }),
-            ) => Job::new(&wire.bytes, op, None),
+            ) => Job::new(&wire.bytes, op),
             (Some(long), op @ (WriteOp::Arith { .. } | WriteOp::MetaArith { .. }))
                 if long.takes_arithmetic() =>
             {
-                Job::new(&wire.bytes, op, None)
+                Job::new(&wire.bytes, op)
             }
             (Some(_), other) => {
                 return Err(Error::new(
