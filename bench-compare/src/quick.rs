@@ -66,6 +66,11 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
+/// Client `name`'s runs among `results`, if it ran.
+fn runs_of<'r>(results: &'r [(&str, Vec<(f64, f64)>)], name: &str) -> Option<&'r Vec<(f64, f64)>> {
+    results.iter().find(|(n, _)| *n == name).map(|(_, r)| r)
+}
+
 /// Which memgroup row a client's row is set against: the one of the same
 /// operation (`… get`, `… set`, `… get_multi`), else memgroup's default row.
 fn base_of<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
@@ -88,7 +93,7 @@ fn base_of<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
 /// a row between runs. Servers' lines are not set against anything.
 fn paired(results: &[(&str, Vec<(f64, f64)>)]) {
     let names: Vec<&str> = results.iter().map(|(n, _)| *n).collect();
-    let rounds = |name: &str| results.iter().find(|(n, _)| *n == name).map(|(_, r)| r);
+    let rounds = |name: &str| runs_of(results, name);
     let mut header = false;
     // (subject, reference): what is divided by what. At 4 in flight the
     // pool of 4 is set against every peer too (equal connections).

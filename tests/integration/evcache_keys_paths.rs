@@ -8,10 +8,12 @@
 
 use memgroup::client::evcache::{EvcacheHashAlgorithm, EvcacheKeyHash, EvcacheKeys};
 use memgroup::client::value::ValueFormat;
-use memgroup::client::{Client, ErrorKind, Fill, Freshness, Hedge, MetaFlag, MetaStatus};
+use memgroup::client::{
+    Client, ClientBuilder, ErrorKind, Fill, Freshness, Hedge, MetaFlag, MetaStatus,
+};
 use memgroup::hash::HashStrategy;
 
-use crate::support::{HeldClock, Memcached, let_io_happen, memgroup, raw, server_list};
+use crate::support::{HeldClock, Memcached, let_io_happen, memgroup, raw, server_list, two_zones};
 
 /// One base64 character of MD5: keys collide quickly.
 fn tiny() -> EvcacheKeys {
@@ -32,18 +34,27 @@ fn colliding(keys: EvcacheKeys) -> (String, String, String) {
 /// One memcached, and a client of it with tiny hashed keys.
 fn one_server() -> ([Memcached; 1], Client) {
     let servers = [Memcached::spawn()];
-    let client = builder(tiny())
-        .servers(&server_list(&servers))
-        .build()
-        .unwrap();
+    let client = alone(&servers[0]);
     (servers, client)
 }
 
-fn builder(keys: EvcacheKeys) -> memgroup::client::ClientBuilder {
-    Client::builder()
-        .hash(HashStrategy::Ketama)
+fn builder(keys: EvcacheKeys) -> ClientBuilder {
+    evcache(Client::builder(), keys)
+}
+
+/// `b` with EVCache's hashing, value format and hashed keys `keys`.
+fn evcache(b: ClientBuilder, keys: EvcacheKeys) -> ClientBuilder {
+    b.hash(HashStrategy::Ketama)
         .value_format(ValueFormat::evcache())
         .evcache_keys(keys)
+}
+
+/// A client of `server` alone, with tiny hashed keys.
+fn alone(server: &Memcached) -> Client {
+    builder(tiny())
+        .servers(&server_list(std::slice::from_ref(server)))
+        .build()
+        .unwrap()
 }
 
 /// The local zone holds another key's envelope under the digest (a
@@ -51,25 +62,15 @@ fn builder(keys: EvcacheKeys) -> memgroup::client::ClientBuilder {
 /// value, for `get` and `get_multi`; the local zone's copy is left alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collision_in_the_local_zone_falls_back_to_the_next() {
-    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
-    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
     // No hedging: the walk from sg1 to sg2 is what is checked.
-    let client = builder(tiny())
-        .evcache_groups(&groups)
-        .zone("sg1")
-        .hedge(Hedge::off())
-        .build()
-        .unwrap();
+    let (sg1, sg2, client) = two_zones(|b| evcache(b, tiny()).hedge(Hedge::off()));
     let (first, other, wire) = colliding(tiny());
     client.set(&first, "first's", 0).await.unwrap();
     // Its convergence check done first: a change of the digest's copy while
     // it runs is, on the wire, a second writer of the key (it converges).
     crate::support::background_done(&client).await;
     // Only sg1 then gets the other key's value under the same digest.
-    let sg1_only = builder(tiny())
-        .servers(&server_list(std::slice::from_ref(&sg1)))
-        .build()
-        .unwrap();
+    let sg1_only = alone(&sg1);
     sg1_only.set(&other, "other's", 0).await.unwrap();
     assert_eq!(
         sg1_only.get(&first).await.unwrap(),
@@ -309,22 +310,15 @@ async fn get_or_fill_gives_back_leases_it_cannot_use() {
 async fn a_hedge_answering_with_a_collision_is_no_hit() {
     let _clock = HeldClock::hold();
     const TIMEOUT: std::time::Duration = std::time::Duration::from_millis(300);
-    let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
-    let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
-    let client = builder(tiny())
-        .evcache_groups(&groups)
-        .zone("sg1")
-        .timeout(TIMEOUT)
-        .hedge(Hedge::new(std::time::Duration::from_millis(5), 1.0))
-        .build()
-        .unwrap();
+    let (sg1, sg2, client) = two_zones(|b| {
+        evcache(b, tiny())
+            .timeout(TIMEOUT)
+            .hedge(Hedge::new(std::time::Duration::from_millis(5), 1.0))
+    });
     let (first, other, _) = colliding(tiny());
     client.set(&first, "first's", 0).await.unwrap();
     crate::support::background_done(&client).await;
-    let sg2_only = builder(tiny())
-        .servers(&server_list(std::slice::from_ref(&sg2)))
-        .build()
-        .unwrap();
+    let sg2_only = alone(&sg2);
     sg2_only.set(&other, "other's", 0).await.unwrap();
     sg1.stop();
     // A first read waits out its timeout on the stalled server: the next

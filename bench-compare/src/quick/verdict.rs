@@ -129,7 +129,7 @@ const TARGETS: &[Target] = &[
 /// The ratio of `subject` to the best reference, round by round; `None`
 /// when the subject or every reference is missing (not run).
 fn ratios(results: &[(&str, Vec<(f64, f64)>)], target: &Target) -> Option<Vec<f64>> {
-    let runs = |name: &str| results.iter().find(|(n, _)| *n == name).map(|(_, r)| r);
+    let runs = |name: &str| super::runs_of(results, name);
     let subject = runs(target.subject)?;
     let references: Vec<&Vec<(f64, f64)>> =
         target.references.iter().filter_map(|r| runs(r)).collect();
@@ -167,10 +167,11 @@ pub(crate) fn print(row: &str, results: &[(&str, Vec<(f64, f64)>)]) {
             println!("targets (median of the per-round ratios [quartiles]):");
             header = true;
         }
-        let q = |f: f64| r[((r.len() - 1) as f64 * f).round() as usize];
-        let (median, met, sign) = match target.measure {
-            Measure::Ops => (q(0.5), q(0.5) >= target.bound, "≥"),
-            Measure::Cpu => (q(0.5), q(0.5) <= target.bound, "≤"),
+        let q = |f: f64| super::quantile(&r, f);
+        let median = q(0.5);
+        let (met, sign) = match target.measure {
+            Measure::Ops => (median >= target.bound, "≥"),
+            Measure::Cpu => (median <= target.bound, "≤"),
         };
         println!(
             "  {:<74} {median:.3} [{:.3}–{:.3}]  target {sign} {:.2}  {}",

@@ -238,7 +238,7 @@ fn purity_violations(crates: &Path) -> Vec<String> {
 
 /// The identifiers of `code`.
 fn words(code: &str) -> impl Iterator<Item = &str> {
-    code.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+    code.split(|c: char| !scan::is_ident(c))
         .filter(|w| !w.is_empty())
 }
 
@@ -258,7 +258,7 @@ fn clock_violations(src: &Path) -> Vec<String> {
             for (at, _) in text.match_indices(&alias) {
                 let name: String = text[at + alias.len()..]
                     .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .take_while(|&c| scan::is_ident(c))
                     .collect();
                 clocks.push(name);
             }

@@ -64,7 +64,7 @@ pub(super) fn module_of(src: &Path, file: &Path) -> Vec<String> {
     path
 }
 
-fn is_ident(c: char) -> bool {
+pub(super) fn is_ident(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 

@@ -235,7 +235,13 @@ impl<'a> Reader<'a> {
         from_modified_utf8(self.take(len)?)
     }
 
-    fn handle(&self, n: u32) -> Option<&Handle> {
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    /// A back-reference's handle number read, and the object it names.
+    fn reference(&mut self) -> Option<&Handle> {
+        let n = self.i32()? as u32;
         self.handles
             .get(usize::try_from(n.checked_sub(BASE_HANDLE)?).ok()?)
     }
@@ -246,13 +252,11 @@ impl<'a> Reader<'a> {
             TC_NULL => return Some(None),
             TC_STRING => self.utf()?,
             TC_LONGSTRING => {
-                let len =
-                    usize::try_from(u64::from_be_bytes(self.take(8)?.try_into().ok()?)).ok()?;
+                let len = usize::try_from(self.u64()?).ok()?;
                 from_modified_utf8(self.take(len)?)?
             }
             TC_REFERENCE => {
-                let n = self.i32()? as u32;
-                return match self.handle(n)? {
+                return match self.reference()? {
                     Handle::Text(text) => Some(Some(text.clone())),
                     _ => None,
                 };
@@ -267,8 +271,7 @@ impl<'a> Reader<'a> {
     fn type_name(&mut self) -> Option<()> {
         if self.bytes.get(self.at) == Some(&TC_REFERENCE) {
             self.at += 1;
-            let n = self.i32()? as u32;
-            return matches!(self.handle(n)?, Handle::Text(_)).then_some(());
+            return matches!(self.reference()?, Handle::Text(_)).then_some(());
         }
         self.string()?.map(drop)
     }
@@ -277,18 +280,13 @@ impl<'a> Reader<'a> {
     /// its name and fields.
     fn class(&mut self) -> Option<(String, u64, Fields)> {
         match self.u8()? {
-            TC_REFERENCE => {
-                let n = self.i32()? as u32;
-                match self.handle(n)? {
-                    Handle::Class { name, suid, fields } => {
-                        Some((name.clone(), *suid, fields.clone()))
-                    }
-                    _ => None,
-                }
-            }
+            TC_REFERENCE => match self.reference()? {
+                Handle::Class { name, suid, fields } => Some((name.clone(), *suid, fields.clone())),
+                _ => None,
+            },
             TC_CLASSDESC => {
                 let name = self.utf()?;
-                let suid = u64::from_be_bytes(self.take(8)?.try_into().ok()?);
+                let suid = self.u64()?;
                 let index = self.handles.len();
                 self.handles.push(Handle::Other);
                 let flags = self.u8()?;

@@ -21,22 +21,22 @@ pub(super) fn siphash24(k0: u64, k1: u64, data: &[u8]) -> u64 {
         v[1] = v[1].rotate_left(17) ^ v[2];
         v[2] = v[2].rotate_left(32);
     }
-    let mut compress = |m: u64, rounds: usize| {
+    // SipHash-2-4: two rounds a block, four to finish.
+    let mut compress = |m: u64| {
         v[3] ^= m;
-        for _ in 0..rounds {
-            round(&mut v);
-        }
+        round(&mut v);
+        round(&mut v);
         v[0] ^= m;
     };
     let mut blocks = data.chunks_exact(8);
     for block in &mut blocks {
-        compress(u64::from_le_bytes(block.try_into().unwrap()), 2);
+        compress(u64::from_le_bytes(block.try_into().unwrap()));
     }
     let mut last = (data.len() as u64) << 56;
     for (i, &byte) in blocks.remainder().iter().enumerate() {
         last |= u64::from(byte) << (8 * i);
     }
-    compress(last, 2);
+    compress(last);
     v[2] ^= 0xff;
     for _ in 0..4 {
         round(&mut v);
