@@ -103,13 +103,7 @@ impl Client {
                 .map(memgroup_topology::Group::name)
                 .collect();
             let (cleaned, _) = self
-                .replicate_after(
-                    key,
-                    Some(&others),
-                    WriteOp::Delete { noreply: false },
-                    false,
-                    true,
-                )
+                .replicate_after(key, Some(&others), WriteOp::Delete, false, true)
                 .await?;
             for mut group in cleaned.groups {
                 // Deleted or already absent: in line either way.

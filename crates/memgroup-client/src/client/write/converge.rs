@@ -39,7 +39,7 @@
 //! runs again a little later (up to three times).
 //!
 //! Not covered: writes from clients outside memgroup (they keep no
-//! receipts), `noreply` writes, binary (base64) keys, the warmer's and
+//! receipts), binary (base64) keys, the warmer's and
 //! migration's fills, and servers without meta commands (their classic
 //! `set` gives no receipt, so the check has nothing to judge there).
 

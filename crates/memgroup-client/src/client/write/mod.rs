@@ -51,7 +51,7 @@ impl Client {
         value: &[u8],
         options: WriteOptions,
     ) -> Result<WriteOutcome, Error> {
-        let op = self.store_op(StoreCommand::Add, value, options, false)?;
+        let op = self.store_op(StoreCommand::Add, value, options)?;
         self.replicate(key, None, op)
             .await
             .map(|(outcome, _)| outcome)
@@ -64,7 +64,7 @@ impl Client {
         value: &[u8],
         options: WriteOptions,
     ) -> Result<WriteOutcome, Error> {
-        let op = self.store_op(command, value, options, false)?;
+        let op = self.store_op(command, value, options)?;
         self.write(key, op).await
     }
 
@@ -75,7 +75,6 @@ impl Client {
         command: StoreCommand,
         value: &'a [u8],
         options: WriteOptions,
-        noreply: bool,
     ) -> Result<WriteOp<'a>, Error> {
         self.check_value(value)?;
         Ok(WriteOp::Store {
@@ -83,7 +82,6 @@ impl Client {
             data: value,
             flags: options.flags,
             exptime: options.expiry.exptime()?,
-            noreply,
         })
     }
 
@@ -220,7 +218,7 @@ impl Client {
 
     /// Deletes a key from this client's own groups only.
     pub(crate) async fn delete_here(&self, key: &[u8]) -> Result<WriteOutcome, Error> {
-        self.write(key, WriteOp::Delete { noreply: false }).await
+        self.write(key, WriteOp::Delete).await
     }
 
     /// Sets a new expiration time in every group that holds the key (applied
@@ -350,7 +348,7 @@ impl Client {
             IfPresent::Overwrite => StoreCommand::Set,
             IfPresent::Keep => StoreCommand::Add,
         };
-        let op = self.store_op(command, value.as_ref(), options.into(), false)?;
+        let op = self.store_op(command, value.as_ref(), options.into())?;
         let (outcome, _) = self
             .replicate(key.as_ref(), Some(target_groups), op)
             .await?;

@@ -12,11 +12,8 @@ pub(super) enum WriteOp<'a> {
         data: &'a [u8],
         flags: u32,
         exptime: u32,
-        noreply: bool,
     },
-    Delete {
-        noreply: bool,
-    },
+    Delete,
     Touch {
         exptime: u32,
     },
@@ -47,19 +44,17 @@ impl<'a> WriteOp<'a> {
                 command,
                 flags: client_flags,
                 exptime,
-                noreply,
                 ..
             } => WriteOp::Store {
                 command,
                 data,
                 flags: client_flags,
                 exptime,
-                noreply,
             },
             WriteOp::MetaSet { .. } => WriteOp::MetaSet { data, flags },
             WriteOp::MetaDelete { .. } => WriteOp::MetaDelete { flags },
             WriteOp::MetaArith { .. } => WriteOp::MetaArith { flags },
-            WriteOp::Delete { noreply } => WriteOp::Delete { noreply },
+            WriteOp::Delete => WriteOp::Delete,
             WriteOp::Touch { exptime } => WriteOp::Touch { exptime },
             WriteOp::Arith { increment, delta } => WriteOp::Arith { increment, delta },
         }
@@ -142,16 +137,18 @@ impl<'a> WriteOp<'a> {
                 data,
                 flags,
                 exptime,
-                noreply,
             } => Request::Store {
                 command,
                 key,
                 flags,
                 exptime,
                 data,
-                noreply,
+                noreply: false,
             },
-            WriteOp::Delete { noreply } => Request::Delete { key, noreply },
+            WriteOp::Delete => Request::Delete {
+                key,
+                noreply: false,
+            },
             WriteOp::Touch { exptime } => Request::Touch {
                 key,
                 exptime,
@@ -230,9 +227,8 @@ impl Job {
         match self.op {
             WriteOp::Store {
                 command: StoreCommand::Set,
-                noreply,
                 ..
-            } => !noreply,
+            } => true,
             WriteOp::MetaSet { .. } => {
                 !self.op.is_conditional()
                     && !self

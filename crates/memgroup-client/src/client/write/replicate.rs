@@ -195,7 +195,6 @@ impl Client {
                     data,
                     flags,
                     exptime,
-                    noreply,
                 },
             ) => {
                 let (envelope, flags) = self.enveloped(long, data, flags, exptime)?;
@@ -204,7 +203,6 @@ impl Client {
                     data: &envelope,
                     flags,
                     exptime,
-                    noreply,
                 };
                 Job::new(&wire.bytes, op)
             }
