@@ -251,6 +251,28 @@ async fn get_or_fill_gives_back_leases_it_cannot_use() {
         (&b"other's again"[..], Freshness::Filled),
         "the win went back to the other key's callers"
     );
+    // A lease asked with meta_get (N, at the arbiter of two zones) on the
+    // same digest gives the win back as well.
+    let (_sg1, _sg2, zones) = two_zones(|b| evcache(b, tiny()).hedge(Hedge::off()));
+    zones.set(&other, "other's", 0).await.unwrap();
+    crate::support::background_done(&zones).await;
+    zones.invalidate(&other, 30).await.unwrap();
+    crate::support::background_done(&zones).await;
+    let leased = [
+        MetaFlag::ReturnValue,
+        MetaFlag::ReturnCas,
+        MetaFlag::Vivify(30),
+    ];
+    assert_eq!(zones.meta_get(&first, &leased).await.unwrap(), None);
+    let refilled_there = zones
+        .get_or_fill(&other, 300, fill("other's, zones"))
+        .await
+        .unwrap();
+    assert_eq!(
+        refilled_there.freshness,
+        Freshness::Filled,
+        "the win went back"
+    );
     // A won refresh of an envelope holding an empty value, given back when
     // its fill fails: judged as stored (a value, not a stub), so the value
     // stays, where a stub would be deleted.

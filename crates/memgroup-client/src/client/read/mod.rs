@@ -446,7 +446,15 @@ impl Client {
                 .meta_at(&snap, target, &request, crate::client::Attempt::First)
                 .await?;
             return Ok(match (&wire.long, reply) {
-                (Some(long), Some(meta)) => long.unwrap_meta(meta),
+                (Some(long), Some(meta)) => match long.unwrap_meta(meta.clone()) {
+                    Some(unwrapped) => Some(unwrapped),
+                    None => {
+                        // Another key's value under the digest: a win it
+                        // handed this read goes back to that key's callers.
+                        self.give_back(&snap, target, &wire.bytes, &meta).await;
+                        None
+                    }
+                },
                 (_, reply) => reply,
             });
         }
