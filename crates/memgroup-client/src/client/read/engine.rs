@@ -341,12 +341,16 @@ fn settle<R: ReadOp>(
     keys: &[Key<'_>],
     reads: &mut [KeyRead<'_, R::Hit>],
 ) {
+    // Asked once a reply, not once a hit: while no repair is queued or
+    // held, no copy awaits one.
+    let awaiting = repairs.awaiting();
     let result = reply
         .and_then(|r| r.ok_or_else(|| unexpected(None)))
         .and_then(|r| {
             op.hits(r, keys, |j, hit| {
                 if blocked.get(j).copied().unwrap_or(false)
-                    || repairs.blocks(snap.name(batch[j].0.server), keys[j].as_bytes())
+                    || (awaiting
+                        && repairs.blocks(snap.name(batch[j].0.server), keys[j].as_bytes()))
                 {
                     return;
                 }
