@@ -267,6 +267,34 @@ async fn with_three_groups_cas_and_counters_leave_no_group_disagreeing() {
     }
 }
 
+/// After a conditional write only the arbiter's group holds the key: a read
+/// in another zone that misses there falls back to the arbiter's group
+/// first, so it finds the value on every rotation, not on some.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_missed_locally_asks_the_arbiter_next() {
+    let (servers, groups) = three_groups();
+    let c = client(&groups, "sg2");
+    for i in 0..8 {
+        let key = format!("ap{i}");
+        c.set(&key, "a", 0).await.unwrap();
+        assert!(c.append(&key, "b").await.unwrap().applied());
+        crate::support::background_done(&c).await;
+        // Only the arbiter (sg1) keeps the key.
+        assert_eq!(
+            raw::get(servers[0].addr(), key.as_bytes()).as_deref(),
+            Some(&b"ab"[..])
+        );
+        for s in &servers[1..] {
+            assert_eq!(raw::get(s.addr(), key.as_bytes()), None, "{key}");
+        }
+        // Reads rotate through the fallback groups: each finds it.
+        for _ in 0..6 {
+            let got = c.get(&key).await.unwrap().map(|item| item.value);
+            assert_eq!(got.as_deref(), Some(&b"ab"[..]), "{key}");
+        }
+    }
+}
+
 /// `add` from two zones at once while a non-arbiter group's server is
 /// stalled: exactly one wins each round, and once the server is back (and
 /// its repairs drained) no group holds the loser's value.

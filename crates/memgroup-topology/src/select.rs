@@ -152,6 +152,7 @@ impl Topology {
             skipped: None,
             memo: Memo::default(),
             tiers: [None; 2],
+            arbiter_offered: false,
         }
     }
 
@@ -315,6 +316,11 @@ fn div_rem(n: u64, d: usize) -> (u64, usize) {
 ///   ([`Settings::local_zone`](crate::Settings::local_zone)) come first, the other readable
 ///   groups after; within each tier the start rotates with `rotation`, round-robin. With no
 ///   local group, that is round-robin over every readable group.
+/// * **The arbiter first among fallbacks.** Once a group has been offered, the first group
+///   past the local tier is the [arbiter](Topology::arbiter)'s (then the rest of the tier as
+///   rotated, without it): a conditional write leaves its value in the arbiter's group and
+///   clears the others' copies, so a read that missed locally finds it at the next try. The
+///   arbiter's zone therefore takes the other zones' fallback reads.
 /// * **Policy.** At most [`ReadFallback::max_groups`](crate::ReadFallback::max_groups)
 ///   groups are offered: 1 for `Never`, 2 for `OneMore`, all for `AllCopies`. The caller
 ///   asks for the next one after a miss or an error.
@@ -360,6 +366,8 @@ pub struct ReadCursor<'a> {
     skipped: Option<Skipped>,
     memo: Memo,
     tiers: [Option<(usize, u64)>; 2],
+    /// The arbiter's group was offered (or passed over as dead).
+    arbiter_offered: bool,
 }
 
 /// The last offer and its position in its group's failover sequence.
@@ -393,9 +401,29 @@ impl ReadCursor<'_> {
                 return Some(target);
             }
         }
-        while self.tried < self.limit && self.next_pos < topology.read_order.len() {
-            let (id, seed) = topology.read_group(self.next_pos, self.rotation, &mut self.tiers);
-            self.next_pos += 1;
+        let arbiter = topology.arbiter();
+        while self.tried < self.limit {
+            // The first fallback past the local tier is the arbiter's
+            // group: after a conditional write it may hold the only copy.
+            let (id, seed) =
+                if self.tried > 0 && !self.arbiter_offered && self.next_pos >= topology.local_len {
+                    self.arbiter_offered = true;
+                    (arbiter, self.rotation)
+                } else {
+                    if self.next_pos >= topology.read_order.len() {
+                        break;
+                    }
+                    let (id, seed) =
+                        topology.read_group(self.next_pos, self.rotation, &mut self.tiers);
+                    self.next_pos += 1;
+                    if id == arbiter {
+                        if self.arbiter_offered {
+                            continue;
+                        }
+                        self.arbiter_offered = true;
+                    }
+                    (id, seed)
+                };
             let group = topology.group(id);
             let primary = self.memo.primary(group, self.key);
             match resolve(topology, group, self.key, primary, dead, now) {

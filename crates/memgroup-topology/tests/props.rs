@@ -200,7 +200,8 @@ fn model_reads(
         ReadFallback::OneMore => 2,
         ReadFallback::AllCopies => usize::MAX,
     };
-    model_read_order(topology, rotation)
+    let (local, _) = local_zone_groups(topology);
+    let live: Vec<Target> = model_read_order(topology, rotation)
         .into_iter()
         .filter_map(|(group, slot)| {
             model_server(topology, group, key, dead, now)
@@ -211,8 +212,29 @@ fn model_reads(
                     slot,
                 })
         })
-        .take(limit)
-        .collect()
+        .collect();
+    // The local tier's live groups; then, once some group was offered, the
+    // arbiter's (when live and not local); then the other groups in order.
+    let (mut order, others): (Vec<Target>, Vec<Target>) =
+        live.into_iter().partition(|t| local.contains(&t.group));
+    let mut others = others.into_iter();
+    if order.is_empty() {
+        order.extend(others.next());
+    }
+    let arbiter = topology.arbiter();
+    let pool = topology.group(arbiter).pool_size() as u64;
+    if !order.iter().any(|t| t.group == arbiter)
+        && let Ok(server) = model_server(topology, arbiter, key, dead, now)
+    {
+        order.push(Target {
+            group: arbiter,
+            server,
+            slot: (rotation % pool) as usize,
+        });
+    }
+    order.extend(others.filter(|t| t.group != arbiter));
+    order.truncate(limit);
+    order
 }
 
 fn model_write(
