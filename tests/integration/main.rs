@@ -42,6 +42,7 @@ mod support;
 mod tidy;
 mod trust;
 mod twemproxy;
+mod writers;
 
 /// Per-thread heap accounting (`memgroup_testkit::alloc`): the hostile
 /// scripts' memory bounds are measured, not assumed. A test on a

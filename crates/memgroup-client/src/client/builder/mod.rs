@@ -128,11 +128,9 @@ impl ClientBuilder {
     }
 
     /// Where reads go after a miss or an error in the first group (default
-    /// [`ReadFallback::OneMore`], EVCache's: one more group). Past the
-    /// local zone's groups, the first fallback is the
-    /// [arbiter](ClientBuilder::arbiter)'s group, which holds the value a
-    /// conditional write left (the others' copies cleared); so the
-    /// arbiter's zone takes the other zones' fallback reads.
+    /// [`ReadFallback::OneMore`], EVCache's: one more group). Past the local
+    /// zone, the [arbiter](ClientBuilder::arbiter)'s group comes first: it
+    /// holds what a conditional write left (and takes the fallback reads).
     pub fn read_fallback(self, fallback: ReadFallback) -> Self {
         self.settings(|s| s.with_read_fallback(fallback))
     }
