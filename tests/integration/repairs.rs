@@ -586,7 +586,7 @@ fn the_tool_journals_what_it_could_not_repair_and_memgroup_repair_does_it() {
 
 /// `warm` into a group whose only server is stalled stops once the client
 /// marks it down, with one line saying so, instead of a line per key for
-/// minutes; exit 1.
+/// minutes; exit 1. Its `--verify` says it was skipped, not "missing = 0".
 #[test]
 fn warm_stops_when_the_target_group_has_no_live_server() {
     let (c1, c2) = (Memcached::spawn(), Memcached::spawn());
@@ -606,10 +606,17 @@ fn warm_stops_when_the_target_group_has_no_live_server() {
         "c1",
         "--to",
         "c2",
+        "--verify",
     ]);
     c2.resume();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let said = format!("{stderr}{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        said.contains("verify: skipped (the copy stopped)"),
+        "{said}"
+    );
+    assert!(!said.contains("missing = "), "{said}");
     assert_eq!(
         stderr
             .matches("warm stopped: target group c2 has no live server")

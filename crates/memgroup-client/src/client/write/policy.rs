@@ -67,11 +67,30 @@ impl Client {
         let message = if groups == 1 && failed.len() == 1 {
             "write failed".to_string()
         } else {
-            format!(
-                "write missed its policy ({} of {groups} groups failed: {})",
+            // Where it landed all the same: those copies are the new value.
+            let took: Vec<&str> = outcome
+                .groups
+                .iter()
+                .filter(|g| g.result.is_ok())
+                .map(|g| &*g.group)
+                .collect();
+            let mut message = format!(
+                "write missed its policy ({} of {groups} groups failed: {}",
                 failed.len(),
                 failed.join(", ")
-            )
+            );
+            for (what, names) in [
+                ("applied in", took),
+                (
+                    "not yet answered:",
+                    outcome.pending.iter().map(|g| &**g).collect(),
+                ),
+            ] {
+                if !names.is_empty() {
+                    message += &format!("; {what} {}", names.join(", "));
+                }
+            }
+            message + ")"
         };
         // No group could be sent it (servers without the meta protocol):
         // that is the error, not a missed policy.

@@ -189,8 +189,9 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
     let elapsed = started.elapsed().as_secs_f64();
 
     let stopped = counters.stopped.load(Ordering::Relaxed);
+    let verified = args.verify && !stopped;
     let mut missing: Vec<(String, Vec<u8>)> = Vec::new();
-    if args.verify && !stopped {
+    if verified {
         let copied = copied_keys.lock().clone();
         let mut listed: Vec<Vec<u8>> = seen.iter().cloned().collect();
         listed.sort_unstable();
@@ -230,7 +231,8 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
             "from": args.from, "to": args.to, "keys": dumped, "copied": copied, "already_present": present,
             "expired_skipped": expired, "vanished_skipped": vanished, "errors": errors, "seconds": elapsed,
             "keys_per_second": dumped as f64 / elapsed,
-            "verified": args.verify, "missing": missing.len(),
+            // A copy that stopped is not verified: no count of missing keys.
+            "verified": verified, "missing": verified.then_some(missing.len()),
             "listing": {"method": method, "checked_against": "curr_items",
                 "servers": last.iter().map(|l| json!({"server": l.server, "listed": l.listed,
                     "expected_at_least": l.expected, "dumps": l.attempts, "complete": l.complete})).collect::<Vec<_>>()},
@@ -255,7 +257,9 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
                 format!("{} short (see above)", short_servers.len())
             }
         ));
-        if args.verify {
+        if args.verify && !verified {
+            output::info("verify: skipped (the copy stopped)");
+        } else if verified {
             output::info(&format!(
                 "verify: {} listed keys checked in {}: missing = {}",
                 seen.len(),
