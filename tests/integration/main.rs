@@ -19,6 +19,7 @@ mod hostile;
 mod interop;
 mod longkeys;
 mod membership;
+mod merge;
 mod meta;
 mod metrics;
 mod migrate;

@@ -271,3 +271,52 @@ fn a_metadump_listing_far_more_keys_than_the_server_holds_is_refused() {
         );
     }
 }
+
+/// `warm` into a group whose only server is stalled stops once the client
+/// marks it down, with one line saying so, instead of a line per key for
+/// minutes; exit 1. Its `--verify` says it was skipped, not "missing = 0".
+#[test]
+fn warm_stops_when_the_target_group_has_no_live_server() {
+    let (c1, c2) = (Memcached::spawn(), Memcached::spawn());
+    let groups = format!("c1={};c2={}", c1.addr_string(), c2.addr_string());
+    for i in 0..3000 {
+        raw::set(c1.addr(), format!("w:{i}").as_bytes(), b"v");
+    }
+    c2.stop();
+    let started = std::time::Instant::now();
+    let out = crate::support::memgroup(&[
+        "--groups",
+        &groups,
+        "--timeout-ms",
+        "200",
+        "warm",
+        "--from",
+        "c1",
+        "--to",
+        "c2",
+        "--verify",
+    ]);
+    c2.resume();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let said = format!("{stderr}{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        said.contains("verify: skipped (the copy stopped)"),
+        "{said}"
+    );
+    assert!(!said.contains("missing = "), "{said}");
+    assert_eq!(
+        stderr
+            .matches("warm stopped: target group c2 has no live server")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let per_key = stderr.matches("copying failed").count();
+    assert!(per_key < 50, "{per_key} lines, one per key");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -78,9 +78,9 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("crates/memgroup-topology/src/topology.rs", 617),
     ("crates/memgroup-topology/tests/props.rs", 902),
     ("src/config.rs", 767),
-    ("tests/integration/client.rs", 1458),
+    ("tests/integration/client.rs", 1216),
     ("tests/integration/proxy.rs", 678),
-    ("tests/integration/repairs.rs", 806),
+    ("tests/integration/repairs.rs", 764),
     ("tests/integration/support/mod.rs", 630),
     ("tests/integration/trust.rs", 537),
 ];
