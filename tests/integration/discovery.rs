@@ -259,4 +259,12 @@ fn the_tool_discovers_by_flag_and_by_file() {
     .unwrap();
     let got = memgroup_ok(&["--config", file.to_str().unwrap(), "get", "tool:k"]);
     assert_eq!(got, "v");
+    // `config` names the endpoint a group's servers come from, and its arbiter.
+    let shown = memgroup_ok(&["--config", file.to_str().unwrap(), "config"]);
+    let line = |name: &str| shown.lines().find(|l| l.starts_with(name)).unwrap_or("");
+    assert!(
+        line("servers").contains(&format!("sg1=(discovered from {endpoint})")),
+        "{shown}"
+    );
+    assert!(line("arbiter").contains("sg1"), "{shown}");
 }

@@ -31,7 +31,13 @@ impl Cluster {
                     .map(|g| {
                         let servers: Vec<String> =
                             g.servers.iter().map(|s| s.addr.to_string()).collect();
-                        format!("{}={}", g.name, servers.join(","))
+                        // A discovered group's servers are the endpoint's to say.
+                        match s.discovery.iter().find(|(group, _)| *group == g.name) {
+                            Some((_, endpoint)) if servers.is_empty() => {
+                                format!("{}=(discovered from {endpoint})", g.name)
+                            }
+                            _ => format!("{}={}", g.name, servers.join(",")),
+                        }
                     })
                     .collect::<Vec<_>>()
                     .join(";"),
@@ -45,9 +51,13 @@ impl Cluster {
                     .filter(|p| !p.is_empty())
                     .unwrap_or_else(|| "-".into()),
                 "zone" => settings.local_zone.clone().unwrap_or_else(|| "-".into()),
-                "arbiter" => memgroup::topology::Topology::new(self.spec.clone())
-                    .map(|t| t.group(t.arbiter()).name().to_string())
-                    .unwrap_or_default(),
+                // Named, or the first read-write group by name (as the
+                // topology picks it, which a discovered group without its
+                // servers yet cannot build).
+                "arbiter" => settings.arbiter.clone().unwrap_or_else(|| {
+                    let readable = groups.iter().filter(|g| !g.write_only);
+                    readable.map(|g| g.name.clone()).min().unwrap_or_default()
+                }),
                 "read_fallback" => settings.read_fallback.to_string(),
                 "write_policy" => settings.write_policy.to_string(),
                 "failover" => settings
