@@ -119,11 +119,12 @@ fn main() -> ExitCode {
 }
 
 /// A command line clap refused. `--help` and `--version` print as clap
-/// prints them; a bad flag value is a usage error like any other: one line
-/// naming the value, exit 2 (clap's own rendering adds a hint paragraph).
-/// Other refusals print clap's message and tips without its `Usage:` line.
-/// With `--json` anywhere on the line, every refusal is the JSON error
-/// object instead of clap's text.
+/// prints them; any refusal is a usage error like any other: one line, exit
+/// 2 (`memgroup: MESSAGE`, or with `--json` anywhere on the line the JSON
+/// error object). A bad flag value is named with its valid values; clap's
+/// tips join the line (`unexpected argument '--grups' found; tip: a similar
+/// argument exists: '--groups'`), its `Usage:` and "For more information"
+/// paragraphs are left out.
 fn usage_error(e: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let json = std::env::args_os()
@@ -137,30 +138,26 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     if !e.use_stderr() {
         e.exit();
     }
-    if !(json || one_line) {
-        // clap's text without its `Usage:` paragraph: that line lists the
-        // flags typed so far as if the command required them.
-        let text = e.to_string();
-        let kept: Vec<&str> = text
-            .split("\n\n")
-            .filter(|paragraph| !paragraph.starts_with("Usage:"))
-            .collect();
-        eprint!("{}", kept.join("\n\n"));
+    // No command at all: the help, as clap shows it.
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand && !json {
+        eprint!("{e}");
         return ExitCode::from(2);
     }
     output::set_json(json);
     let text = e.to_string();
     let text = text.strip_prefix("error: ").unwrap_or(&text);
-    // The message, without clap's tips and usage paragraphs.
-    let message: Vec<&str> = if one_line {
-        text.lines().take(1).collect()
+    // The message: a bad value's first line (the list follows); else each
+    // paragraph but the usage and the pointer to --help, its lines joined.
+    let mut message = if one_line {
+        text.lines().next().unwrap_or_default().to_string()
     } else {
-        text.lines()
-            .take_while(|line| !line.is_empty() && !line.starts_with("Usage:"))
-            .map(str::trim)
-            .collect()
+        text.split("\n\n")
+            .filter(|p| !p.starts_with("Usage:") && !p.starts_with("For more information"))
+            .map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" "))
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
     };
-    let mut message = message.join(" ");
     // A value outside a fixed list: the list, and the likely one, on the
     // same line.
     use clap::error::{ContextKind, ContextValue};
