@@ -289,19 +289,21 @@ fn the_tool_get_leaves_out_a_stale_value_unless_stale_ok() {
     assert!((115..=120).contains(&ttl), "the 2m stale period: {ttl}");
 }
 
-/// `bench --herd`: through leases each expiry costs one fill; cache-aside
+/// `bench --herd` from two processes in two zones at once: through leases
+/// each expiry costs one fill across both (the arbiter's servers took two
+/// stores for two keys, which each process's count includes); cache-aside
 /// (`--no-lease`) lets the herd through.
 #[test]
-fn the_herd_bench_counts_fills_per_expiry() {
+fn the_herd_bench_counts_fills_per_expiry_across_processes() {
     use crate::support::memgroup;
     let (sg1, sg2) = (Memcached::spawn(), Memcached::spawn());
     let groups = format!("sg1={};sg2={}", sg1.addr_string(), sg2.addr_string());
-    let run = |extra: &[&str]| -> serde_json::Value {
+    let run = |zone: &str, extra: &[&str]| -> serde_json::Value {
         let mut args = vec![
             "--groups",
             &groups,
             "--zone",
-            "sg2",
+            zone,
             "--json",
             "bench",
             "--herd",
@@ -323,11 +325,35 @@ fn the_herd_bench_counts_fills_per_expiry() {
         );
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
     };
-    let leased = run(&[]);
-    assert_eq!(leased["fills"].as_u64(), Some(2), "{leased}");
-    assert_eq!(leased["fills_per_expiry"].as_f64(), Some(1.0));
-    let herd = run(&["--no-lease", "--prefix", "other:"]);
-    assert!(herd["fills_per_expiry"].as_f64().unwrap() > 1.0, "{herd}");
+    let both = |extra: &[&str]| {
+        let before = raw::stat(sg1.addr(), "cmd_set");
+        let runs = std::thread::scope(|s| {
+            let one = s.spawn(|| run("sg1", extra));
+            let two = s.spawn(|| run("sg2", extra));
+            [one.join().unwrap(), two.join().unwrap()]
+        });
+        (runs, raw::stat(sg1.addr(), "cmd_set") - before)
+    };
+    let (leased, stores) = both(&[]);
+    assert_eq!(stores, 2, "{leased:?}");
+    let fills: u64 = leased
+        .iter()
+        .map(|r| r["fills_here"].as_u64().unwrap())
+        .sum();
+    assert_eq!(fills, 2, "{leased:?}");
+    for r in &leased {
+        assert_eq!(r["expiries"].as_u64(), Some(2), "{r}");
+        let seen = r["arbiter_stores"].as_u64().unwrap();
+        assert!(
+            (r["fills_here"].as_u64().unwrap()..=2).contains(&seen),
+            "{r}"
+        );
+    }
+    let (herd, stores) = both(&["--no-lease", "--prefix", "other:"]);
+    assert!(stores > 2, "{herd:?}");
+    for r in &herd {
+        assert!(r["stores_per_expiry"].as_f64().unwrap() > 1.0, "{r}");
+    }
 }
 
 /// A caller dropped while it holds the lease gives it back: the next

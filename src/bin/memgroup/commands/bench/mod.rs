@@ -72,8 +72,10 @@ pub(crate) struct Args {
     hedge_ms: u64,
     /// The thundering herd: --concurrency callers on --herd-keys keys that
     /// expire every --herd-ttl seconds, each read through `get_or_fill`
-    /// (one fill per expiry across the cluster); reports the fills per
-    /// expiry and the callers' latency.
+    /// (one fill per expiry across the cluster); reports this process's
+    /// fills, the stores the arbiter's servers took meanwhile (cmd_set:
+    /// every process's fills, and any other write), per expiry the keys'
+    /// TTL allows, and the callers' latency.
     #[arg(long, conflicts_with_all = ["rate", "ops", "ratio"])]
     herd: bool,
     /// With --herd: the hot keys.
