@@ -5,51 +5,11 @@ use std::fmt;
 use std::iter::FusedIterator;
 use std::time::Instant;
 
-use memgroup_hash::HashFunction;
-
 use crate::{DeadHosts, Group, GroupId, ServerAddr, ServerId, Skipped, Target, Topology};
 
-/// Work shared between the groups of one selection: the last key hash, reused by the next
-/// group with the same hash function (with every group on ketama, a write to three groups
-/// hashes the key once), and the last write slot, reused by the next group with the same
-/// pool size.
-#[derive(Debug, Clone, Copy, Default)]
-struct Memo {
-    hash: Option<(HashFunction, i64)>,
-    slot: Option<(usize, usize)>,
-}
-
-impl Memo {
-    #[inline]
-    fn primary(&mut self, group: &Group, key: &[u8]) -> ServerId {
-        // Every strategy maps every key to a group's only server: skip the hash.
-        if let [only] = group.servers() {
-            return *only;
-        }
-        let hash = match self.hash {
-            Some((function, hash)) if function == group.hash_function => hash,
-            _ => {
-                let hash = group.locator().hash(key);
-                self.hash = Some((group.hash_function, hash));
-                hash
-            }
-        };
-        group.server_for_hash(hash)
-    }
-
-    /// `rotation % pool_size`.
-    #[inline]
-    fn slot(&mut self, rotation: u64, pool_size: usize) -> usize {
-        match self.slot {
-            Some((pool, slot)) if pool == pool_size => slot,
-            _ => {
-                let slot = div_rem(rotation, pool_size).1;
-                self.slot = Some((pool_size, slot));
-                slot
-            }
-        }
-    }
-}
+mod keys;
+use keys::Memo;
+pub use keys::{GroupKeys, Keys};
 
 /// The server to use for `key` in `group`: the primary when alive; else, with failover,
 /// the first live server of the Whalin sequence. `Ok((server, position in the
@@ -141,9 +101,16 @@ impl Topology {
     #[must_use]
     #[inline]
     pub fn read_cursor<'a>(&'a self, key: &'a [u8], rotation: u64) -> ReadCursor<'a> {
+        self.read_cursor_of(Keys::Same(key), rotation)
+    }
+
+    /// [`Topology::read_cursor`] where each group may have a key of its own.
+    #[must_use]
+    #[inline]
+    pub fn read_cursor_of<'a>(&'a self, keys: Keys<'a>, rotation: u64) -> ReadCursor<'a> {
         ReadCursor {
             topology: self,
-            key,
+            keys,
             rotation,
             limit: self.settings().read_fallback.max_groups(),
             next_pos: 0,
@@ -185,9 +152,22 @@ impl Topology {
         now: Instant,
         rotation: u64,
     ) -> WriteTargets<'a> {
+        self.write_targets_of(Keys::Same(key), dead, now, rotation)
+    }
+
+    /// [`Topology::write_targets`] where each group may have a key of its own.
+    #[must_use]
+    #[inline]
+    pub fn write_targets_of<'a>(
+        &'a self,
+        keys: Keys<'a>,
+        dead: &'a DeadHosts,
+        now: Instant,
+        rotation: u64,
+    ) -> WriteTargets<'a> {
         WriteTargets {
             topology: self,
-            key,
+            keys,
             dead,
             now,
             rotation,
@@ -230,9 +210,24 @@ impl Topology {
         rotation: u64,
         dest_filter: Option<&'a dyn Fn(&ServerAddr) -> bool>,
     ) -> TargetedWrites<'a> {
+        self.targeted_write_targets_of(Keys::Same(key), groups, dead, now, rotation, dest_filter)
+    }
+
+    /// [`Topology::targeted_write_targets`] where each group may have a key of its own.
+    #[must_use]
+    #[inline]
+    pub fn targeted_write_targets_of<'a>(
+        &'a self,
+        keys: Keys<'a>,
+        groups: &'a [GroupId],
+        dead: &'a DeadHosts,
+        now: Instant,
+        rotation: u64,
+        dest_filter: Option<&'a dyn Fn(&ServerAddr) -> bool>,
+    ) -> TargetedWrites<'a> {
         TargetedWrites {
             topology: self,
-            key,
+            keys,
             groups,
             dead,
             now,
@@ -355,7 +350,7 @@ fn div_rem(n: u64, d: usize) -> (u64, usize) {
 #[derive(Debug, Clone)]
 pub struct ReadCursor<'a> {
     topology: &'a Topology,
-    key: &'a [u8],
+    keys: Keys<'a>,
     rotation: u64,
     limit: usize,
     /// Next position in the read order.
@@ -392,7 +387,8 @@ impl ReadCursor<'_> {
             && dead.is_dead(current.target.server, now)
         {
             let group = topology.group(current.target.group);
-            if let Some((server, position)) = walk(group, self.key, current.position, dead, now) {
+            let key = self.keys.of(group.id());
+            if let Some((server, position)) = walk(group, key, current.position, dead, now) {
                 let target = Target {
                     server,
                     ..current.target
@@ -425,8 +421,9 @@ impl ReadCursor<'_> {
                     (id, seed)
                 };
             let group = topology.group(id);
-            let primary = self.memo.primary(group, self.key);
-            match resolve(topology, group, self.key, primary, dead, now) {
+            let key = self.keys.of(id);
+            let primary = self.memo.primary(group, key);
+            match resolve(topology, group, key, primary, dead, now) {
                 Ok((server, position)) => {
                     self.tried += 1;
                     let target = Target {
@@ -497,7 +494,7 @@ impl FusedIterator for ReadTargets<'_> {}
 #[derive(Debug, Clone)]
 pub struct WriteTargets<'a> {
     topology: &'a Topology,
-    key: &'a [u8],
+    keys: Keys<'a>,
     dead: &'a DeadHosts,
     now: Instant,
     rotation: u64,
@@ -514,7 +511,7 @@ impl Iterator for WriteTargets<'_> {
         self.next += 1;
         Some(self.topology.write_target(
             group,
-            self.key,
+            self.keys.of(group.id()),
             &mut self.memo,
             self.dead,
             self.now,
@@ -536,7 +533,7 @@ impl FusedIterator for WriteTargets<'_> {}
 #[derive(Clone)]
 pub struct TargetedWrites<'a> {
     topology: &'a Topology,
-    key: &'a [u8],
+    keys: Keys<'a>,
     groups: &'a [GroupId],
     dead: &'a DeadHosts,
     now: Instant,
@@ -574,7 +571,7 @@ impl Iterator for TargetedWrites<'_> {
             };
             let item = self.topology.write_target(
                 group,
-                self.key,
+                self.keys.of(id),
                 &mut self.memo,
                 self.dead,
                 self.now,

@@ -7,134 +7,16 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use memgroup_hash::{HashStrategy, LocatorConfig, NodeNaming};
+use memgroup_hash::{HashStrategy, LocatorConfig};
 use memgroup_topology::{
-    ClusterSpec, DeadHosts, GroupId, GroupSpec, MAX_POOL_SIZE, ReadFallback, ServerAddr, ServerId,
-    ServerSpec, Settings, Skipped, Target, Topology, WritePolicy,
+    ClusterSpec, DeadHosts, GroupId, GroupKeys, GroupSpec, Keys, MAX_POOL_SIZE, ReadFallback,
+    ServerAddr, ServerId, ServerSpec, Settings, Skipped, Target, Topology, WritePolicy,
 };
 use proptest::prelude::*;
 
 mod model;
+use model::arb::*;
 use model::{local_zone_groups, model_read_order, model_reads, model_server, model_write};
-
-const HOSTS: usize = 40;
-const ZONES: [&str; 3] = ["us-east-1c", "us-east-1d", "us-east-1e"];
-
-fn host(i: usize) -> ServerAddr {
-    ServerAddr::new(format!("10.0.{}.{}", i % 3, i), 11211 + (i % 2) as u16)
-}
-
-fn locator(choice: usize, sanitize: bool) -> LocatorConfig {
-    let config = match choice {
-        0 => LocatorConfig::new(HashStrategy::Ketama),
-        1 => LocatorConfig::new(HashStrategy::Ketama).with_node_naming(NodeNaming::Evcache),
-        2 => LocatorConfig::new(HashStrategy::NewCompat),
-        3 => LocatorConfig::new(HashStrategy::Native),
-        4 => LocatorConfig::new(HashStrategy::Consistent),
-        _ => LocatorConfig::new(HashStrategy::LibmemcachedModulaCrc),
-    };
-    // A modest probe bound keeps pathological rehash stages quick in debug builds.
-    config
-        .with_sanitize_keys(sanitize)
-        .with_max_failover_probes(20_000)
-}
-
-/// (servers as (host index, weight), zone, write-only, pool size, locator choice)
-type GroupParts = (Vec<(usize, u32)>, Option<usize>, bool, usize, usize);
-
-fn arb_group() -> impl Strategy<Value = GroupParts> {
-    (
-        prop::collection::vec((0..HOSTS, 1u32..=10), 1..=20),
-        prop::option::of(0..ZONES.len()),
-        prop::bool::weighted(0.25),
-        1usize..=8,
-        0usize..6,
-    )
-}
-
-fn arb_settings() -> impl Strategy<Value = Settings> {
-    (
-        prop::option::of(0..ZONES.len()),
-        prop::sample::select(ReadFallback::ALL.to_vec()),
-        prop::sample::select(WritePolicy::ALL.to_vec()),
-        prop::option::of(any::<bool>()),
-    )
-        .prop_map(|(zone, read_fallback, write_policy, failover)| Settings {
-            local_zone: zone.map(|z| ZONES[z].to_owned()),
-            read_fallback,
-            write_policy,
-            failover,
-            ..Settings::default()
-        })
-}
-
-fn arb_cluster() -> impl Strategy<Value = ClusterSpec> {
-    (
-        prop::collection::vec(arb_group(), 1..=5),
-        arb_settings(),
-        any::<bool>(),
-    )
-        .prop_map(|(groups, settings, sanitize)| {
-            let count = groups.len();
-            let groups = groups.into_iter().enumerate().map(
-                |(g, (servers, zone, write_only, pool_size, choice))| {
-                    let mut seen = HashSet::new();
-                    // Each group its own hosts (those of index g modulo the
-                    // number of groups): a server is in one group only.
-                    let span = HOSTS - HOSTS % count;
-                    let servers = servers
-                        .into_iter()
-                        .map(|(h, w)| (h % span - h % span % count + g, w))
-                        .filter(|&(h, _)| seen.insert(h))
-                        .map(|(h, w)| ServerSpec::new(host(h)).with_weight(w));
-                    let mut group = GroupSpec::new(format!("g{g}"), servers)
-                        .with_write_only(write_only && g > 0)
-                        .with_pool_size(pool_size)
-                        .with_locator(locator(choice, sanitize));
-                    group.zone = zone.map(|z| ZONES[z].to_owned());
-                    group
-                },
-            );
-            ClusterSpec::new(groups).with_settings(settings)
-        })
-}
-
-/// Consecutive failures per server of the pool (mostly none), and a density switch that
-/// sometimes kills everything.
-fn arb_failures() -> impl Strategy<Value = (Vec<u8>, bool)> {
-    (
-        prop::collection::vec(
-            prop_oneof![4 => Just(0u8), 2 => Just(1), 1 => Just(2)],
-            HOSTS,
-        ),
-        prop::bool::weighted(0.1),
-    )
-}
-
-/// Dead-host state at simulated time: failures are recorded at t = 0 s and, for a second
-/// consecutive failure, again at t = 1 s (when the first backoff ends).
-fn dead_hosts(topology: &Topology, base: Instant, failures: &(Vec<u8>, bool)) -> DeadHosts {
-    let mut dead = DeadHosts::new(topology);
-    for (i, addr) in topology.servers().iter().enumerate() {
-        let pool_index = (0..HOSTS).find(|&h| host(h) == *addr).unwrap();
-        let n = if failures.1 {
-            1
-        } else {
-            failures.0[pool_index]
-        };
-        for k in 0..n {
-            dead.record_failure(ServerId(i), base + Duration::from_secs(u64::from(k)));
-        }
-    }
-    dead
-}
-
-fn arb_key() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        prop::collection::vec(b'!'..=b'~', 1..40),
-        prop::collection::vec(any::<u8>(), 0..24),
-    ]
-}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
@@ -156,7 +38,7 @@ proptest! {
         let key = topology.wire_key(GroupId(0), &key).into_owned();
         let mut targets = topology.read_targets(&key, &dead, now, rotation);
         let got: Vec<Target> = targets.by_ref().collect();
-        prop_assert_eq!(&got, &model_reads(&topology, &key, &dead, now, rotation));
+        prop_assert_eq!(&got, &model_reads(&topology, &|_| key.clone(), &dead, now, rotation));
 
         // The same facts, stated directly.
         let (local, _) = local_zone_groups(&topology);
@@ -231,6 +113,48 @@ proptest! {
                 }
             }
         }
+    }
+
+    /// Each group's own key (`Keys::PerGroup`): reads and writes route every group on
+    /// its key, as a selection of that key alone would.
+    #[test]
+    fn per_group_keys_route_each_group_on_its_own(
+        spec in arb_cluster(),
+        failures in arb_failures(),
+        keys in proptest::collection::vec(arb_key(), 5),
+        rotation in any::<u64>(),
+    ) {
+        struct PerGroup(Vec<Vec<u8>>);
+        impl GroupKeys for PerGroup {
+            fn key(&self, group: GroupId) -> &[u8] {
+                &self.0[group.0]
+            }
+        }
+        let topology = Topology::new(spec).unwrap();
+        let now = Instant::now();
+        let dead = dead_hosts(&topology, now, &failures);
+        let keys = PerGroup(keys);
+        let mut cursor = topology.read_cursor_of(Keys::PerGroup(&keys), rotation);
+        let mut reads = vec![];
+        while let Some(target) = cursor.next(&dead, now) {
+            reads.push(target);
+        }
+        let key_of = |g: GroupId| keys.0[g.0].clone();
+        prop_assert_eq!(reads, model_reads(&topology, &key_of, &dead, now, rotation));
+        let writes: Vec<_> =
+            topology.write_targets_of(Keys::PerGroup(&keys), &dead, now, rotation).collect();
+        let expected: Vec<_> = topology
+            .groups()
+            .iter()
+            .map(|g| model_write(&topology, g.id(), &key_of(g.id()), &dead, now, rotation))
+            .collect();
+        prop_assert_eq!(&writes, &expected);
+        let ids: Vec<GroupId> = topology.groups().iter().rev().map(memgroup_topology::Group::id).collect();
+        let targeted: Vec<_> = topology
+            .targeted_write_targets_of(Keys::PerGroup(&keys), &ids, &dead, now, rotation, None)
+            .collect();
+        let expected: Vec<_> = expected.into_iter().rev().collect();
+        prop_assert_eq!(targeted, expected);
     }
 
     /// Write slots rotate so that every connection of every group gets the same share.

@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+pub(crate) mod arb;
+
 use memgroup_topology::{DeadHosts, GroupId, ReadFallback, ServerId, Skipped, Target, Topology};
 
 /// The server a group uses for `key`: the primary when live, else (failover on) the first
@@ -60,9 +62,10 @@ pub(crate) fn model_read_order(topology: &Topology, rotation: u64) -> Vec<(Group
     order
 }
 
+/// The read targets, each group routing on `key(group)`.
 pub(crate) fn model_reads(
     topology: &Topology,
-    key: &[u8],
+    key: &dyn Fn(GroupId) -> Vec<u8>,
     dead: &DeadHosts,
     now: Instant,
     rotation: u64,
@@ -76,7 +79,7 @@ pub(crate) fn model_reads(
     let live: Vec<Target> = model_read_order(topology, rotation)
         .into_iter()
         .filter_map(|(group, slot)| {
-            model_server(topology, group, key, dead, now)
+            model_server(topology, group, &key(group), dead, now)
                 .ok()
                 .map(|server| Target {
                     group,
@@ -96,7 +99,7 @@ pub(crate) fn model_reads(
     let arbiter = topology.arbiter();
     let pool = topology.group(arbiter).pool_size() as u64;
     if !order.iter().any(|t| t.group == arbiter)
-        && let Ok(server) = model_server(topology, arbiter, key, dead, now)
+        && let Ok(server) = model_server(topology, arbiter, &key(arbiter), dead, now)
     {
         order.push(Target {
             group: arbiter,
