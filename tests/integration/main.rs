@@ -11,6 +11,7 @@ mod client;
 mod config;
 mod discovery;
 mod evcache_keys;
+mod evcache_keys_groups;
 mod evcache_keys_paths;
 mod fill;
 mod health;

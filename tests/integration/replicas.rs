@@ -223,7 +223,7 @@ async fn a_meta_set_in_add_mode_is_decided_by_the_arbiter_too() {
 }
 
 /// Three groups of one server each; the arbiter is `sg1`.
-fn three_groups() -> ([Memcached; 3], String) {
+pub(crate) fn three_groups() -> ([Memcached; 3], String) {
     let servers = [Memcached::spawn(), Memcached::spawn(), Memcached::spawn()];
     let groups = format!(
         "sg3={};sg2={};sg1={}",

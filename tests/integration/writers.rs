@@ -99,29 +99,35 @@ fn concurrent_writers_of_the_same_keys_leave_no_key_divergent() {
 /// One writer's share of the race: 16 tasks, 3,000 writes each, on a
 /// runtime of its own; returns the copies its checks deleted.
 fn write_race(groups: &str, zone: &str, converge: bool, w: u64) -> u64 {
+    let writer = Client::builder()
+        .evcache_groups(groups)
+        .zone(zone)
+        .pool_size(4)
+        .converge(converge);
+    race(writer, w, 2_000, 3_000)
+}
+
+/// Writer `w` of a race, built by `writer`: 16 tasks each setting `writes`
+/// of the keys `race:0` … `race:<keys - 1>` (its own values), on a runtime
+/// of its own; returns the copies its checks deleted, once it closed.
+pub(crate) fn race(writer: memgroup::client::ClientBuilder, w: u64, keys: u64, writes: u64) -> u64 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let writer = Client::builder()
-            .evcache_groups(groups)
-            .zone(zone)
-            .pool_size(4)
-            .converge(converge)
-            .build()
-            .unwrap();
+        let writer = writer.build().unwrap();
         let tasks: Vec<_> = (0..16u64)
             .map(|t| {
                 let writer = writer.clone();
                 tokio::spawn(async move {
                     let mut x = t * 7919 + w * 104_729 + 1;
-                    for i in 0..3_000u64 {
+                    for i in 0..writes {
                         x ^= x << 13;
                         x ^= x >> 7;
                         x ^= x << 17;
-                        let key = format!("race:{}", x % 2_000);
+                        let key = format!("race:{}", x % keys);
                         writer.set(&key, format!("w{w}t{t}i{i}"), 0).await.unwrap();
                     }
                 })

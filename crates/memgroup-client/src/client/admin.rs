@@ -164,8 +164,10 @@ impl Client {
         let snap = self.snapshot();
         let wire = self.wire_key(&snap, key.as_ref())?;
         let group = snap.topology.arbiters()[0];
-        let target = crate::client::exec::own_target(&snap, group, &wire.bytes);
-        let request = Request::MetaDebug { key: wire.key() };
+        let target = crate::client::exec::own_target(&snap, group, wire.bytes_of(group));
+        let request = Request::MetaDebug {
+            key: wire.key_of(group),
+        };
         self.meta_at(&snap, target, &request, Attempt::First).await
     }
 }

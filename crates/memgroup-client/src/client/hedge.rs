@@ -32,8 +32,8 @@ use std::time::Duration;
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::Target;
 
-use super::Client;
 use super::trace::Attempt;
+use super::{Client, WireKey};
 use crate::clock::now;
 use crate::error::{Error, ErrorKind};
 use crate::join::BoxFuture;
@@ -179,11 +179,13 @@ impl Client {
     /// and the budget allows. Returns the answers to settle, in order: the
     /// second only when a hedge was sent and the first answer was no hit.
     /// `long`: the key is stored in an envelope, and a hit is one that
-    /// holds this key's (another key's, a collision, is no hit).
+    /// holds this key's (another key's, a collision, is no hit); `wire`
+    /// gives both in the next group.
     pub(crate) async fn hedged_get(
         &self,
         snap: &Arc<Snapshot>,
         (key, long): (Key<'_>, Option<&LongKey>),
+        wire: &WireKey<'_>,
         first: Target,
         attempt: Attempt,
         next: impl FnOnce() -> Option<Target>,
@@ -208,7 +210,9 @@ impl Client {
             match next() {
                 // Boxed: the two requests' futures stay out of every `get`'s.
                 Some(second) => {
-                    return Box::pin(self.hedge(snap, (key, long), (first, second), attempt)).await;
+                    let there = (wire.key_of(second.group), wire.long_of(second.group));
+                    let hedge = self.hedge(snap, [(key, long), there], (first, second), attempt);
+                    return Box::pin(hedge).await;
                 }
                 // Nowhere else to ask: the hedge goes back to the budget.
                 None => {
@@ -220,27 +224,29 @@ impl Client {
         ((first, reply), None)
     }
 
-    /// Sends the `get` of `key` to `first` and its hedge to `second`; the
-    /// first hit wins.
+    /// Sends the `get` of the key to `first` and its hedge to `second`
+    /// (the key and its envelope in each: `at`); the first hit wins.
     async fn hedge(
         &self,
         snap: &Arc<Snapshot>,
-        (key, long): (Key<'_>, Option<&LongKey>),
+        at: [(Key<'_>, Option<&LongKey>); 2],
         (first, second): (Target, Target),
         attempt: Attempt,
     ) -> (Answer, Option<Answer>) {
-        let keys = [key];
+        let keys = [at[1].0];
         let request = Request::Get { keys: &keys };
         self.inner.hedging.hedged.fetch_add(1, Ordering::Relaxed);
         crate::metrics::hedge();
         // The first request still goes out (its timeout counts towards
         // marking the server down), owning what it uses so it can run on.
-        let mut primary = self.owned_get(snap, key, first, attempt);
+        let mut primary = self.owned_get(snap, at[0].0, first, attempt);
         let hedge = self.exec(snap, second, &request, Attempt::Hedge);
         tokio::pin!(hedge);
         // A hit the read can use: not from a copy awaiting a repair, and
         // for a key in an envelope, this key's envelope.
-        let is_hit = |target: Target, reply: &Result<Option<Response>, Error>| {
+        let is_hit = |target: Target,
+                      (key, long): (Key<'_>, Option<&LongKey>),
+                      reply: &Result<Option<Response>, Error>| {
             matches!(reply, Ok(Some(Response::Values(v))) if v.iter().next().is_some_and(|v| {
                 long.is_none_or(|long| long.unwrap(&v.data, Some(v.flags)).is_some())
             })) && !self
@@ -250,13 +256,13 @@ impl Client {
         };
         tokio::select! {
             reply = &mut primary => {
-                if is_hit(first, &reply) {
+                if is_hit(first, at[0], &reply) {
                     return ((first, reply), None);
                 }
                 ((first, reply), Some((second, hedge.await)))
             }
             reply = &mut hedge => {
-                if is_hit(second, &reply) {
+                if is_hit(second, at[1], &reply) {
                     // The slow request runs on: its timeout still counts.
                     tokio::spawn(primary);
                     return ((second, reply), None);

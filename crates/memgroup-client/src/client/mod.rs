@@ -55,7 +55,7 @@ pub use write::MultiWrite;
 use crate::conn::ConnSettings;
 use crate::error::{Error, ErrorKind};
 use crate::events::Observe;
-use crate::longkey::KeyScheme;
+use crate::longkey::KeySchemes;
 use crate::options::WriteWait;
 use crate::pool::{GroupSecurity, Pool, Snapshot};
 use crate::value::Codec;
@@ -95,8 +95,8 @@ pub(crate) struct Inner {
     recipe: Box<crate::ClientBuilder>,
     /// The operation timeout, in nanoseconds, of handles without their own.
     timeout: AtomicU64,
-    /// Long keys stored under digests, when on.
-    pub(crate) long_keys: Option<KeyScheme>,
+    /// Long keys stored under digests, when on: cluster-wide or per group.
+    pub(crate) key_schemes: KeySchemes,
     /// When replicated writes return.
     pub(crate) write_wait: WriteWait,
     /// Whether plain stores keep receipts for the convergence check.
@@ -161,7 +161,7 @@ pub(crate) struct Parts {
     pub(crate) values: Codec,
     pub(crate) migration: Option<Migration>,
     pub(crate) recipe: Box<crate::ClientBuilder>,
-    pub(crate) long_keys: Option<KeyScheme>,
+    pub(crate) key_schemes: KeySchemes,
     pub(crate) write_wait: WriteWait,
     pub(crate) converge: bool,
     /// The repair queue's capacity (0: off) and grace period.
@@ -207,7 +207,7 @@ impl Client {
                 migration: RwLock::new(parts.migration.map(Arc::new)),
                 recipe: parts.recipe,
                 timeout: AtomicU64::new(nanos_of(parts.timeout)),
-                long_keys: parts.long_keys,
+                key_schemes: parts.key_schemes,
                 write_wait: parts.write_wait,
                 converge: parts.converge,
                 converged: AtomicU64::new(0),

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use memgroup_proto::{Key, KeyError};
-use memgroup_topology::GroupId;
+use memgroup_topology::{GroupId, GroupKeys, Keys};
 
 use super::Client;
 use crate::error::{Error, ErrorKind};
@@ -23,20 +23,86 @@ pub(crate) fn unwrap_item(long: &LongKey, mut item: Item) -> Option<Item> {
 
 /// A key as it goes on the wire: transformed (sanitized) and validated.
 pub(crate) struct WireKey<'k> {
+    /// The key in the groups that follow the cluster's key scheme; also
+    /// the key's identity in the client's own books (write numbers, the
+    /// near cache).
     pub(crate) bytes: Cow<'k, [u8]>,
     /// For a long key stored under a digest: the key its envelope holds.
     pub(crate) long: Option<LongKey>,
     /// The key as validated, when it is the caller's own bytes (the usual
     /// case: no transform, not long), so it is not checked again.
     checked: Option<Key<'k>>,
+    /// The groups whose own key scheme stores this key otherwise: each
+    /// one's key and envelope. Empty (nothing allocated) when every group
+    /// stores it alike.
+    others: Vec<(GroupId, Vec<u8>, Option<LongKey>)>,
 }
 
 impl WireKey<'_> {
+    /// The key in the groups that follow the cluster's scheme.
     pub(crate) fn key(&self) -> Key<'_> {
         match self.checked {
             Some(key) => key,
             None => Key::new_raw(&self.bytes).expect("validated when made"),
         }
+    }
+
+    fn other(&self, group: GroupId) -> Option<&(GroupId, Vec<u8>, Option<LongKey>)> {
+        self.others.iter().find(|(g, _, _)| *g == group)
+    }
+
+    /// The key in `group`.
+    pub(crate) fn key_of(&self, group: GroupId) -> Key<'_> {
+        match self.other(group) {
+            Some((_, bytes, _)) => Key::new_raw(bytes).expect("validated when made"),
+            None => self.key(),
+        }
+    }
+
+    /// The key's bytes in `group`.
+    pub(crate) fn bytes_of(&self, group: GroupId) -> &[u8] {
+        self.other(group).map_or(&self.bytes, |(_, bytes, _)| bytes)
+    }
+
+    /// The envelope the key's value is in, in `group`.
+    pub(crate) fn long_of(&self, group: GroupId) -> Option<&LongKey> {
+        match self.other(group) {
+            Some((_, _, long)) => long.as_ref(),
+            None => self.long.as_ref(),
+        }
+    }
+
+    /// The groups that store the key otherwise than the cluster's scheme:
+    /// each one's key and envelope.
+    pub(crate) fn others(&self) -> impl Iterator<Item = (GroupId, &[u8], Option<&LongKey>)> {
+        self.others
+            .iter()
+            .map(|(group, bytes, long)| (*group, &bytes[..], long.as_ref()))
+    }
+
+    /// Whether some group stores the key's value in an envelope.
+    pub(crate) fn enveloped(&self) -> bool {
+        self.long.is_some() || self.others.iter().any(|(_, _, long)| long.is_some())
+    }
+
+    /// Whether every group stores the key alike.
+    pub(crate) fn uniform(&self) -> bool {
+        self.others.is_empty()
+    }
+
+    /// What target selection routes on.
+    pub(crate) fn keys(&self) -> Keys<'_> {
+        if self.uniform() {
+            Keys::Same(&self.bytes)
+        } else {
+            Keys::PerGroup(self)
+        }
+    }
+}
+
+impl GroupKeys for WireKey<'_> {
+    fn key(&self, group: GroupId) -> &[u8] {
+        self.bytes_of(group)
     }
 }
 
@@ -44,7 +110,8 @@ impl Client {
     /// Applies the key transform (the key prefix, sanitising) and validates
     /// the result: invalid keys are refused here, before any byte is
     /// written. A long key, when long keys are on, becomes its digest key
-    /// ([`crate::longkey`]).
+    /// ([`crate::longkey`]); in a group with a key scheme of its own, what
+    /// that scheme makes of it.
     pub(crate) fn wire_key<'k>(
         &self,
         snap: &Snapshot,
@@ -68,39 +135,77 @@ impl Client {
         }
         let bytes = snap.topology.wire_key(GroupId(0), key);
         // This handle's rule: memgroup's strict keys, or the protocol's own.
-        fn validate(raw: bool, bytes: &[u8]) -> Result<Key<'_>, KeyError> {
-            if raw {
-                Key::new_raw(bytes)
-            } else {
-                Key::new(bytes)
-            }
-        }
         let raw = self.raw_keys;
-        if let Some((short, long)) = self
-            .inner
-            .long_keys
-            .as_ref()
-            .and_then(|l| l.short_key(&bytes))
-        {
-            validate(raw, &short).map_err(refused)?;
-            return Ok(WireKey {
+        let validate = |bytes: &[u8]| {
+            if raw {
+                Key::new_raw(bytes).map(drop)
+            } else {
+                Key::new(bytes).map(drop)
+            }
+        };
+        let schemes = &self.inner.key_schemes;
+        let others = if schemes.uniform() {
+            Vec::new()
+        } else {
+            self.group_keys(snap, &bytes)
+        };
+        let mut wire = match schemes.cluster.as_ref().and_then(|s| s.short_key(&bytes)) {
+            Some((short, long)) => WireKey {
                 bytes: Cow::Owned(short),
                 long: Some(long),
                 checked: None,
-            });
-        }
-        let checked = match bytes {
-            Cow::Borrowed(own) => Some(validate(raw, own).map_err(refused)?),
-            Cow::Owned(ref owned) => {
-                validate(raw, owned).map_err(refused)?;
-                None
+                others,
+            },
+            None => {
+                let checked = match bytes {
+                    Cow::Borrowed(own) if !raw => Key::new(own).ok(),
+                    Cow::Borrowed(own) => Key::new_raw(own).ok(),
+                    Cow::Owned(_) => None,
+                };
+                WireKey {
+                    bytes,
+                    long: None,
+                    checked,
+                    others,
+                }
             }
         };
-        Ok(WireKey {
-            bytes,
-            long: None,
-            checked,
-        })
+        if wire.checked.is_none() {
+            validate(&wire.bytes).map_err(refused)?;
+        }
+        for (_, bytes, _) in &wire.others {
+            validate(bytes).map_err(refused)?;
+        }
+        // A group whose scheme stores the key as the cluster's does is none
+        // of the others.
+        let (same, long) = (&wire.bytes, &wire.long);
+        wire.others.retain(|(_, bytes, other)| {
+            bytes != &**same
+                || other.as_ref().map(|l| l.envelope) != long.as_ref().map(|l| l.envelope)
+        });
+        Ok(wire)
+    }
+
+    /// The key `canonical` (prefixed, sanitized) in each group with a key
+    /// scheme of its own.
+    fn group_keys(
+        &self,
+        snap: &Snapshot,
+        canonical: &[u8],
+    ) -> Vec<(GroupId, Vec<u8>, Option<LongKey>)> {
+        let groups = snap.topology.groups();
+        self.inner
+            .key_schemes
+            .groups
+            .iter()
+            .filter_map(|(name, scheme)| {
+                let group = groups.iter().find(|g| g.name() == name)?.id();
+                Some(match scheme.as_ref().and_then(|s| s.short_key(canonical)) {
+                    Some((short, long)) => (group, short, Some(long)),
+                    None => (group, canonical.to_vec(), None),
+                })
+            })
+            .collect()
     }
 
     /// A long key's `value` (with its client `flags`, stored for `exptime`)
@@ -160,7 +265,7 @@ impl Client {
         if !flags.contains(&memgroup_proto::MetaFlag::Base64Key) {
             return Ok(Cow::Borrowed(key));
         }
-        if self.inner.long_keys.is_some() {
+        if self.inner.key_schemes.any() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 "a binary key (b) cannot be shortened (long keys, EVCache's hashed keys): memcached would decode the digest as base64",

@@ -177,6 +177,36 @@ impl KeyScheme {
     }
 }
 
+/// How a cluster stores long or hashed keys: its scheme, and the groups
+/// that store them otherwise (EVCache lets `<app>.<group>.hash.key` and the
+/// other key settings differ per server group).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeySchemes {
+    /// The cluster's scheme (`None`: keys go as given).
+    pub(crate) cluster: Option<KeyScheme>,
+    /// By group name: a group's own scheme (`None`: as given there).
+    pub(crate) groups: Vec<(String, Option<KeyScheme>)>,
+}
+
+impl KeySchemes {
+    /// Whether any group shortens keys.
+    pub(crate) fn any(&self) -> bool {
+        self.cluster.is_some() || self.groups.iter().any(|(_, s)| s.is_some())
+    }
+
+    /// Whether every group stores keys the same way.
+    pub(crate) fn uniform(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// Whether some group uses EVCache's hashed keys.
+    pub(crate) fn evcache(&self) -> bool {
+        std::iter::once(&self.cluster)
+            .chain(self.groups.iter().map(|(_, s)| s))
+            .any(|s| matches!(s, Some(KeyScheme::Evcache(_))))
+    }
+}
+
 /// Which envelope a shortened key's value is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Envelope {

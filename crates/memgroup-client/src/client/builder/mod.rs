@@ -15,14 +15,14 @@ use crate::conn::ConnSettings;
 use crate::conn::Credentials;
 use crate::error::{Error, ErrorKind};
 use crate::events::{Event, Events, Observe};
-use crate::longkey::{KeyScheme, LongKeys};
+use crate::longkey::KeySchemes;
 use crate::options::WriteWait;
 use crate::pool::GroupSecurity;
 use crate::value::{Codec, ValueFormat};
-use memgroup_hash::evcache::EvcacheKeys;
 
 mod connect;
 mod connection;
+mod keys;
 mod replication;
 mod servers;
 
@@ -60,7 +60,7 @@ pub struct ClientBuilder {
     observe: Observe,
     /// The old cluster, in migration mode.
     migrate_from: Option<ClusterSpec>,
-    long_keys: Option<KeyScheme>,
+    key_schemes: KeySchemes,
     write_wait: WriteWait,
     converge: bool,
     repair_journal: Option<std::path::PathBuf>,
@@ -98,7 +98,7 @@ impl Default for ClientBuilder {
             groups: Vec::new(),
             observe: Observe::default(),
             migrate_from: None,
-            long_keys: None,
+            key_schemes: KeySchemes::default(),
             write_wait: WriteWait::Policy,
             converge: true,
             repair_journal: None,
@@ -305,31 +305,6 @@ impl ClientBuilder {
         self
     }
 
-    /// Store keys longer than the limit (memcached's 250 bytes by default)
-    /// under a digest key, the value in an envelope holding the key, checked
-    /// on every read ([`LongKeys`](crate::LongKeys)). Off by default; cluster-wide.
-    pub fn long_keys(mut self, long_keys: LongKeys) -> Self {
-        self.long_keys = Some(KeyScheme::Memgroup(long_keys));
-        self
-    }
-
-    /// EVCache's hashed keys (`<app>.hash.key`, or `<app>.auto.hash.keys`
-    /// for keys over `max.key.length`): such a key is stored under its
-    /// digest alone (what ketama routes on), its value in the Java-serialized
-    /// `EVCacheValue` envelope EVCache writes (memcached flags 1) and reads
-    /// (a key that differs, a collision, is a miss), so the Java EVCache
-    /// clients of the fleet read what this client writes and the reverse.
-    /// The canonical key hashed is the key prefix (`app:`) and the key.
-    /// `delete`, `touch`, `incr` and `decr` use the hashed key without an
-    /// envelope, as EVCache does; `append` and `prepend` are refused. In
-    /// place of [`long_keys`](Self::long_keys) (the last given applies);
-    /// cluster-wide. Not with [`sanitize_keys`](Self::sanitize_keys)
-    /// (`build` says so): EVCache hashes keys as given.
-    pub fn evcache_keys(mut self, keys: EvcacheKeys) -> Self {
-        self.long_keys = Some(KeyScheme::Evcache(keys));
-        self
-    }
-
     /// The client of the old cluster for a migration begun on a running
     /// client whose layout is now `current` ([`Client::set_migration`]).
     /// `current` already carries the overrides and the key prefix in use.
@@ -365,9 +340,10 @@ impl ClientBuilder {
             ..SpecOverrides::default()
         };
         builder.migrate_from = None;
-        builder
-            .groups
-            .retain(|g| builder.spec.groups.iter().any(|s| s.name == g.group));
+        let kept = |name: &str| builder.spec.groups.iter().any(|s| s.name == name);
+        builder.groups.retain(|g| kept(&g.group));
+        let schemes = std::mem::take(&mut builder.key_schemes.groups);
+        builder.key_schemes.groups = schemes.into_iter().filter(|(g, _)| kept(g)).collect();
         builder.build()
     }
 
@@ -398,14 +374,7 @@ impl ClientBuilder {
         let recipe = Box::new(self.clone());
         let topology = Topology::new(self.spec())?;
         check_zone(&topology)?;
-        if topology.sanitizes_keys() && matches!(self.long_keys, Some(KeyScheme::Evcache(_))) {
-            // EVCache hashes the key as given: a URL-encoded one would give
-            // another digest, and short keys would differ from EVCache's.
-            return Err(Error::new(
-                ErrorKind::Config,
-                "sanitize_keys and evcache_keys together: EVCache hashes and stores keys as given, not URL-encoded; turn sanitize_keys off",
-            ));
-        }
+        self.check_key_schemes(&topology)?;
         if self.op_timeout.is_zero() || self.conn.connect_timeout.is_zero() {
             return Err(Error::new(
                 ErrorKind::Config,
@@ -457,7 +426,7 @@ impl ClientBuilder {
             values: self.values,
             migration,
             recipe,
-            long_keys: self.long_keys,
+            key_schemes: self.key_schemes,
             write_wait: self.write_wait,
             converge: self.converge,
             repairs: (self.repair_queue, self.repair_grace),

@@ -95,6 +95,15 @@ fn secs(d: Duration) -> u32 {
     u32::try_from(d.as_secs().max(1)).unwrap_or(u32::MAX)
 }
 
+/// A key's names for a fill: its identity in the client's books (its
+/// flight, the near cache), and its key and envelope in the local group
+/// and at the arbiter.
+struct Keys<'a> {
+    identity: &'a [u8],
+    local: Option<(&'a [u8], Option<&'a LongKey>)>,
+    arbiter: (&'a [u8], Option<&'a LongKey>),
+}
+
 impl Client {
     /// Reads `key`, or fills it: the cached value when there is one;
     /// otherwise `fill` runs — at most once per lease across every caller of
@@ -154,13 +163,22 @@ impl Client {
     {
         let key = key.as_ref();
         let fill = fill.into();
-        let (wire, long) = {
+        // The key's identity (its flight here, the near cache), and its key
+        // and envelope in the local group and at the arbiter (the same but
+        // where a group's own key scheme stores it otherwise).
+        let (identity, local, arbiter) = {
             let snap = self.snapshot();
             let wire = self.wire_key(&snap, key)?;
-            (wire.bytes.into_owned(), wire.long)
+            let at = |g| (wire.bytes_of(g).to_vec(), wire.long_of(g).cloned());
+            let local = snap.topology.local_groups().first().map(|&g| at(g));
+            (wire.bytes.to_vec(), local, at(snap.topology.arbiter()))
         };
+        let local = local
+            .as_ref()
+            .map(|(wire, long)| (&wire[..], long.as_ref()));
+        let arbiter = (&arbiter.0[..], arbiter.1.as_ref());
         loop {
-            match self.inner.flights.join(&wire) {
+            match self.inner.flights.join(&identity) {
                 Role::Follower(flight) => {
                     if let Some(answer) = flight::follow(flight).await {
                         return answer.map(|mut shared| {
@@ -173,7 +191,12 @@ impl Client {
                     // The leader was cancelled: start over.
                 }
                 Role::Leader(leader) => {
-                    let answer = self.fly(key, (&wire, long.as_ref()), &fill, f).await;
+                    let keys = Keys {
+                        identity: &identity,
+                        local,
+                        arbiter,
+                    };
+                    let answer = self.fly(key, &keys, &fill, f).await;
                     leader.land(&answer);
                     return answer;
                 }
@@ -182,12 +205,12 @@ impl Client {
     }
 
     /// The leader's work: the local read, then the lease at the arbiter.
-    /// `long`: the key is stored under `wire` in an envelope
-    /// ([`crate::longkey`]): replies are unwrapped, the filled value wrapped.
+    /// A key stored in an envelope there ([`crate::longkey`]) has its
+    /// replies unwrapped, the filled value wrapped.
     async fn fly<F, Fut, V, E>(
         &self,
         key: &[u8],
-        (wire, long): (&[u8], Option<&LongKey>),
+        keys: &Keys<'_>,
         fill: &Fill,
         f: F,
     ) -> Result<Filled, Error>
@@ -212,7 +235,11 @@ impl Client {
         // A failed local read is no answer: the arbiter decides then.
         let mut in_hand = None;
         // Another key's envelope (a digest collision) or none: no answer.
-        if let Ok(Some(local)) = self.read_local((wire, long), &flags).await {
+        let local = match keys.local {
+            Some(local) => self.read_local(local, &flags).await,
+            None => Ok(None),
+        };
+        if let Ok(Some(local)) = local {
             match local.state {
                 Found::Fresh => return Ok(served(&local.served, Freshness::Cached)),
                 Found::Stale { .. } | Found::RefreshWon => in_hand = Some(local.served),
@@ -220,6 +247,7 @@ impl Client {
             }
         }
         flags.push(MetaFlag::Vivify(secs(fill.lease)));
+        let (wire, long) = keys.arbiter;
         let request = Request::MetaGet {
             key: Key::new_raw(wire).expect("validated"),
             flags: &flags,
@@ -245,7 +273,9 @@ impl Client {
                         lease: judged.stored,
                         armed: true,
                     };
-                    return self.run_fill((key, long), fill, f, held).await;
+                    return self
+                        .run_fill((key, long), keys.identity, fill, f, held)
+                        .await;
                 }
                 Found::Stale { won: false } if fill.stale_ok => {
                     return Ok(served(&lease, Freshness::Stale));
@@ -281,6 +311,7 @@ impl Client {
     async fn run_fill<F, Fut, V, E>(
         &self,
         (key, long): (&[u8], Option<&LongKey>),
+        identity: &[u8],
         fill: &Fill,
         f: F,
         mut held: Held,
@@ -324,7 +355,7 @@ impl Client {
             }
         };
         let stored = self
-            .store_filled(wire, (&data, outer), exptime, lease)
+            .store_filled((wire, identity), (&data, outer), exptime, lease)
             .await;
         if let Err(_refused) = &stored {
             // Refused (too large for the server) or unanswered: the stub
@@ -363,7 +394,7 @@ impl Client {
     /// (the lease still the arbiter's copy), or the server's error.
     async fn store_filled(
         &self,
-        wire: &[u8],
+        (wire, identity): (&[u8], &[u8]),
         (data, outer): (&[u8], u32),
         exptime: u32,
         lease: &MetaResponse,
@@ -383,7 +414,7 @@ impl Client {
         };
         let stored = self.at_arbiter(wire, &request).await?.status == MetaStatus::Hd;
         if stored && let Some(near) = &self.inner.near {
-            near.forget(wire);
+            near.forget(identity);
         }
         Ok(stored)
     }

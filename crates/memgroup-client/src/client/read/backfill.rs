@@ -81,7 +81,10 @@ impl Client {
             .iter()
             .filter_map(|r| {
                 let (source, missed) = (r.hit_at?, r.missed.as_ref()?);
-                (!missed.is_empty()).then(|| Backfill {
+                // A copy is its raw bytes: not for a key some group's own
+                // key scheme stores otherwise (another key, another
+                // envelope).
+                (!missed.is_empty() && r.uniform()).then(|| Backfill {
                     key: r.key.as_bytes().into(),
                     source,
                     missed: missed.clone(),

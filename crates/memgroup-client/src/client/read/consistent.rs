@@ -51,6 +51,14 @@ impl Client {
         let key = key.as_ref();
         let snap = self.snapshot();
         let wire = self.wire_key(&snap, key)?;
+        if !wire.uniform() {
+            // The votes compare raw copies, which such groups store under
+            // other keys and envelopes.
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "a consistent read compares every group's raw copy: not of a key some group's own key scheme (group_evcache_keys) stores otherwise",
+            ));
+        }
         let topology = &snap.topology;
         let groups: Vec<GroupId> = topology
             .groups()

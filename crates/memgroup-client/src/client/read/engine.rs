@@ -68,13 +68,15 @@ pub(super) struct KeyRead<'a, T> {
     /// envelope holds another key (a collision) or none is a miss there,
     /// and the walk goes on to the next group, as EVCache's reads do.
     long: Option<&'a crate::longkey::LongKey>,
+    /// The key in every group (`key` and `long` are the cluster's).
+    wire: &'a WireKey<'a>,
 }
 
 impl<'a, T> KeyRead<'a, T> {
-    pub(super) fn new(snap: &'a Snapshot, wire: &'a WireKey<'_>, rotation: u64) -> Self {
+    pub(super) fn new(snap: &'a Snapshot, wire: &'a WireKey<'a>, rotation: u64) -> Self {
         KeyRead {
             key: wire.key(),
-            cursor: snap.topology.read_cursor(&wire.bytes, rotation),
+            cursor: snap.topology.read_cursor_of(wire.keys(), rotation),
             hit: None,
             answered: false,
             error: None,
@@ -84,6 +86,30 @@ impl<'a, T> KeyRead<'a, T> {
             hit_at: None,
             missed: None,
             long: wire.long.as_ref(),
+            wire,
+        }
+    }
+
+    /// Whether every group stores the key alike.
+    pub(super) fn uniform(&self) -> bool {
+        self.wire.uniform()
+    }
+
+    /// The key in `group`.
+    pub(super) fn key_at(&self, group: GroupId) -> Key<'a> {
+        if self.wire.uniform() {
+            self.key
+        } else {
+            self.wire.key_of(group)
+        }
+    }
+
+    /// The envelope of the key's value in `group`.
+    pub(super) fn long_at(&self, group: GroupId) -> Option<&'a crate::longkey::LongKey> {
+        if self.wire.uniform() {
+            self.long
+        } else {
+            self.wire.long_of(group)
         }
     }
 
@@ -195,7 +221,7 @@ impl Client {
                 let Some(target) = target else {
                     break;
                 };
-                let (key, attempt) = (read.key, read.attempt);
+                let (key, attempt) = (read.key_at(target.group), read.attempt);
                 let keys = [key];
                 let blocked = [blocked_at(snap, &self.inner.repairs, target, key)];
                 // Only a key's first try hedges or passes a server over: a
@@ -205,12 +231,12 @@ impl Client {
                     && self.inner.hedging.overloaded(snap, target).is_none()
                 {
                     let pool = &self.inner.pool;
-                    let long = read.long;
+                    let (long, wire) = (read.long_at(target.group), read.wire);
                     let next = || {
                         let dead = pool.dead_view();
                         read.next(&dead, dead.now())
                     };
-                    self.hedged_get(snap, (key, long), target, attempt, next)
+                    self.hedged_get(snap, (key, long), wire, target, attempt, next)
                         .await
                 } else {
                     let reply = self
@@ -262,14 +288,14 @@ impl Client {
             };
             let keys: Vec<Vec<Key<'_>>> = batches
                 .iter()
-                .map(|b| b.iter().map(|&(_, i)| reads[i].key).collect())
+                .map(|b| b.iter().map(|&(t, i)| reads[i].key_at(t.group)).collect())
                 .collect();
             // Which copies await a repair as the reads go out: none (and
             // nothing allocated) while no repair is queued or held.
             let repairs = &self.inner.repairs;
             let blocked: Vec<bool> = if repairs.awaiting() {
                 plan.iter()
-                    .map(|&(t, i)| blocked_at(snap, repairs, t, reads[i].key))
+                    .map(|&(t, i)| blocked_at(snap, repairs, t, reads[i].key_at(t.group)))
                     .collect()
             } else {
                 Vec::new()
@@ -355,7 +381,7 @@ fn settle<R: ReadOp>(
                     return;
                 }
                 let read = &mut reads[batch[j].1];
-                let hit = match read.long {
+                let hit = match read.long_at(batch[j].0.group) {
                     Some(long) => match R::unwrap_long(long, hit) {
                         Some(hit) => hit,
                         None => return,

@@ -40,13 +40,9 @@ impl Client {
             MetaFlag::ReturnCas,
         ];
         let key = key.as_ref();
-        let wire = {
-            let snap = self.snapshot();
-            self.wire_key(&snap, key)?.bytes.into_owned()
-        };
-        let found = match self.read_no_fill(key, &wire, &FLAGS).await {
+        let found = match self.read_no_fill(key, &FLAGS).await {
             Err(e) if e.kind() == crate::ErrorKind::Unsupported => {
-                self.read_no_fill(key, &wire, &CLASSIC).await
+                self.read_no_fill(key, &CLASSIC).await
             }
             found => found,
         };
@@ -93,11 +89,7 @@ impl Client {
     /// Whether `key` reads (with `mg`, as no filler) as a lease stub.
     async fn is_stub(&self, key: &[u8]) -> Result<bool, Error> {
         const FLAGS: [MetaFlag; 2] = [MetaFlag::ReturnValue, MetaFlag::ReturnCas];
-        let wire = {
-            let snap = self.snapshot();
-            self.wire_key(&snap, key)?.bytes.into_owned()
-        };
-        Ok(self.read_no_fill(key, &wire, &FLAGS).await?.is_none())
+        Ok(self.read_no_fill(key, &FLAGS).await?.is_none())
     }
 
     /// [`Client::unless_stub`] for each empty hit of a multi-get, at once.
@@ -130,7 +122,6 @@ impl Client {
     pub(super) async fn read_no_fill(
         &self,
         key: &[u8],
-        wire: &[u8],
         flags: &[MetaFlag],
     ) -> Result<Option<MetaResponse>, Error> {
         // With the value asked for, a fallback hit may be read-repaired.
@@ -142,8 +133,12 @@ impl Client {
         if meta.won() {
             // Any `mg` of a stale value is handed its win: back to the
             // callers that refill (`get_or_fill`).
-            if let Some(at) = at {
-                self.give_back(&snap, at, wire, &meta).await;
+            // Under the key as the group it came from stores it.
+            if let Some(at) = at
+                && let Ok(wire) = self.wire_key(&snap, key)
+            {
+                self.give_back(&snap, at, wire.bytes_of(at.group), &meta)
+                    .await;
             }
         }
         // A lease stub of `get_or_fill`: a fill is running.

@@ -218,7 +218,7 @@ impl Client {
             return Ok(Some(item));
         }
         let since = self.inner.repairs.reading();
-        let Some(meta) = self.read_no_fill(key, &wire, &FLAGS).await? else {
+        let Some(meta) = self.read_no_fill(key, &FLAGS).await? else {
             return Ok(None);
         };
         let mut item = Item::from_meta(&meta);
@@ -396,10 +396,10 @@ impl Client {
         let asked = |flag| flags.contains(&flag);
         let (size, client_flags) = (asked(MetaFlag::ReturnSize), asked(MetaFlag::ReturnFlags));
         let shortened = |key: &[u8]| {
-            self.inner.long_keys.is_some()
+            self.inner.key_schemes.any()
                 && self
                     .wire_key(&self.snapshot(), key)
-                    .is_ok_and(|wire| wire.long.is_some())
+                    .is_ok_and(|wire| wire.enveloped())
         };
         if !asked(MetaFlag::ReturnValue) && (size || client_flags) && shortened(key.as_ref()) {
             // In an envelope, the size and the client flags are the value's
@@ -437,21 +437,23 @@ impl Client {
             } else {
                 "a CAS unique (c) is read from the arbiter's copy"
             };
-            let target = self.arbiter_target(&snap, &wire.bytes, why)?;
+            let arbiter = snap.topology.arbiter();
+            let target = self.arbiter_target(&snap, wire.bytes_of(arbiter), why)?;
             let request = Request::MetaGet {
-                key: wire.key(),
+                key: wire.key_of(arbiter),
                 flags,
             };
             let reply = self
                 .meta_at(&snap, target, &request, crate::client::Attempt::First)
                 .await?;
-            return Ok(match (&wire.long, reply) {
+            return Ok(match (wire.long_of(arbiter), reply) {
                 (Some(long), Some(meta)) => match long.unwrap_meta(meta.clone()) {
                     Some(unwrapped) => Some(unwrapped),
                     None => {
                         // Another key's value under the digest: a win it
                         // handed this read goes back to that key's callers.
-                        self.give_back(&snap, target, &wire.bytes, &meta).await;
+                        self.give_back(&snap, target, wire.bytes_of(arbiter), &meta)
+                            .await;
                         None
                     }
                 },

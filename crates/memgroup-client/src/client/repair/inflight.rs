@@ -47,7 +47,7 @@ impl Hasher for Mix {
 }
 
 /// FNV-1a over the key: its digest here.
-pub(super) fn digest(key: &[u8]) -> u64 {
+pub(crate) fn digest(key: &[u8]) -> u64 {
     key.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     })

@@ -483,5 +483,5 @@ mod inflight;
 pub(crate) mod journal;
 mod owed;
 
-pub(crate) use inflight::{Inflight, Tracking};
+pub(crate) use inflight::{Inflight, Tracking, digest};
 pub(crate) use owed::Held;

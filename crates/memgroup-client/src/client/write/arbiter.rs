@@ -159,8 +159,10 @@ impl Client {
     pub(crate) async fn gets_from_arbiter(&self, key: &[u8]) -> Result<Option<Item>, Error> {
         let snap = self.snapshot();
         let wire = self.wire_key(&snap, key)?;
-        let target = self.arbiter_target(&snap, &wire.bytes, "gets reads its copy only")?;
-        let keys: [Key<'_>; 1] = [wire.key()];
+        let arbiter = snap.topology.arbiter();
+        let target =
+            self.arbiter_target(&snap, wire.bytes_of(arbiter), "gets reads its copy only")?;
+        let keys: [Key<'_>; 1] = [wire.key_of(arbiter)];
         let reply = self
             .exec(
                 &snap,
@@ -173,7 +175,7 @@ impl Client {
             Some(Response::Values(values)) => values.into_iter().next().map(Item::from),
             other => return Err(crate::client::unexpected(other.as_ref())),
         };
-        Ok(match (&wire.long, item) {
+        Ok(match (wire.long_of(arbiter), item) {
             (Some(long), Some(item)) => crate::client::wire::unwrap_item(long, item),
             (_, item) => item,
         })

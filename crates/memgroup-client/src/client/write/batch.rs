@@ -191,13 +191,16 @@ impl Client {
         kind: Kind<'_>,
     ) -> Result<MultiWrite, Error> {
         let snap = self.snapshot();
-        // Every key checked before a byte is sent; long keys and migration
-        // mode write key by key (envelopes, the old placement).
+        // Every key checked before a byte is sent; long keys, keys stored
+        // otherwise in some group and migration mode write key by key
+        // (envelopes, each group's key, the old placement).
         let mut wires = Vec::with_capacity(given.len());
         for key in given {
             wires.push(self.wire_key(&snap, key)?);
         }
-        if self.inner.migration.read().is_some() || wires.iter().any(|w| w.long.is_some()) {
+        if self.inner.migration.read().is_some()
+            || wires.iter().any(|w| w.enveloped() || !w.uniform())
+        {
             return self.one_by_one(given, values, kind).await;
         }
         let span = trace::batch_span(self, kind.command(), given.len());

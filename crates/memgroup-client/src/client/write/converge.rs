@@ -176,8 +176,9 @@ impl Client {
     async fn check(&self, snap: &Snapshot, job: &Job, receipts: &[Receipt]) -> bool {
         let arbiter = snap.topology.arbiter();
         let mine = receipts.iter().find(|r| r.group == arbiter);
-        let key = job.key();
-        let at = |group| own_target(snap, group, key);
+        // Each group's copy under its own key, at its key's own server.
+        let key = |group| job.key_of(group);
+        let at = |group| own_target(snap, group, key(group));
         // The arbiter missed this write: its copy there is the repair
         // queue's (deleted, unless a later write of this client stands),
         // so it judges nothing, and the other groups are judged as when
@@ -185,7 +186,7 @@ impl Client {
         // landing in opposite orders elsewhere, left two zones different
         // for good when such a write went unchecked.)
         let held = match mine {
-            Some(_) => match self.cas_at(snap, at(arbiter), key).await {
+            Some(_) => match self.cas_at(snap, at(arbiter), key(arbiter)).await {
                 Ok(held) => held,
                 Err(_) => return false,
             },
@@ -196,7 +197,10 @@ impl Client {
         // absent; `None` when a read failed (then nothing is judged).
         let mine_everywhere = async || {
             for receipt in receipts.iter().filter(|r| r.group != arbiter) {
-                match self.cas_at(snap, at(receipt.group), key).await {
+                match self
+                    .cas_at(snap, at(receipt.group), key(receipt.group))
+                    .await
+                {
                     Ok(None) => {}
                     Ok(Some(cas)) if cas == receipt.cas => {}
                     Ok(Some(_)) => return Some(false),
@@ -222,7 +226,7 @@ impl Client {
             // A loser: its own copies go, wherever they still stand.
             for receipt in receipts.iter().filter(|r| r.group != arbiter) {
                 deleted += u64::from(
-                    self.deleted(snap, at(receipt.group), key, receipt.cas)
+                    self.deleted(snap, at(receipt.group), key(receipt.group), receipt.cas)
                         .await,
                 );
             }
@@ -240,15 +244,20 @@ impl Client {
                 self.inner
                     .repairs
                     .inflight
-                    .busy(at(arbiter).server, job.digest)
+                    .busy(at(arbiter).server, job.digest_of(arbiter))
             };
             for receipt in receipts.iter().filter(|r| r.group != arbiter) {
-                if let Ok(Some(cas)) = self.cas_at(snap, at(receipt.group), key).await
+                if let Ok(Some(cas)) = self
+                    .cas_at(snap, at(receipt.group), key(receipt.group))
+                    .await
                     && cas != receipt.cas
                     && !on_its_way()
-                    && matches!(self.cas_at(snap, at(arbiter), key).await, Ok(Some(a)) if a == mine.cas)
+                    && matches!(self.cas_at(snap, at(arbiter), key(arbiter)).await, Ok(Some(a)) if a == mine.cas)
                 {
-                    deleted += u64::from(self.deleted(snap, at(receipt.group), key, cas).await);
+                    deleted += u64::from(
+                        self.deleted(snap, at(receipt.group), key(receipt.group), cas)
+                            .await,
+                    );
                 }
             }
         }

@@ -27,22 +27,16 @@ impl Client {
         if !job.op().repairs_on_miss() {
             return;
         }
-        for server in job.landing.landed() {
-            self.unhold_repair(&server, job.key(), job.number, true);
+        for (server, group) in job.landing.landed() {
+            self.unhold_repair(&server, job.key_of(group), job.number, true);
         }
         let cut_off = Error::new(ErrorKind::Timeout, "outstanding when the client closed").handed();
         for at in running.pending() {
             let group = group_of(&running.tag(at));
-            let own = snap.topology.group(group).server_for(job.key());
+            let key = job.key_of(group);
+            let own = snap.topology.group(group).server_for(key);
             let name = snap.topology.group(group).name();
-            self.queue_repair(
-                snap.name(own),
-                name,
-                job.key(),
-                job.number,
-                Some(&cut_off),
-                None,
-            );
+            self.queue_repair(snap.name(own), name, key, job.number, Some(&cut_off), None);
         }
     }
 
@@ -61,13 +55,14 @@ impl Client {
             return;
         };
         let group = snap.topology.group(part.group).name();
-        let write = (job.key(), job.number, job.op().supersedes_repair());
+        let key = job.key_of(part.group);
+        let write = (key, job.number, job.op().supersedes_repair());
         let error = part.reply.as_ref().err();
         let owed = self.settle_part(snap.name(part.own), write, reached, error, tracking);
         // A reply from any server (its own or a failover), or a request
         // that may yet be applied: the write exists somewhere.
         let landed = error.is_none_or(Error::may_have_applied);
-        let (key, number) = (job.key(), job.number);
+        let number = job.number;
         if let Some(keep) = owed {
             let server = snap.name(part.own);
             if !landed && job.landing.holds() {
@@ -77,7 +72,7 @@ impl Client {
                     keep,
                 };
                 self.inner.repairs.hold(server, key, held);
-                job.landing.held(server.clone());
+                job.landing.held(server.clone(), part.group);
             } else {
                 self.queue_repair(server, group, key, number, error, keep);
             }
@@ -87,8 +82,8 @@ impl Client {
             Landed::Somewhere(servers) => (servers, true),
             Landed::Nowhere(servers) => (servers, false),
         };
-        for server in servers {
-            self.unhold_repair(&server, key, number, landed);
+        for (server, group) in servers {
+            self.unhold_repair(&server, job.key_of(group), number, landed);
         }
     }
 

@@ -3,6 +3,7 @@
 //! the caller has its answer.
 
 use memgroup_proto::{Key, MetaFlag, Request, SetMode, StoreCommand};
+use memgroup_topology::{GroupId, GroupKeys, Keys};
 
 /// A write, minus its key: built into a request once the wire key is known.
 #[derive(Debug, Clone, Copy)]
@@ -167,14 +168,8 @@ impl<'a> WriteOp<'a> {
     }
 }
 
-/// A write with its key, owned: its groups' parts may outlive the call.
-pub(super) struct Job {
-    /// Its number among writes, as they start.
-    pub(super) number: u64,
-    /// Its key's digest, as its parts register ([`crate::client::repair`]).
-    pub(super) digest: u64,
-    /// Counted in flight until every part is done (the job dropped).
-    pub(super) writing: Option<crate::client::repair::Writing>,
+/// One key's request, owned: the op with its value and meta flags.
+struct Sent {
     /// The op, its value and meta flags borrowed from `bytes` and `flags`.
     op: WriteOp<'static>,
     /// The wire key, then the value: one allocation.
@@ -182,18 +177,10 @@ pub(super) struct Job {
     /// Where the key ends in `bytes`.
     key_len: usize,
     flags: Vec<MetaFlag>,
-    /// The command's name (for spans and errors), found once.
-    command: &'static str,
-    /// Each group's CAS receipt, for the convergence check (`converge.rs`):
-    /// set by [`Job::with_receipts`], which also makes a `set` an `ms … c`.
-    pub(super) receipts: Option<super::converge::Receipts>,
-    /// Whether it landed anywhere, and the repairs waiting on that.
-    pub(super) landing: Landing,
 }
 
-impl Job {
-    /// `op` on `key`.
-    pub(super) fn new(key: &[u8], op: WriteOp<'_>) -> Job {
+impl Sent {
+    fn new(key: &[u8], op: WriteOp<'_>) -> Sent {
         let (value, flags) = match op {
             WriteOp::Store { data: value, .. } => (value, Vec::new()),
             WriteOp::MetaSet { data: value, flags } => (value, flags.to_vec()),
@@ -205,45 +192,25 @@ impl Job {
         let mut bytes = Vec::with_capacity(key.len() + value.len());
         bytes.extend_from_slice(key);
         bytes.extend_from_slice(value);
-        let command = op.command();
-        let op = op.with_value(&[], &[]);
-        Job {
-            number: 0,
-            digest: 0,
-            writing: None,
-            op,
+        Sent {
+            op: op.with_value(&[], &[]),
             bytes,
             key_len: key.len(),
             flags,
-            command,
-            receipts: None,
-            landing: Landing::default(),
         }
     }
 
-    /// Whether [`Job::with_receipts`] applies: a plain store that replies
-    /// (a `set`, an `ms` in set mode without a condition).
-    pub(super) fn can_take_receipts(&self) -> bool {
-        match self.op {
-            WriteOp::Store {
-                command: StoreCommand::Set,
-                ..
-            } => true,
-            WriteOp::MetaSet { .. } => {
-                !self.op.is_conditional()
-                    && !self
-                        .flags
-                        .iter()
-                        .any(|f| matches!(f, MetaFlag::Quiet | MetaFlag::Base64Key))
-            }
-            _ => false,
-        }
+    fn key(&self) -> &[u8] {
+        &self.bytes[..self.key_len]
     }
 
-    /// This job keeping each of its `parts` groups' CAS receipt: a `set`
-    /// goes as `ms <key> <len> T<exptime> F<flags> c` (the same item), an
-    /// `ms` with `c` added.
-    pub(super) fn with_receipts(mut self, parts: usize) -> Job {
+    fn op(&self) -> WriteOp<'_> {
+        self.op.with_value(&self.bytes[self.key_len..], &self.flags)
+    }
+
+    /// A `set` as `ms <key> <len> T<exptime> F<flags> c` (the same item),
+    /// an `ms` with `c` added: its reply carries the CAS the copy got.
+    fn returning_cas(&mut self) {
         match self.op {
             WriteOp::Store {
                 command: StoreCommand::Set,
@@ -266,6 +233,87 @@ impl Job {
             }
             _ => {}
         }
+    }
+}
+
+/// A write with its key, owned: its groups' parts may outlive the call.
+pub(super) struct Job {
+    /// Its number among writes, as they start.
+    pub(super) number: u64,
+    /// Its key's digest, as its parts register ([`crate::client::repair`]).
+    pub(super) digest: u64,
+    /// Counted in flight until every part is done (the job dropped).
+    pub(super) writing: Option<crate::client::repair::Writing>,
+    /// The request of the groups that follow the cluster's key scheme.
+    sent: Sent,
+    /// The groups whose own key scheme stores the key otherwise: each
+    /// one's request, and its key's digest.
+    others: Vec<(GroupId, Sent, u64)>,
+    /// The command's name (for spans and errors), found once.
+    command: &'static str,
+    /// Each group's CAS receipt, for the convergence check (`converge.rs`):
+    /// set by [`Job::with_receipts`], which also makes a `set` an `ms … c`.
+    pub(super) receipts: Option<super::converge::Receipts>,
+    /// Whether it landed anywhere, and the repairs waiting on that.
+    pub(super) landing: Landing,
+}
+
+impl Job {
+    /// `op` on `key`.
+    pub(super) fn new(key: &[u8], op: WriteOp<'_>) -> Job {
+        Job {
+            number: 0,
+            digest: 0,
+            writing: None,
+            sent: Sent::new(key, op),
+            others: Vec::new(),
+            command: op.command(),
+            receipts: None,
+            landing: Landing::default(),
+        }
+    }
+
+    /// `group` stores the key as `key`, and is sent `op` on it.
+    pub(super) fn in_group(&mut self, group: GroupId, key: &[u8], op: WriteOp<'_>) {
+        let digest = crate::client::repair::digest(key);
+        self.others.push((group, Sent::new(key, op), digest));
+    }
+
+    fn sent(&self, group: GroupId) -> &Sent {
+        match self.others.iter().find(|(g, _, _)| *g == group) {
+            Some((_, sent, _)) => sent,
+            None => &self.sent,
+        }
+    }
+
+    /// Whether [`Job::with_receipts`] applies: a plain store that replies
+    /// (a `set`, an `ms` in set mode without a condition).
+    pub(super) fn can_take_receipts(&self) -> bool {
+        match self.sent.op {
+            WriteOp::Store {
+                command: StoreCommand::Set,
+                ..
+            } => true,
+            WriteOp::MetaSet { .. } => {
+                !self.sent.op.is_conditional()
+                    && !self
+                        .sent
+                        .flags
+                        .iter()
+                        .any(|f| matches!(f, MetaFlag::Quiet | MetaFlag::Base64Key))
+            }
+            _ => false,
+        }
+    }
+
+    /// This job keeping each of its `parts` groups' CAS receipt: a `set`
+    /// goes as `ms <key> <len> T<exptime> F<flags> c` (the same item), an
+    /// `ms` with `c` added.
+    pub(super) fn with_receipts(mut self, parts: usize) -> Job {
+        self.sent.returning_cas();
+        for (_, sent, _) in &mut self.others {
+            sent.returning_cas();
+        }
         self.receipts = Some(super::converge::Receipts::new(parts));
         self
     }
@@ -275,19 +323,51 @@ impl Job {
         self.command
     }
 
-    /// The wire key.
+    /// The wire key in the groups that follow the cluster's key scheme:
+    /// the key's identity in the client's books.
     pub(super) fn key(&self) -> &[u8] {
-        &self.bytes[..self.key_len]
+        self.sent.key()
     }
 
-    /// The op, borrowing its value and flags from the job.
+    /// The wire key in `group`.
+    pub(super) fn key_of(&self, group: GroupId) -> &[u8] {
+        self.sent(group).key()
+    }
+
+    /// The digest of the key in `group`, as its part registers.
+    pub(super) fn digest_of(&self, group: GroupId) -> u64 {
+        match self.others.iter().find(|(g, _, _)| *g == group) {
+            Some((_, _, digest)) => *digest,
+            None => self.digest,
+        }
+    }
+
+    /// What target selection routes on.
+    pub(super) fn keys(&self) -> Keys<'_> {
+        if self.others.is_empty() {
+            Keys::Same(self.key())
+        } else {
+            Keys::PerGroup(self)
+        }
+    }
+
+    /// The op, borrowing its value and flags from the job (the kind of op
+    /// is every group's; the value, the cluster scheme's groups').
     pub(super) fn op(&self) -> WriteOp<'_> {
-        self.op.with_value(&self.bytes[self.key_len..], &self.flags)
+        self.sent.op()
     }
 
-    pub(super) fn request(&self) -> Request<'_> {
-        self.op()
-            .request(Key::new_raw(self.key()).expect("validated when made"))
+    /// The request to `group`.
+    pub(super) fn request(&self, group: GroupId) -> Request<'_> {
+        let sent = self.sent(group);
+        sent.op()
+            .request(Key::new_raw(sent.key()).expect("validated when made"))
+    }
+}
+
+impl GroupKeys for Job {
+    fn key(&self, group: GroupId) -> &[u8] {
+        self.key_of(group)
     }
 }
 
@@ -309,8 +389,8 @@ pub(super) struct Landing(parking_lot::Mutex<LandingState>);
 struct LandingState {
     outstanding: usize,
     landed: bool,
-    /// The servers whose repair of this write is held.
-    held: Vec<std::sync::Arc<str>>,
+    /// The servers (and their groups) whose repair of this write is held.
+    held: Vec<(std::sync::Arc<str>, GroupId)>,
 }
 
 /// What became of a write's held repairs when a part ended.
@@ -318,9 +398,9 @@ pub(super) enum Landed {
     /// Not known yet.
     Open,
     /// It landed: these held repairs are due.
-    Somewhere(Vec<std::sync::Arc<str>>),
+    Somewhere(Vec<(std::sync::Arc<str>, GroupId)>),
     /// No part landed: these held repairs go.
-    Nowhere(Vec<std::sync::Arc<str>>),
+    Nowhere(Vec<(std::sync::Arc<str>, GroupId)>),
 }
 
 impl Landing {
@@ -334,9 +414,9 @@ impl Landing {
         !self.0.lock().landed
     }
 
-    /// The repair on `server` was queued held.
-    pub(super) fn held(&self, server: std::sync::Arc<str>) {
-        self.0.lock().held.push(server);
+    /// The repair on `server` (of `group`) was queued held.
+    pub(super) fn held(&self, server: std::sync::Arc<str>, group: GroupId) {
+        self.0.lock().held.push((server, group));
     }
 
     /// One part ended; `landed` when it reached a server or may still
@@ -355,7 +435,7 @@ impl Landing {
     }
 
     /// Parts cut off that may still land: every held repair is due.
-    pub(super) fn landed(&self) -> Vec<std::sync::Arc<str>> {
+    pub(super) fn landed(&self) -> Vec<(std::sync::Arc<str>, GroupId)> {
         let mut state = self.0.lock();
         state.landed = true;
         std::mem::take(&mut state.held)

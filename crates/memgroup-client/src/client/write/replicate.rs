@@ -15,6 +15,7 @@ use crate::client::{Client, unexpected};
 use crate::error::{Error, ErrorKind};
 use crate::item::{GroupOutcome, Settling, WriteOutcome};
 use crate::join::{BoxFuture, Unordered};
+use crate::longkey::LongKey;
 use crate::options::WriteWait;
 use crate::pool::Snapshot;
 
@@ -182,8 +183,49 @@ impl Client {
         let only: Option<Vec<GroupId>> = only
             .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
-        let mut job = match (&wire.long, op) {
-            (None, op) => Job::new(&wire.bytes, op),
+        let mut job = self.wrapped(wire.long.as_ref(), op, |op| Job::new(&wire.bytes, op))?;
+        for (group, bytes, long) in wire.others() {
+            self.wrapped(long, op, |op| job.in_group(group, bytes, op))?;
+        }
+        // With several groups, a plain store keeps each group's CAS receipt
+        // for the convergence check (`converge.rs`).
+        let groups = snap.topology.groups().len();
+        if self.inner.converge && judge && only.is_none() && groups > 1 && job.can_take_receipts() {
+            job = job.with_receipts(groups);
+        }
+        // Numbered as it starts: nothing awaits between here and its parts'
+        // registration.
+        if landed {
+            job.landing.landed();
+        }
+        let (number, writing) = self.inner.repairs.start_write(&wire.bytes);
+        (job.number, job.digest) = (number, writing.digest());
+        job.writing = Some(writing);
+        if let Some(near) = &self.inner.near {
+            near.forget(&wire.bytes);
+        }
+        let name = job.command();
+        let span = trace::operation_span(self, name, Some(key));
+        let result = trace::await_in_span!(
+            span,
+            self.replicate_request(&snap, Arc::new(job), only.as_deref(), judge)
+        );
+        trace::operation_done(&span, &result);
+        result
+    }
+
+    /// `op` as it goes to a group that stores the key in `long`'s envelope
+    /// (`None`: as given), handed to `then`: a store's value wrapped (its
+    /// client flags and TTL inside), what needs no value as it is; refused
+    /// for what cannot apply to a value in an envelope (`append`, …).
+    fn wrapped<R>(
+        &self,
+        long: Option<&LongKey>,
+        op: WriteOp<'_>,
+        then: impl FnOnce(WriteOp<'_>) -> R,
+    ) -> Result<R, Error> {
+        Ok(match (long, op) {
+            (None, op) => then(op),
             (
                 Some(long),
                 WriteOp::Store {
@@ -204,7 +246,7 @@ impl Client {
                     flags,
                     exptime,
                 };
-                Job::new(&wire.bytes, op)
+                then(op)
             }
             // A meta set (not append or prepend, not a binary key): its
             // client flags (F) and TTL (T) go inside the envelope, the
@@ -238,16 +280,16 @@ impl Client {
                     data: &envelope,
                     flags: &flags,
                 };
-                Job::new(&wire.bytes, op)
+                then(op)
             }
             (
                 Some(_),
                 op @ (WriteOp::Delete { .. } | WriteOp::Touch { .. } | WriteOp::MetaDelete { .. }),
-            ) => Job::new(&wire.bytes, op),
+            ) => then(op),
             (Some(long), op @ (WriteOp::Arith { .. } | WriteOp::MetaArith { .. }))
                 if long.takes_arithmetic() =>
             {
-                Job::new(&wire.bytes, op)
+                then(op)
             }
             (Some(_), other) => {
                 return Err(Error::new(
@@ -258,32 +300,7 @@ impl Client {
                     ),
                 ));
             }
-        };
-        // With several groups, a plain store keeps each group's CAS receipt
-        // for the convergence check (`converge.rs`).
-        let groups = snap.topology.groups().len();
-        if self.inner.converge && judge && only.is_none() && groups > 1 && job.can_take_receipts() {
-            job = job.with_receipts(groups);
-        }
-        // Numbered as it starts: nothing awaits between here and its parts'
-        // registration.
-        if landed {
-            job.landing.landed();
-        }
-        let (number, writing) = self.inner.repairs.start_write(&wire.bytes);
-        (job.number, job.digest) = (number, writing.digest());
-        job.writing = Some(writing);
-        if let Some(near) = &self.inner.near {
-            near.forget(&wire.bytes);
-        }
-        let name = job.command();
-        let span = trace::operation_span(self, name, Some(key));
-        let result = trace::await_in_span!(
-            span,
-            self.replicate_request(&snap, Arc::new(job), only.as_deref(), judge)
-        );
-        trace::operation_done(&span, &result);
-        result
+        })
     }
 
     /// [`Client::replicate`] once the key is checked and the request built.
@@ -312,9 +329,9 @@ impl Client {
             let now = dead.now();
             let topology = &snap.topology;
             match only {
-                None => running.extend(topology.write_targets(job.key(), &dead, now, rotation)),
-                Some(groups) => running.extend(topology.targeted_write_targets(
-                    job.key(),
+                None => running.extend(topology.write_targets_of(job.keys(), &dead, now, rotation)),
+                Some(groups) => running.extend(topology.targeted_write_targets_of(
+                    job.keys(),
                     groups,
                     &dead,
                     now,
@@ -414,12 +431,12 @@ impl Client {
             Ok(t) => (t.group, t.server),
             Err(skip) => (skip.group, skip.server),
         };
-        let own = snap.topology.group(group).server_for(job.key());
+        let own = snap.topology.group(group).server_for(job.key_of(group));
         // Registered from the start (before any await): a later write that
         // is applied there while this part runs is seen when it ends.
         let repairs = &self.inner.repairs;
         let tracking = (repairs.enabled() && job.op().repairs_on_miss())
-            .then(|| repairs.inflight.begin(own, job.digest));
+            .then(|| repairs.inflight.begin(own, job.digest_of(group)));
         let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
         Box::pin(async move {
             let (server, reply) = match target {
@@ -454,12 +471,12 @@ impl Client {
         job: &Job,
         target: Target,
     ) -> (ServerId, Result<Option<Response>, Error>) {
-        let request = job.request();
+        let request = job.request(target.group);
         let reply = self.exec(snap, target, &request, Attempt::First).await;
         if !reply.as_ref().is_err_and(Error::is_unsent) {
             return (target.server, reply);
         }
-        match self.group_target(snap, job.key(), target.group) {
+        match self.group_target(snap, job.key_of(target.group), target.group) {
             Some(other) if other.server != target.server => {
                 let reply = self.exec(snap, other, &request, Attempt::Failover).await;
                 (other.server, reply)
