@@ -28,7 +28,8 @@
 //! long_keys = true             # keys over 250 bytes go under an MD5 digest key (read back by memgroup only);
 //! long_keys_max_len = 200      #   optional: a lower limit, and the digest keys' prefix (default "mglk:")
 //! long_keys_prefix = "lk:"
-//! # evcache_keys = { hash_key = true, hash_algo = "siphash24" }   # EVCache's hashed keys
+//! # evcache_keys = { hash_key = true, hash_algo = "siphash24" }   # EVCache's hashed keys (a group's
+//! #   own, in its [[groups]] entry, over these: evcache_keys = { hash_algo = "md5" })
 //! #   (or auto_hash_keys = true; max_key_length, max_digest_bytes, max_hash_length, hash_encoder)
 //! key_prefix = "app:"          # in front of every key (EVCache's cache prefix "app", Dalli's namespace)
 //! migrate_from = "old.toml"    # migration mode: the old layout (file, URL or list)
@@ -90,15 +91,15 @@ use std::time::Duration;
 
 use memgroup_client::LongKeys;
 use memgroup_client::value::ValueFormat;
-use memgroup_hash::{HashStrategy, NodeNaming};
-use memgroup_topology::{
-    ClusterSpec, GroupSpec, ReadFallback, ServerSpec, SpecOverrides, WritePolicy,
-};
+use memgroup_topology::{ClusterSpec, GroupSpec, ReadFallback, SpecOverrides, WritePolicy};
 use serde::Deserialize;
 
+mod group;
 mod keys;
 mod load;
 
+pub use group::FileGroup;
+use group::RawGroup;
 pub use load::{PASSWORD_ENV, login, old_layout, password};
 
 /// A `cluster.toml` that is not valid: the message names the setting (and
@@ -201,36 +202,6 @@ impl Limits {
         }
         builder
     }
-}
-
-/// One `[[groups]]` entry: a server group and its own settings, which win
-/// over the file-wide ones.
-#[derive(Debug, Clone)]
-pub struct FileGroup {
-    /// The group's name (EVCache: the server group).
-    pub name: String,
-    /// Its availability zone.
-    pub zone: Option<String>,
-    /// Takes writes only (a group being warmed).
-    pub write_only: bool,
-    /// Its servers, in the file's order, weights parsed (with `discover`,
-    /// the fallback at start; may then be empty).
-    pub servers: Vec<ServerSpec>,
-    /// Its configuration endpoint (`discover = "host:port"`): its servers
-    /// are discovered there ([`ClientBuilder::group_discover`](crate::client::ClientBuilder::group_discover)).
-    pub discover: Option<String>,
-    /// Its own hashing strategy.
-    pub hash: Option<HashStrategy>,
-    /// Its own ketama node naming.
-    pub node_naming: Option<NodeNaming>,
-    /// Its own connections per server.
-    pub pool_size: Option<usize>,
-    /// Its own login (`username`); `password_file` is never given without it.
-    pub username: Option<String>,
-    /// Where the password of `username` is.
-    pub password_file: Option<PathBuf>,
-    /// Its own TLS section.
-    pub tls: Option<TlsFiles>,
 }
 
 /// A parsed and checked `cluster.toml`. Every setting is optional: a
@@ -359,24 +330,6 @@ struct RawProxy {
     listen: Vec<String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawGroup {
-    name: String,
-    zone: Option<String>,
-    #[serde(default)]
-    write_only: bool,
-    #[serde(default)]
-    servers: Vec<String>,
-    discover: Option<String>,
-    hash: Option<String>,
-    node_naming: Option<String>,
-    pool_size: Option<usize>,
-    username: Option<String>,
-    password_file: Option<PathBuf>,
-    tls: Option<TlsFiles>,
-}
-
 /// A named setting parsed through its type's `FromStr`, whose error names
 /// the bad text (and, where the type knows them, the valid names).
 fn named<T>(setting: &str, text: Option<String>) -> Result<Option<T>, ConfigError>
@@ -418,47 +371,10 @@ fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
     }
 }
 
-impl FileGroup {
-    fn from_raw(g: RawGroup) -> Result<FileGroup, ConfigError> {
-        let in_group = |e: ConfigError| ConfigError::new(format!("group {:?}: {e}", g.name));
-        if g.servers.is_empty() && g.discover.is_none() {
-            return Err(in_group(ConfigError::new(
-                "no servers (and no discover endpoint)",
-            )));
-        }
-        let servers = if g.servers.is_empty() {
-            Vec::new()
-        } else {
-            ClusterSpec::parse_server_list(&g.servers.join(","))
-                .map_err(|e| in_group(ConfigError::new(e.to_string())))?
-                .groups
-                .into_iter()
-                .flat_map(|g| g.servers)
-                .collect()
-        };
-        if g.username.is_none() && g.password_file.is_some() {
-            return Err(in_group(ConfigError::new("password_file without username")));
-        }
-        Ok(FileGroup {
-            servers,
-            discover: g.discover,
-            zone: g.zone,
-            write_only: g.write_only,
-            hash: named("hash", g.hash).map_err(in_group)?,
-            node_naming: named("node_naming", g.node_naming).map_err(in_group)?,
-            pool_size: g.pool_size,
-            username: g.username,
-            password_file: g.password_file,
-            tls: checked_tls(g.tls).map_err(in_group)?,
-            name: g.name,
-        })
-    }
-}
-
 impl ClusterFile {
     /// Parses and checks the text of a `cluster.toml`.
     pub fn parse(text: &str) -> Result<ClusterFile, ConfigError> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        let mut raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
         if raw.max_in_flight == Some(0) {
             return Err(ConfigError::new(
                 "max_in_flight: 0 would let no request through: give at least 1",
@@ -474,6 +390,10 @@ impl ClusterFile {
         }
         let long_keys = keys::long_keys(&raw)?;
         let evcache_keys = keys::evcache_keys(&raw)?;
+        let groups = std::mem::take(&mut raw.groups)
+            .into_iter()
+            .map(|g| FileGroup::from_raw(g, &raw))
+            .collect::<Result<_, _>>()?;
         let repair_journal = match raw.repair_journal.as_deref() {
             None => None,
             Some("off") => Some(RepairJournal::Off),
@@ -531,11 +451,7 @@ impl ClusterFile {
             tls: checked_tls(raw.tls)?,
             migrate_from: raw.migrate_from,
             meta_protocol: named("meta_protocol", raw.meta_protocol)?,
-            groups: raw
-                .groups
-                .into_iter()
-                .map(FileGroup::from_raw)
-                .collect::<Result<_, _>>()?,
+            groups,
         })
     }
 
@@ -608,6 +524,7 @@ impl ClusterFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memgroup_hash::HashStrategy;
 
     #[test]
     fn a_full_file_parses_to_typed_settings_and_a_spec() {

@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use super::{ConfigError, RawFile};
 
-/// `[evcache_keys]` as written.
-#[derive(Debug, Default, Deserialize)]
+/// `[evcache_keys]` as written (a group's `evcache_keys` too).
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawEvcacheKeys {
     hash_key: Option<bool>,
@@ -67,10 +67,51 @@ pub(super) fn evcache_keys(raw: &RawFile) -> Result<Option<EvcacheKeys>, ConfigE
             "long_keys and [evcache_keys] both shorten keys: give one",
         ));
     }
+    match checked(e, "[evcache_keys]")? {
+        Some(keys) => Ok(Some(keys)),
+        None => Err(ConfigError::new(
+            "[evcache_keys]: give hash_key = true (every key) or auto_hash_keys = true (keys over max_key_length)",
+        )),
+    }
+}
+
+/// A group's own `evcache_keys` (EVCache's `<app>.<group>.hash.key`, …):
+/// each setting it does not give is the file's `[evcache_keys]` one, as
+/// EVCache's per-group properties fall back to the app's. `Some(None)`:
+/// neither `hash_key` nor `auto_hash_keys` holds, so the group stores keys
+/// as given; `None`: the group has none of its own.
+pub(super) fn group_evcache_keys(
+    raw: &RawFile,
+    own: Option<&RawEvcacheKeys>,
+) -> Result<Option<Option<EvcacheKeys>>, ConfigError> {
+    let Some(own) = own else {
+        return Ok(None);
+    };
+    if raw.long_keys == Some(true) {
+        return Err(ConfigError::new(
+            "long_keys and evcache_keys both shorten keys: give one",
+        ));
+    }
+    let base = raw.evcache_keys.clone().unwrap_or_default();
+    let merged = RawEvcacheKeys {
+        hash_key: own.hash_key.or(base.hash_key),
+        auto_hash_keys: own.auto_hash_keys.or(base.auto_hash_keys),
+        max_key_length: own.max_key_length.or(base.max_key_length),
+        hash_algo: own.hash_algo.clone().or(base.hash_algo),
+        max_digest_bytes: own.max_digest_bytes.or(base.max_digest_bytes),
+        max_hash_length: own.max_hash_length.or(base.max_hash_length),
+        hash_encoder: own.hash_encoder.clone().or(base.hash_encoder),
+    };
+    checked(&merged, "evcache_keys").map(Some)
+}
+
+/// EVCache's key settings `e` (named `what` in errors), checked; `None`
+/// when they hash no key (neither `hash_key` nor `auto_hash_keys`).
+fn checked(e: &RawEvcacheKeys, what: &str) -> Result<Option<EvcacheKeys>, ConfigError> {
     let algorithm = e.hash_algo.as_deref().unwrap_or("siphash24");
     let algorithm = algorithm
         .parse()
-        .map_err(|e: String| ConfigError::new(format!("[evcache_keys] hash_algo: {e}")))?;
+        .map_err(|e: String| ConfigError::new(format!("{what} hash_algo: {e}")))?;
     let mut hash = EvcacheKeyHash::new(algorithm);
     if let Some(n) = e.max_digest_bytes {
         hash = hash.max_digest_bytes(n);
@@ -81,17 +122,13 @@ pub(super) fn evcache_keys(raw: &RawFile) -> Result<Option<EvcacheKeys>, ConfigE
     if let Some(encoder) = &e.hash_encoder {
         let encoding: EvcacheKeyEncoding = encoder
             .parse()
-            .map_err(|e: String| ConfigError::new(format!("[evcache_keys] hash_encoder: {e}")))?;
+            .map_err(|e: String| ConfigError::new(format!("{what} hash_encoder: {e}")))?;
         hash = hash.encoding(encoding);
     }
     let keys = match (e.hash_key == Some(true), e.auto_hash_keys == Some(true)) {
         (true, _) => EvcacheKeys::every_key(hash),
         (false, true) => EvcacheKeys::long_keys(hash),
-        (false, false) => {
-            return Err(ConfigError::new(
-                "[evcache_keys]: give hash_key = true (every key) or auto_hash_keys = true (keys over max_key_length)",
-            ));
-        }
+        (false, false) => return Ok(None),
     };
     Ok(Some(match e.max_key_length {
         Some(n) => keys.max_key_length(n),
@@ -141,5 +178,33 @@ mod tests {
             let err = ClusterFile::parse(bad).unwrap_err().to_string();
             assert!(err.contains(says), "{bad}: {err}");
         }
+    }
+
+    /// A group's own settings fall back to the file's, setting by setting;
+    /// neither `hash_key` nor `auto_hash_keys` there: keys as given.
+    #[test]
+    fn a_groups_evcache_keys_fall_back_to_the_files() {
+        let group = |name: &str, own: &str| {
+            format!("[[groups]]\nname = \"{name}\"\nservers = [\"h:1\"]\n{own}\n")
+        };
+        let file = ClusterFile::parse(&format!(
+            "[evcache_keys]\nhash_key = true\nhash_algo = \"md5\"\nmax_hash_length = 10\n\n{}{}{}",
+            group("a", ""),
+            group("b", "evcache_keys = { hash_algo = \"sha1\" }"),
+            group("c", "evcache_keys = { hash_key = false }"),
+        ))
+        .unwrap();
+        let own: Vec<_> = file.groups.iter().map(|g| g.evcache_keys).collect();
+        let sha1 = EvcacheKeyHash::new(EvcacheHashAlgorithm::Sha1).max_hash_length(10);
+        assert_eq!(
+            own,
+            [None, Some(Some(EvcacheKeys::every_key(sha1))), Some(None)]
+        );
+        let bad = group(
+            "a",
+            "evcache_keys = { hash_key = true, hash_algo = \"md6\" }",
+        );
+        let err = ClusterFile::parse(&bad).unwrap_err().to_string();
+        assert!(err.contains("group \"a\"") && err.contains("md6"), "{err}");
     }
 }

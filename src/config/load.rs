@@ -96,6 +96,9 @@ impl ClusterFile {
             builder = builder.discover(endpoint);
         }
         for group in &self.groups {
+            if let Some(keys) = group.evcache_keys {
+                builder = builder.group_evcache_keys(&group.name, keys);
+            }
             if let Some(endpoint) = &group.discover {
                 builder = builder.group_discover(&group.name, endpoint);
             }

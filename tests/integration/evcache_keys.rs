@@ -60,7 +60,7 @@ fn harness() -> &'static Path {
     })
 }
 
-fn java(
+pub(crate) fn java(
     mode: &str,
     servers: &[Memcached],
     algorithm: EvcacheHashAlgorithm,
@@ -88,7 +88,7 @@ fn java(
 }
 
 /// The harness's canonical keys, in its order.
-fn cases(prefix: &str) -> Vec<String> {
+pub(crate) fn cases(prefix: &str) -> Vec<String> {
     let p = prefix.encode_utf16().count();
     vec![
         format!("{prefix}plain"),
@@ -104,7 +104,7 @@ fn cases(prefix: &str) -> Vec<String> {
     ]
 }
 
-fn value_of(i: usize) -> String {
+pub(crate) fn value_of(i: usize) -> String {
     if i == 1 {
         "a long value, compressed inside the envelope. ".repeat(20)
     } else {

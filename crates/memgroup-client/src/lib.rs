@@ -183,7 +183,8 @@ pub use client::discover;
 pub use client::{
     ClientBuilder, ClientUrl, Fill, Filled, Freshness, FromItem, GroupHealth, Health, Hedge,
     JournalEntry, MigrationStatus, MultiWrite, NearCache, NearStatus, OwedRepair, Probe,
-    RepairStatus, ServerHealth, ServerState, ToItem, Watcher, forget_repairs, list_repair_journal,
+    RepairStatus, ServerHealth, ServerState, ToItem, Watcher, WireKeys, forget_repairs,
+    list_repair_journal,
 };
 #[cfg(feature = "serde")]
 pub use client::{Json, Postcard, SERDE_JSON_FLAGS, SERDE_POSTCARD_FLAGS};

@@ -24,6 +24,7 @@ use crate::sources::{self, ConfigFile, Servers};
 mod clients;
 mod effective;
 mod journal;
+mod keys;
 
 pub(crate) use clients::{close_clients, only_group};
 
@@ -80,6 +81,8 @@ pub(crate) struct ClientSettings {
     long_keys: Option<LongKeys>,
     /// EVCache's hashed keys, if on.
     evcache_keys: Option<EvcacheKeys>,
+    /// The groups' own EVCache key settings (the file's).
+    group_keys: keys::GroupKeys,
     /// The repair journal's directory, unless off.
     pub(crate) repair_journal: Option<std::path::PathBuf>,
     /// Read repair on (`--read-repair`, the file's `read_repair`).
@@ -276,7 +279,7 @@ impl Cluster {
             config.as_ref(),
             warnings,
         );
-        let (long_keys, evcache_keys) = clients::key_schemes(flags, &file);
+        let (long_keys, evcache_keys, group_keys) = keys::key_schemes(flags, &file, file_groups);
         let settings = ClientSettings {
             timeout: flags
                 .timeout_ms
@@ -313,6 +316,7 @@ impl Cluster {
             discover_every: file.discover_every,
             long_keys,
             evcache_keys,
+            group_keys,
             repair_journal,
             read_repair: flags.read_repair || file.read_repair == Some(true),
             meta_protocol: flags
@@ -355,12 +359,6 @@ impl Cluster {
             .build()
             .map(drop)
             .map_err(Failure::from)
-    }
-
-    /// Long keys (`--long-keys`, `long_keys`) and EVCache's hashed keys
-    /// (`--evcache-keys`, `[evcache_keys]`), each if on.
-    pub(crate) fn short_keys(&self) -> (Option<&LongKeys>, Option<EvcacheKeys>) {
-        (self.settings.long_keys.as_ref(), self.settings.evcache_keys)
     }
 
     /// A client for the cluster (connections open lazily).

@@ -63,6 +63,10 @@ use migrate::Migration;
 use parking_lot::RwLock;
 use trace::Attempt;
 
+/// A key as each group stores it ([`Client::wire_keys`]): the group's name
+/// and the key's bytes there, in the topology's group order.
+pub type WireKeys = Vec<(Arc<str>, Vec<u8>)>;
+
 /// The memcached cluster client. Cheap to clone; clones share connections.
 ///
 /// See the [crate docs](crate) for a tour.
@@ -336,6 +340,34 @@ impl Client {
     /// ```
     pub fn check_key(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
         self.wire_key(&self.snapshot(), key.as_ref()).map(drop)
+    }
+
+    /// The key as each group stores it, in the topology's group order: the
+    /// key prefix and sanitising applied, and a long or hashed key's digest
+    /// (each group's own key scheme where it has one). What `memgroup
+    /// route` shows beside the key. `Err` as [`Client::check_key`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: memgroup_client::Client) -> Result<(), memgroup_client::Error> {
+    /// for (group, wire) in client.wire_keys("user:42")? {
+    ///     println!("{group}: {}", String::from_utf8_lossy(&wire));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn wire_keys(&self, key: impl AsRef<[u8]>) -> Result<WireKeys, Error> {
+        let snap = self.snapshot();
+        let wire = self.wire_key(&snap, key.as_ref())?;
+        Ok(snap
+            .topology
+            .groups()
+            .iter()
+            .map(|g| {
+                (
+                    snap.group_name(g.id()).clone(),
+                    wire.bytes_of(g.id()).to_vec(),
+                )
+            })
+            .collect())
     }
 
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {

@@ -3,27 +3,11 @@
 
 use std::time::Duration;
 
-use memgroup::client::{Client, Event, LongKeys};
-use memgroup::config::ClusterFile;
-use memgroup::hash::evcache::EvcacheKeys;
+use memgroup::client::{Client, Event};
 use memgroup::topology::{ClusterSpec, ReadFallback};
 
 use super::{ClientSettings, usage};
 use crate::exit::Failure;
-use crate::flags::ClusterFlags;
-
-/// The key scheme: a flag picks it over the file's (`--long-keys` keeps the
-/// file's long-key settings; the two flags conflict), else the file's.
-pub(super) fn key_schemes(
-    flags: &ClusterFlags,
-    file: &ClusterFile,
-) -> (Option<LongKeys>, Option<EvcacheKeys>) {
-    match (flags.long_keys, flags.evcache_keys) {
-        (true, _) => (Some(file.long_keys.clone().unwrap_or_default()), None),
-        (false, Some(keys)) => (None, Some(keys)),
-        (false, None) => (file.long_keys.clone(), file.evcache_keys),
-    }
-}
 
 impl ClientSettings {
     /// These settings for keys as a dump lists them: wire keys already (a
@@ -32,6 +16,7 @@ impl ClientSettings {
         ClientSettings {
             long_keys: None,
             evcache_keys: None,
+            group_keys: Vec::new(),
             ..self.clone()
         }
     }
@@ -85,6 +70,9 @@ impl ClientSettings {
         }
         if let Some(keys) = self.evcache_keys {
             builder = builder.evcache_keys(keys);
+        }
+        for (group, keys) in self.group_keys.iter().filter(|(g, _)| present(g)) {
+            builder = builder.group_evcache_keys(group, *keys);
         }
         if let Some(dir) = &self.repair_journal {
             builder = builder.repair_journal(dir);

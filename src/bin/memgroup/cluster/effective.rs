@@ -71,10 +71,17 @@ impl Cluster {
                     .as_ref()
                     .map_or("-".into(), |c| c.username().to_string()),
                 "tls" => if s.tls.is_some() { "on" } else { "off" }.to_string(),
-                "long_keys" => match (&s.evcache_keys, &s.long_keys) {
-                    (Some(keys), _) => format!("EVCache: {keys}"),
-                    (None, long) => long.as_ref().map_or("off".into(), ToString::to_string),
-                },
+                "long_keys" => {
+                    let cluster = match (&s.evcache_keys, &s.long_keys) {
+                        (Some(keys), _) => format!("EVCache: {keys}"),
+                        (None, long) => long.as_ref().map_or("off".into(), ToString::to_string),
+                    };
+                    // Then each group's own.
+                    s.group_keys.iter().fold(cluster, |shown, (group, keys)| {
+                        let own = keys.map_or("keys as given".into(), |k| format!("EVCache: {k}"));
+                        format!("{shown}; {group}: {own}")
+                    })
+                }
                 "meta_protocol" => s.meta_protocol.name().to_string(),
                 "read_repair" => if s.read_repair { "on" } else { "off" }.to_string(),
                 "repair_journal" => s

@@ -58,7 +58,7 @@ fn route(flags: &ClusterFlags, keys: &[String], all: bool) -> Result<ExitCode, F
     // is refused for what every other command would refuse.
     let client = cluster.client()?;
     let (long_keys, evcache_keys) = cluster.short_keys();
-    let long_keys = long_keys.cloned();
+    let shortened = long_keys.is_some() || evcache_keys.is_some() || cluster.own_group_keys();
     let spec = cluster.spec;
     let variants: Vec<(String, std::sync::Arc<Topology>)> = if all {
         HashStrategy::ALL
@@ -82,30 +82,21 @@ fn route(flags: &ClusterFlags, keys: &[String], all: bool) -> Result<ExitCode, F
             .unwrap_or_default();
         vec![(name, t)]
     };
-    // The key as it goes on the wire: the group's transform, then (long
-    // keys on, the key long) its digest key, as the client sends it.
-    let wire_key = |topology: &Topology, group: usize, key: &str| -> Vec<u8> {
-        let wire = topology.wire_key(GroupId(group), key.as_bytes());
-        let evcache = evcache_keys.and_then(|k| k.wire_key(&wire).map(String::into_bytes));
-        evcache
-            .or_else(|| long_keys.as_ref().and_then(|l| l.digest_key(&wire)))
-            .unwrap_or_else(|| wire.into_owned())
-    };
     // A key `set` would refuse has no route: say so, as `set` would (the
     // strategies compared differ in hashing only, not in the wire key).
     super::check_keys(&client, keys)?;
     // Keys stored under short ones: the key on the wire beside the key.
-    let shortened = long_keys.is_some() || evcache_keys.is_some();
     let mut report = Report::new(if shortened {
         &["KEY", "WIRE KEY", "STRATEGY", "GROUP", "SERVER"]
     } else {
         &["KEY", "STRATEGY", "GROUP", "SERVER"]
     });
     for key in keys {
+        // The key as each group stores it, as the client sends it.
+        let wires = client.wire_keys(key)?;
         for (strategy, topology) in &variants {
-            for (gi, group) in topology.groups().iter().enumerate() {
-                let wire = wire_key(topology, gi, key);
-                let server = &topology.servers()[group.server_for(&wire).0];
+            for (group, (_, wire)) in topology.groups().iter().zip(&wires) {
+                let server = &topology.servers()[group.server_for(wire).0];
                 let mut row = vec![
                     key.clone(),
                     strategy.clone(),
@@ -113,10 +104,10 @@ fn route(flags: &ClusterFlags, keys: &[String], all: bool) -> Result<ExitCode, F
                     server.to_string(),
                 ];
                 if shortened {
-                    row.insert(1, show(&wire));
+                    row.insert(1, show(wire));
                 }
                 report.row(row);
-                report.record(json!({"key": key, "wire_key": show(&wire), "strategy": strategy, "group": group.name(), "server": server.to_string()}));
+                report.record(json!({"key": key, "wire_key": show(wire), "strategy": strategy, "group": group.name(), "server": server.to_string()}));
             }
         }
     }

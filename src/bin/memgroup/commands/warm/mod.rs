@@ -137,6 +137,18 @@ pub(crate) async fn run(args: &Args, flags: &ClusterFlags) -> Result<ExitCode, F
             "--to must not include the --from group".into(),
         ));
     }
+    // Keys are copied as stored: a group whose own key settings store them
+    // otherwise (another digest, no envelope) cannot take them.
+    let differing = args
+        .to
+        .iter()
+        .find(|to| cluster.key_settings_of(to) != cluster.key_settings_of(&args.from));
+    if let Some(to) = differing {
+        return Err(Failure::Usage(format!(
+            "warm copies keys as {} stores them, and {to} has other key settings (evcache_keys): it would store them under other keys",
+            args.from
+        )));
+    }
     let writer = settings.client(spec.clone())?;
     // A target group's servers may change during a long warm.
     let _watch = cluster.watch(&writer, |spec| Ok(dump::as_dumped(spec)));
