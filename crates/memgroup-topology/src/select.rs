@@ -8,8 +8,8 @@ use std::time::Instant;
 use crate::{DeadHosts, Group, GroupId, ServerAddr, ServerId, Skipped, Target, Topology};
 
 mod keys;
-use keys::Memo;
 pub use keys::{GroupKeys, Keys};
+use keys::{Memo, div_rem};
 
 /// The server to use for `key` in `group`: the primary when alive; else, with failover,
 /// the first live server of the Whalin sequence. `Ok((server, position in the
@@ -119,7 +119,8 @@ impl Topology {
             skipped: None,
             memo: Memo::default(),
             tiers: [None; 2],
-            arbiter_offered: false,
+            arbiter_pending: self.read_order.len() > 1,
+            skip_arbiter: false,
         }
     }
 
@@ -289,20 +290,6 @@ impl Topology {
     }
 }
 
-/// `(n / d, n % d)` for `d ≥ 1`, without a division for the common divisors (1 and powers
-/// of two: one local group, pool sizes 1, 2, 4, 8); a 64-bit division costs more than the
-/// rest of a selection with a cheap hash.
-#[inline]
-fn div_rem(n: u64, d: usize) -> (u64, usize) {
-    let d64 = d as u64;
-    if d.is_power_of_two() {
-        (n >> d64.trailing_zeros(), (n & (d64 - 1)) as usize)
-    } else {
-        // The remainder is below d, so it fits usize.
-        (n / d64, (n % d64) as usize)
-    }
-}
-
 /// Step-by-step read selection for one key.
 ///
 /// The rules:
@@ -361,8 +348,10 @@ pub struct ReadCursor<'a> {
     skipped: Option<Skipped>,
     memo: Memo,
     tiers: [Option<(usize, u64)>; 2],
-    /// The arbiter's group was offered (or passed over as dead).
-    arbiter_offered: bool,
+    /// The arbiter's group is yet to come first among fallbacks (several groups).
+    arbiter_pending: bool,
+    /// It came out of its turn: its place in the order is passed.
+    skip_arbiter: bool,
 }
 
 /// The last offer and its position in its group's failover sequence.
@@ -397,14 +386,13 @@ impl ReadCursor<'_> {
                 return Some(target);
             }
         }
-        let arbiter = topology.arbiter();
         while self.tried < self.limit {
             // The first fallback past the local tier is the arbiter's
             // group: after a conditional write it may hold the only copy.
             let (id, seed) =
-                if self.tried > 0 && !self.arbiter_offered && self.next_pos >= topology.local_len {
-                    self.arbiter_offered = true;
-                    (arbiter, self.rotation)
+                if self.arbiter_pending && self.tried > 0 && self.next_pos >= topology.local_len {
+                    (self.arbiter_pending, self.skip_arbiter) = (false, true);
+                    (topology.arbiter(), self.rotation)
                 } else {
                     if self.next_pos >= topology.read_order.len() {
                         break;
@@ -412,11 +400,11 @@ impl ReadCursor<'_> {
                     let (id, seed) =
                         topology.read_group(self.next_pos, self.rotation, &mut self.tiers);
                     self.next_pos += 1;
-                    if id == arbiter {
-                        if self.arbiter_offered {
+                    if (self.arbiter_pending || self.skip_arbiter) && id == topology.arbiter() {
+                        if self.skip_arbiter {
                             continue;
                         }
-                        self.arbiter_offered = true;
+                        self.arbiter_pending = false;
                     }
                     (id, seed)
                 };

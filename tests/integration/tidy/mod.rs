@@ -73,7 +73,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("crates/memgroup-proto/src/response.rs", 563),
     ("crates/memgroup-proto/src/tests.rs", 1436),
     ("crates/memgroup-topology/src/parse.rs", 983),
-    ("crates/memgroup-topology/src/select.rs", 603),
+    ("crates/memgroup-topology/src/select.rs", 591),
     ("crates/memgroup-topology/src/spec.rs", 739),
     ("crates/memgroup-topology/src/topology.rs", 617),
     ("crates/memgroup-topology/tests/props.rs", 826),

@@ -10,7 +10,7 @@ use memgroup_topology::{GroupId, GroupKeys, Keys};
 use super::Client;
 use crate::error::{Error, ErrorKind};
 use crate::item::Item;
-use crate::longkey::LongKey;
+use crate::longkey::{Envelope, LongKey};
 use crate::pool::Snapshot;
 
 /// An item read under the long key `long`, its value and client flags
@@ -35,11 +35,26 @@ pub(crate) struct WireKey<'k> {
     /// The groups whose own key scheme stores this key otherwise: each
     /// one's key and envelope. Empty (nothing allocated) when every group
     /// stores it alike.
-    others: Vec<(GroupId, Vec<u8>, Option<LongKey>)>,
+    others: Others,
+}
+
+/// The groups whose own key scheme stores a key otherwise: each one's key
+/// and envelope; nothing (not even an empty list) when there are none, the
+/// usual case, so a key costs nothing more.
+struct Others(Option<Box<[GroupKey]>>);
+
+/// A group's own key and envelope.
+type GroupKey = (GroupId, Vec<u8>, Option<LongKey>);
+
+impl Others {
+    fn iter(&self) -> std::slice::Iter<'_, GroupKey> {
+        self.0.as_deref().unwrap_or_default().iter()
+    }
 }
 
 impl WireKey<'_> {
     /// The key in the groups that follow the cluster's scheme.
+    #[inline]
     pub(crate) fn key(&self) -> Key<'_> {
         match self.checked {
             Some(key) => key,
@@ -47,7 +62,7 @@ impl WireKey<'_> {
         }
     }
 
-    fn other(&self, group: GroupId) -> Option<&(GroupId, Vec<u8>, Option<LongKey>)> {
+    fn other(&self, group: GroupId) -> Option<&GroupKey> {
         self.others.iter().find(|(g, _, _)| *g == group)
     }
 
@@ -86,11 +101,13 @@ impl WireKey<'_> {
     }
 
     /// Whether every group stores the key alike.
+    #[inline]
     pub(crate) fn uniform(&self) -> bool {
-        self.others.is_empty()
+        self.others.0.is_none()
     }
 
     /// What target selection routes on.
+    #[inline]
     pub(crate) fn keys(&self) -> Keys<'_> {
         if self.uniform() {
             Keys::Same(&self.bytes)
@@ -135,64 +152,71 @@ impl Client {
         }
         let bytes = snap.topology.wire_key(GroupId(0), key);
         // This handle's rule: memgroup's strict keys, or the protocol's own.
-        let raw = self.raw_keys;
-        let validate = |bytes: &[u8]| {
+        fn validate(raw: bool, bytes: &[u8]) -> Result<Key<'_>, KeyError> {
             if raw {
-                Key::new_raw(bytes).map(drop)
+                Key::new_raw(bytes)
             } else {
-                Key::new(bytes).map(drop)
+                Key::new(bytes)
             }
-        };
+        }
+        let raw = self.raw_keys;
         let schemes = &self.inner.key_schemes;
+        let short = schemes.cluster.as_ref().and_then(|s| s.short_key(&bytes));
         let others = if schemes.uniform() {
-            Vec::new()
+            Others(None)
         } else {
-            self.group_keys(snap, &bytes)
+            let cluster = match &short {
+                Some((short, long)) => (&short[..], Some(long.envelope)),
+                None => (&bytes[..], None),
+            };
+            self.others(snap, &bytes, cluster, |b| validate(raw, b).map(drop))
+                .map_err(refused)?
         };
-        let mut wire = match schemes.cluster.as_ref().and_then(|s| s.short_key(&bytes)) {
-            Some((short, long)) => WireKey {
+        if let Some((short, long)) = short {
+            validate(raw, &short).map_err(refused)?;
+            return Ok(WireKey {
                 bytes: Cow::Owned(short),
                 long: Some(long),
                 checked: None,
                 others,
-            },
-            None => {
-                let checked = match bytes {
-                    Cow::Borrowed(own) if !raw => Key::new(own).ok(),
-                    Cow::Borrowed(own) => Key::new_raw(own).ok(),
-                    Cow::Owned(_) => None,
-                };
-                WireKey {
-                    bytes,
-                    long: None,
-                    checked,
-                    others,
-                }
+            });
+        }
+        let checked = match bytes {
+            Cow::Borrowed(own) => Some(validate(raw, own).map_err(refused)?),
+            Cow::Owned(ref owned) => {
+                validate(raw, owned).map_err(refused)?;
+                None
             }
         };
-        if wire.checked.is_none() {
-            validate(&wire.bytes).map_err(refused)?;
+        Ok(WireKey {
+            bytes,
+            long: None,
+            checked,
+            others,
+        })
+    }
+
+    /// The key `canonical` (prefixed, sanitized) in each group whose own
+    /// key scheme stores it otherwise than the cluster's, as `cluster`
+    /// (its key there, and its envelope), each key checked by `valid`.
+    fn others(
+        &self,
+        snap: &Snapshot,
+        canonical: &[u8],
+        cluster: (&[u8], Option<Envelope>),
+        valid: impl Fn(&[u8]) -> Result<(), KeyError>,
+    ) -> Result<Others, KeyError> {
+        let mut own = self.group_keys(snap, canonical);
+        for (_, bytes, _) in &own {
+            valid(bytes)?;
         }
-        for (_, bytes, _) in &wire.others {
-            validate(bytes).map_err(refused)?;
-        }
-        // A group whose scheme stores the key as the cluster's does is none
-        // of the others.
-        let (same, long) = (&wire.bytes, &wire.long);
-        wire.others.retain(|(_, bytes, other)| {
-            bytes != &**same
-                || other.as_ref().map(|l| l.envelope) != long.as_ref().map(|l| l.envelope)
-        });
-        Ok(wire)
+        own.retain(|(_, bytes, long)| (&bytes[..], long.as_ref().map(|l| l.envelope)) != cluster);
+        Ok(Others((!own.is_empty()).then(|| own.into_boxed_slice())))
     }
 
     /// The key `canonical` (prefixed, sanitized) in each group with a key
     /// scheme of its own.
-    fn group_keys(
-        &self,
-        snap: &Snapshot,
-        canonical: &[u8],
-    ) -> Vec<(GroupId, Vec<u8>, Option<LongKey>)> {
+    fn group_keys(&self, snap: &Snapshot, canonical: &[u8]) -> Vec<GroupKey> {
         let groups = snap.topology.groups();
         self.inner
             .key_schemes

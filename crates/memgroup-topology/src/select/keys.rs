@@ -7,8 +7,6 @@ use memgroup_hash::HashFunction;
 
 use crate::{Group, GroupId, ServerId};
 
-use super::div_rem;
-
 /// The wire key a selection routes on in each group: one key for every group, or each
 /// group's own, where groups store a key under different names (EVCache's per-group
 /// hashed keys).
@@ -95,5 +93,19 @@ impl Memo {
                 slot
             }
         }
+    }
+}
+
+/// `(n / d, n % d)` for `d ≥ 1`, without a division for the common divisors (1 and powers
+/// of two: one local group, pool sizes 1, 2, 4, 8); a 64-bit division costs more than the
+/// rest of a selection with a cheap hash.
+#[inline]
+pub(super) fn div_rem(n: u64, d: usize) -> (u64, usize) {
+    let d64 = d as u64;
+    if d.is_power_of_two() {
+        (n >> d64.trailing_zeros(), (n & (d64 - 1)) as usize)
+    } else {
+        // The remainder is below d, so it fits usize.
+        (n / d64, (n % d64) as usize)
     }
 }

@@ -73,6 +73,7 @@ pub(super) struct KeyRead<'a, T> {
 }
 
 impl<'a, T> KeyRead<'a, T> {
+    #[inline]
     pub(super) fn new(snap: &'a Snapshot, wire: &'a WireKey<'a>, rotation: u64) -> Self {
         KeyRead {
             key: wire.key(),
@@ -96,6 +97,7 @@ impl<'a, T> KeyRead<'a, T> {
     }
 
     /// The key in `group`.
+    #[inline]
     pub(super) fn key_at(&self, group: GroupId) -> Key<'a> {
         if self.wire.uniform() {
             self.key
@@ -105,6 +107,7 @@ impl<'a, T> KeyRead<'a, T> {
     }
 
     /// The envelope of the key's value in `group`.
+    #[inline]
     pub(super) fn long_at(&self, group: GroupId) -> Option<&'a crate::longkey::LongKey> {
         if self.wire.uniform() {
             self.long

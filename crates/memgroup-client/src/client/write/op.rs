@@ -279,7 +279,11 @@ impl Job {
         self.others.push((group, Sent::new(key, op), digest));
     }
 
+    #[inline]
     fn sent(&self, group: GroupId) -> &Sent {
+        if self.others.is_empty() {
+            return &self.sent;
+        }
         match self.others.iter().find(|(g, _, _)| *g == group) {
             Some((_, sent, _)) => sent,
             None => &self.sent,
@@ -336,6 +340,9 @@ impl Job {
 
     /// The digest of the key in `group`, as its part registers.
     pub(super) fn digest_of(&self, group: GroupId) -> u64 {
+        if self.others.is_empty() {
+            return self.digest;
+        }
         match self.others.iter().find(|(g, _, _)| *g == group) {
             Some((_, _, digest)) => *digest,
             None => self.digest,

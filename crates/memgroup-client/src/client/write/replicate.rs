@@ -183,7 +183,10 @@ impl Client {
         let only: Option<Vec<GroupId>> = only
             .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
-        let mut job = self.wrapped(wire.long.as_ref(), op, |op| Job::new(&wire.bytes, op))?;
+        let mut job = match &wire.long {
+            None => Job::new(&wire.bytes, op),
+            long => self.wrapped(long.as_ref(), op, |op| Job::new(&wire.bytes, op))?,
+        };
         for (group, bytes, long) in wire.others() {
             self.wrapped(long, op, |op| job.in_group(group, bytes, op))?;
         }
