@@ -59,7 +59,7 @@ pub(super) struct RawGroup {
     username: Option<String>,
     password_file: Option<PathBuf>,
     tls: Option<TlsFiles>,
-    evcache_keys: Option<keys::RawEvcacheKeys>,
+    pub(super) evcache_keys: Option<keys::RawEvcacheKeys>,
 }
 
 impl FileGroup {

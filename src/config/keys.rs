@@ -69,6 +69,8 @@ pub(super) fn evcache_keys(raw: &RawFile) -> Result<Option<EvcacheKeys>, ConfigE
     }
     match checked(e, "[evcache_keys]")? {
         Some(keys) => Ok(Some(keys)),
+        // Hashing nothing itself: the settings its groups' own fall back to.
+        None if raw.groups.iter().any(|g| g.evcache_keys.is_some()) => Ok(None),
         None => Err(ConfigError::new(
             "[evcache_keys]: give hash_key = true (every key) or auto_hash_keys = true (keys over max_key_length)",
         )),
@@ -206,5 +208,18 @@ mod tests {
         );
         let err = ClusterFile::parse(&bad).unwrap_err().to_string();
         assert!(err.contains("group \"a\"") && err.contains("md6"), "{err}");
+        // The file's settings as its groups' defaults alone, hashing nothing.
+        let defaults = ClusterFile::parse(&format!(
+            "[evcache_keys]\nhash_algo = \"sha1\"\n\n{}{}",
+            group("a", ""),
+            group("b", "evcache_keys = { hash_key = true }"),
+        ))
+        .unwrap();
+        assert_eq!(defaults.evcache_keys, None);
+        let sha1 = EvcacheKeyHash::new(EvcacheHashAlgorithm::Sha1);
+        assert_eq!(
+            defaults.groups[1].evcache_keys,
+            Some(Some(EvcacheKeys::every_key(sha1)))
+        );
     }
 }

@@ -297,6 +297,122 @@ async fn cluster_toml_gives_groups_their_own_key_settings() {
     assert_eq!(own, wire.map(String::into_bytes));
 }
 
+/// A hedged `get` whose hedge goes to a group that stores the key as given
+/// (the local group hashes it): the hedge's answer is read under that
+/// group's own key, a hit, while the local server is stalled. Real memcached
+/// stalled by SIGSTOP; tokio's clock held by the test.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_hedge_to_a_group_with_its_own_key_is_a_hit() {
+    let _clock = HeldClock::hold();
+    let (servers, list) = groups();
+    let client = builder(&list, "sg1")
+        .hedge(memgroup::client::Hedge::new(Duration::from_millis(5), 1.0))
+        .build()
+        .unwrap();
+    client.set("h", "hedged", 0).await.unwrap();
+    advance_until(3 * crate::support::TICK, || {
+        client.health().background_writes == 0
+    })
+    .await;
+    servers[0].stop();
+    // A first read waits out its timeout on the stalled server: the next
+    // one sees it stalled and is hedged at once.
+    let (_, ()) = tokio::join!(client.get("h"), async {
+        crate::support::let_io_happen().await;
+        tokio::time::advance(TIMEOUT).await;
+    });
+    // (One more group to read: the hedge's answer decides. Were it read
+    // under the stalled group's key, the read would wait out that server.)
+    let started = tokio::time::Instant::now();
+    let ((hit, took), ()) = tokio::join!(
+        async { (client.get("h").await, started.elapsed()) },
+        async {
+            crate::support::let_io_happen().await;
+            tokio::time::advance(TIMEOUT).await;
+        }
+    );
+    assert_eq!(client.health().hedged_reads, 1, "the read was hedged");
+    assert_eq!(hit.unwrap().expect("the hedge's hit").value, "hedged");
+    assert!(took < TIMEOUT, "{took:?}");
+    servers[0].resume();
+}
+
+/// A conditional write goes to the arbiter alone and clears the others:
+/// what another group's scheme refuses (`append` to an envelope) does not
+/// stop it where the arbiter stores keys as given; the others' copies are
+/// cleared under their own keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_at_an_arbiter_storing_keys_as_given_clears_the_others() {
+    let (servers, list) = groups();
+    let client = builder(&list, "sg2")
+        .group_evcache_keys("sg1", None)
+        .build()
+        .unwrap();
+    client.set("log", "a", 0).await.unwrap();
+    assert!(client.append("log", "b").await.unwrap().applied());
+    crate::support::background_done(&client).await;
+    assert_eq!(
+        raw::get(servers[0].addr(), b"log").as_deref(),
+        Some(&b"ab"[..])
+    );
+    assert_eq!(raw::get(servers[1].addr(), b"log"), None);
+    let sg3 = &wire_keys("log")[2];
+    assert_eq!(raw::get(servers[2].addr(), sg3.as_bytes()), None);
+    assert_eq!(
+        client.get_as::<String>("log").await.unwrap().as_deref(),
+        Some("ab")
+    );
+}
+
+/// Every group with settings of its own and none for the cluster: a key
+/// too long to go as given is stored under each group's digest (the
+/// cluster's would-be key, used by no group, is not asked to be valid);
+/// groups whose own settings agree store the key alike, so what needs every
+/// copy alike (`get_consistent`) works there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_with_only_their_own_settings() {
+    let (servers, list) = groups();
+    let own = |b: ClientBuilder, sg3: EvcacheHashAlgorithm| {
+        b.group_evcache_keys("sg1", Some(every(EvcacheHashAlgorithm::Md5)))
+            .group_evcache_keys("sg2", Some(every(EvcacheHashAlgorithm::Md5)))
+            .group_evcache_keys("sg3", Some(every(sg3)))
+    };
+    let plain = |zone| {
+        Client::builder()
+            .evcache_groups(&list)
+            .zone(zone)
+            .hash(HashStrategy::Ketama)
+            .value_format(ValueFormat::evcache())
+    };
+    let long = "l".repeat(300);
+    let client = own(plain("sg1"), EvcacheHashAlgorithm::Sha256)
+        .build()
+        .unwrap();
+    client.set(&long, "long", 0).await.unwrap();
+    crate::support::background_done(&client).await;
+    let wire = wire_keys(&long);
+    let md5 = &wire[0];
+    for (server, wire) in servers.iter().zip([md5, md5, &wire[2]]) {
+        assert!(raw::get(server.addr(), wire.as_bytes()).is_some(), "{wire}");
+    }
+    let reader = own(plain("sg3"), EvcacheHashAlgorithm::Sha256)
+        .read_fallback(memgroup::topology::ReadFallback::Never)
+        .build()
+        .unwrap();
+    assert_eq!(
+        reader.get_as::<String>(&long).await.unwrap().as_deref(),
+        Some("long")
+    );
+    // All three alike: every copy compared.
+    let alike = own(plain("sg1"), EvcacheHashAlgorithm::Md5)
+        .build()
+        .unwrap();
+    alike.set("same", "v", 0).await.unwrap();
+    crate::support::background_done(&alike).await;
+    let agreed = alike.get_consistent("same").await.unwrap();
+    assert_eq!(agreed.map(|item| item.value), Some("v".into()));
+}
+
 /// A delete that missed a stalled group is repaired there under that
 /// group's own key once it is back: its old copy does not come back.
 #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -10,7 +10,7 @@ use memgroup_topology::{GroupId, GroupKeys, Keys};
 use super::Client;
 use crate::error::{Error, ErrorKind};
 use crate::item::Item;
-use crate::longkey::{Envelope, LongKey};
+use crate::longkey::LongKey;
 use crate::pool::Snapshot;
 
 /// An item read under the long key `long`, its value and client flags
@@ -47,6 +47,16 @@ struct Others(Option<Box<[GroupKey]>>);
 type GroupKey = (GroupId, Vec<u8>, Option<LongKey>);
 
 impl Others {
+    /// The groups of `own` that store the key otherwise than `cluster` (its
+    /// key and envelope there).
+    fn besides(mut own: Vec<GroupKey>, cluster: (&[u8], Option<&LongKey>)) -> Others {
+        let envelope = |long: Option<&LongKey>| long.map(|l| l.envelope);
+        own.retain(|(_, bytes, long)| {
+            bytes[..] != *cluster.0 || envelope(long.as_ref()) != envelope(cluster.1)
+        });
+        Others((!own.is_empty()).then(|| own.into_boxed_slice()))
+    }
+
     fn iter(&self) -> std::slice::Iter<'_, GroupKey> {
         self.0.as_deref().unwrap_or_default().iter()
     }
@@ -98,6 +108,11 @@ impl WireKey<'_> {
     /// Whether some group stores the key's value in an envelope.
     pub(crate) fn enveloped(&self) -> bool {
         self.long.is_some() || self.others.iter().any(|(_, _, long)| long.is_some())
+    }
+
+    /// Whether `group` stores the key as the cluster's scheme does.
+    pub(crate) fn follows_cluster(&self, group: GroupId) -> bool {
+        self.other(group).is_none()
     }
 
     /// Whether every group stores the key alike.
@@ -161,16 +176,37 @@ impl Client {
         }
         let raw = self.raw_keys;
         let schemes = &self.inner.key_schemes;
+        let valid = |b: &[u8]| validate(raw, b).map(drop).map_err(refused);
+        let mut own = (!schemes.uniform()).then(|| self.group_keys(snap, &bytes));
+        let every_group = own.as_ref().map(Vec::len) == Some(snap.topology.groups().len());
+        if let Some(mut own) = own.take_if(|_| every_group) {
+            // Every group has its own scheme: the first one's key stands
+            // for the cluster's (which no group uses, and may not be valid).
+            for (_, bytes, _) in &own {
+                valid(bytes)?;
+            }
+            let (_, first, long) = own.remove(0);
+            let others = Others::besides(own, (&first, long.as_ref()));
+            return Ok(WireKey {
+                bytes: Cow::Owned(first),
+                long,
+                checked: None,
+                others,
+            });
+        }
         let short = schemes.cluster.as_ref().and_then(|s| s.short_key(&bytes));
-        let others = if schemes.uniform() {
-            Others(None)
-        } else {
-            let cluster = match &short {
-                Some((short, long)) => (&short[..], Some(long.envelope)),
-                None => (&bytes[..], None),
-            };
-            self.others(snap, &bytes, cluster, |b| validate(raw, b).map(drop))
-                .map_err(refused)?
+        let others = match own {
+            None => Others(None),
+            Some(own) => {
+                for (_, bytes, _) in &own {
+                    valid(bytes)?;
+                }
+                let cluster = match &short {
+                    Some((short, long)) => (&short[..], Some(long)),
+                    None => (&bytes[..], None),
+                };
+                Others::besides(own, cluster)
+            }
         };
         if let Some((short, long)) = short {
             validate(raw, &short).map_err(refused)?;
@@ -194,24 +230,6 @@ impl Client {
             checked,
             others,
         })
-    }
-
-    /// The key `canonical` (prefixed, sanitized) in each group whose own
-    /// key scheme stores it otherwise than the cluster's, as `cluster`
-    /// (its key there, and its envelope), each key checked by `valid`.
-    fn others(
-        &self,
-        snap: &Snapshot,
-        canonical: &[u8],
-        cluster: (&[u8], Option<Envelope>),
-        valid: impl Fn(&[u8]) -> Result<(), KeyError>,
-    ) -> Result<Others, KeyError> {
-        let mut own = self.group_keys(snap, canonical);
-        for (_, bytes, _) in &own {
-            valid(bytes)?;
-        }
-        own.retain(|(_, bytes, long)| (&bytes[..], long.as_ref().map(|l| l.envelope)) != cluster);
-        Ok(Others((!own.is_empty()).then(|| own.into_boxed_slice())))
     }
 
     /// The key `canonical` (prefixed, sanitized) in each group with a key

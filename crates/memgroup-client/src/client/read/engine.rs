@@ -248,10 +248,12 @@ impl Client {
                     ((target, reply), None)
                 };
                 let (first, second) = answers;
-                let sent_to = first.0;
+                let sent_to = target;
                 for (target, reply) in std::iter::once(first).chain(second) {
-                    // (A hedge's second target is checked at its reply.)
+                    // (A hedge's target is checked at its reply.) Each answer
+                    // under the key its group stores.
                     let blocked = [blocked[0] && target == sent_to];
+                    let keys = [read.key_at(target.group)];
                     settle(
                         op,
                         snap,

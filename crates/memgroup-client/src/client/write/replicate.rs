@@ -183,11 +183,18 @@ impl Client {
         let only: Option<Vec<GroupId>> = only
             .map(|names| names.iter().map(|name| snap.group_id(name)).collect())
             .transpose()?;
+        // Only the groups written: a conditional write's arbiter part does
+        // not depend on what another group's scheme allows.
+        let written = |g: &GroupId| only.as_ref().is_none_or(|only| only.contains(g));
+        let cluster_written = wire.uniform()
+            || (snap.topology.groups().iter())
+                .any(|g| written(&g.id()) && wire.follows_cluster(g.id()));
         let mut job = match &wire.long {
-            None => Job::new(&wire.bytes, op),
+            // (Not sent when no group written follows the cluster's scheme.)
+            long if long.is_none() || !cluster_written => Job::new(&wire.bytes, op),
             long => self.wrapped(long.as_ref(), op, |op| Job::new(&wire.bytes, op))?,
         };
-        for (group, bytes, long) in wire.others() {
+        for (group, bytes, long) in wire.others().filter(|(g, _, _)| written(g)) {
             self.wrapped(long, op, |op| job.in_group(group, bytes, op))?;
         }
         // With several groups, a plain store keeps each group's CAS receipt
