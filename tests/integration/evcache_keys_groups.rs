@@ -288,6 +288,24 @@ async fn cluster_toml_gives_groups_their_own_key_settings() {
         client.get_as::<String>("user:42").await.unwrap().as_deref(),
         Some("hello")
     );
+    // Through the proxy: a plain memcached client's write lands in each
+    // group under that group's key, and it reads it back.
+    let proxy = crate::support::ToolProxy::start(&["--config", &file], &[]);
+    let through = Client::builder()
+        .servers(&proxy.addr.to_string())
+        .build()
+        .unwrap();
+    through.set("via:proxy", "proxied", 0).await.unwrap();
+    let wire_of_proxied = wire_keys("via:proxy");
+    for (server, wire) in servers.iter().zip(&wire_of_proxied) {
+        assert!(raw::get(server.addr(), wire.as_bytes()).is_some(), "{wire}");
+    }
+    let got = through
+        .get("via:proxy")
+        .await
+        .unwrap()
+        .map(|item| item.value);
+    assert_eq!(got.as_deref(), Some(&b"proxied"[..]));
     let own: Vec<Vec<u8>> = client
         .wire_keys("user:42")
         .unwrap()
