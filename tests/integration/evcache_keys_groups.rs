@@ -1,9 +1,9 @@
 //! EVCache's key settings per server group (`<app>.<group>.hash.key`,
 //! `.hash.algo`, …): each group read and written under its own key and
 //! envelope, as that group's Java clients do, through writes, deletes,
-//! counters, repairs and the convergence check. Real memcached; every copy
-//! read on the servers, and Java's EVCache format written and read back by
-//! the JDK harness.
+//! counters, leases, hedges, repairs and the convergence check. Real
+//! memcached; every copy read on the servers (Java, the file, the tool and
+//! the proxy: `evcache_keys_groups_interop.rs`).
 
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use crate::support::{HeldClock, Memcached, advance_until, raw};
 const TIMEOUT: Duration = Duration::from_millis(300);
 
 /// Every key hashed with `algorithm`.
-fn every(algorithm: EvcacheHashAlgorithm) -> EvcacheKeys {
+pub(crate) fn every(algorithm: EvcacheHashAlgorithm) -> EvcacheKeys {
     EvcacheKeys::every_key(EvcacheKeyHash::new(algorithm))
 }
 
@@ -25,11 +25,11 @@ fn every(algorithm: EvcacheHashAlgorithm) -> EvcacheKeys {
 /// `sg1` (the arbiter) hashes every key with MD5 (the cluster's setting),
 /// `sg2` only keys over 200 characters (its own: EVCache's
 /// `auto.hash.keys`), `sg3` every key with SHA-256 (its own).
-fn groups() -> ([Memcached; 3], String) {
+pub(crate) fn groups() -> ([Memcached; 3], String) {
     crate::replicas::three_groups()
 }
 
-fn builder(list: &str, zone: &str) -> ClientBuilder {
+pub(crate) fn builder(list: &str, zone: &str) -> ClientBuilder {
     Client::builder()
         .evcache_groups(list)
         .zone(zone)
@@ -47,7 +47,7 @@ fn builder(list: &str, zone: &str) -> ClientBuilder {
 }
 
 /// The key `key` is stored under in each group.
-fn wire_keys(key: &str) -> [String; 3] {
+pub(crate) fn wire_keys(key: &str) -> [String; 3] {
     [
         every(EvcacheHashAlgorithm::Md5)
             .wire_key(key.as_bytes())
@@ -162,157 +162,6 @@ async fn get_or_fill_leases_at_the_arbiter_under_its_key() {
         (&cached.item.value[..], cached.freshness),
         (&b"local"[..], Freshness::Cached)
     );
-}
-
-/// Java's EVCache, per group: the JDK harness writes each group's servers
-/// with that group's settings and memgroup reads every case (non-ASCII,
-/// non-BMP and NUL keys, keys of 199 to 1,000 characters) in every zone,
-/// each from its own group; memgroup writes once and the harness reads
-/// each group with its settings.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn java_reads_and_writes_each_group_with_its_own_settings() {
-    use crate::evcache_keys::{cases, java, value_of};
-    let (servers, list) = groups();
-    let settings = [
-        (EvcacheHashAlgorithm::Md5, true),
-        (EvcacheHashAlgorithm::Md5, false),
-        (EvcacheHashAlgorithm::Sha256, true),
-    ];
-    for (server, (algorithm, every)) in servers.iter().zip(settings) {
-        java(
-            "write",
-            std::slice::from_ref(server),
-            algorithm,
-            every,
-            "j:",
-        );
-    }
-    for zone in ["sg1", "sg2", "sg3"] {
-        let local = builder(&list, zone)
-            .read_fallback(memgroup::topology::ReadFallback::Never)
-            .build()
-            .unwrap();
-        for (i, key) in cases("j:").iter().enumerate() {
-            let got = local.get_as::<String>(key).await.unwrap();
-            assert_eq!(got.as_deref(), Some(&*value_of(i)), "{zone}: case {i}");
-        }
-    }
-    let client = builder(&list, "sg1").build().unwrap();
-    for (i, key) in cases("m:").iter().enumerate() {
-        client.set_as(key, &value_of(i), 0).await.unwrap();
-    }
-    crate::support::background_done(&client).await;
-    for (server, (algorithm, every)) in servers.iter().zip(settings) {
-        let report = java("read", std::slice::from_ref(server), algorithm, every, "m:");
-        let lines: Vec<&str> = report.lines().collect();
-        assert_eq!(lines.len(), cases("m:").len(), "{report}");
-        assert!(
-            lines.iter().all(|l| l.ends_with("\tok")),
-            "{algorithm}: {report}"
-        );
-    }
-}
-
-/// cluster.toml: a group's own `evcache_keys` over the file's
-/// `[evcache_keys]` (what it does not give falls back, as EVCache's
-/// properties do; `hash_key = false` stores keys as given). The tool writes
-/// each group under its own key, `route` shows each group's, `config` each
-/// group's setting, and a library client built from the file reads them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_toml_gives_groups_their_own_key_settings() {
-    let (servers, _) = groups();
-    let dir = crate::support::tempdir::Dir::new("group-keys");
-    let file = dir.path().join("cluster.toml");
-    let group = |name: &str, server: &Memcached, own: &str| {
-        format!(
-            "[[groups]]\nname = \"{name}\"\nservers = [\"{}\"]\n{own}\n",
-            server.addr_string()
-        )
-    };
-    std::fs::write(
-        &file,
-        format!(
-            "[evcache_keys]\nhash_key = true\nhash_algo = \"md5\"\n\n{}{}{}",
-            group("sg1", &servers[0], ""),
-            group("sg2", &servers[1], "evcache_keys = { hash_key = false }"),
-            group(
-                "sg3",
-                &servers[2],
-                "evcache_keys = { hash_algo = \"sha256\" }"
-            ),
-        ),
-    )
-    .unwrap();
-    let file = file.to_string_lossy().into_owned();
-    let tool = |args: &[&str]| {
-        let mut all = vec!["--config", &file];
-        all.extend_from_slice(args);
-        crate::support::memgroup_ok(&all)
-    };
-    tool(&["set", "user:42", "hello"]);
-    let wire = wire_keys("user:42");
-    for (server, wire) in servers.iter().zip(&wire) {
-        assert!(raw::get(server.addr(), wire.as_bytes()).is_some(), "{wire}");
-    }
-    let route = tool(&["--json", "route", "user:42"]);
-    for (group, wire) in ["sg1", "sg2", "sg3"].iter().zip(&wire) {
-        let record = format!("\"wire_key\":\"{wire}\"");
-        let line = route
-            .split("},{")
-            .find(|r| r.contains(&format!("\"group\":\"{group}\"")));
-        assert!(
-            line.is_some_and(|l| l.contains(&record)),
-            "{group}: {route}"
-        );
-    }
-    // warm copies keys as stored: not into a group that stores them otherwise.
-    let warm =
-        crate::support::memgroup(&["--config", &file, "warm", "--from", "sg1", "--to", "sg3"]);
-    let said = String::from_utf8_lossy(&warm.stderr);
-    assert_eq!(warm.status.code(), Some(2), "{said}");
-    assert!(said.contains("sg3 has other key settings"), "{said}");
-    let config = tool(&["config"]);
-    let line = config.lines().find(|l| l.starts_with("long_keys")).unwrap();
-    assert!(
-        line.contains("sg2: keys as given") && line.contains("sg3: EVCache"),
-        "{line}"
-    );
-    let client = memgroup::config::ClusterFile::read(&file)
-        .unwrap()
-        .builder()
-        .unwrap()
-        .value_format(ValueFormat::evcache())
-        .build()
-        .unwrap();
-    assert_eq!(
-        client.get_as::<String>("user:42").await.unwrap().as_deref(),
-        Some("hello")
-    );
-    // Through the proxy: a plain memcached client's write lands in each
-    // group under that group's key, and it reads it back.
-    let proxy = crate::support::ToolProxy::start(&["--config", &file], &[]);
-    let through = Client::builder()
-        .servers(&proxy.addr.to_string())
-        .build()
-        .unwrap();
-    through.set("via:proxy", "proxied", 0).await.unwrap();
-    let wire_of_proxied = wire_keys("via:proxy");
-    for (server, wire) in servers.iter().zip(&wire_of_proxied) {
-        assert!(raw::get(server.addr(), wire.as_bytes()).is_some(), "{wire}");
-    }
-    let got = through
-        .get("via:proxy")
-        .await
-        .unwrap()
-        .map(|item| item.value);
-    assert_eq!(got.as_deref(), Some(&b"proxied"[..]));
-    let own: Vec<Vec<u8>> = client
-        .wire_keys("user:42")
-        .unwrap()
-        .into_iter()
-        .map(|(_, w)| w)
-        .collect();
-    assert_eq!(own, wire.map(String::into_bytes));
 }
 
 /// A hedged `get` whose hedge goes to a group that stores the key as given

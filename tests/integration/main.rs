@@ -12,6 +12,7 @@ mod config;
 mod discovery;
 mod evcache_keys;
 mod evcache_keys_groups;
+mod evcache_keys_groups_interop;
 mod evcache_keys_paths;
 mod fill;
 mod health;
