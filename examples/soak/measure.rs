@@ -97,6 +97,19 @@ pub(crate) fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The lowest resident size sampled (every 250 ms) over the next `span`:
+/// what a leak raises, where a passing peak (a burst of buffers, the
+/// allocator's timing) does not.
+pub(crate) async fn lowest_rss_over(span: std::time::Duration) -> u64 {
+    let until = tokio::time::Instant::now() + span;
+    let mut lowest = rss_kib();
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        lowest = lowest.min(rss_kib());
+    }
+    lowest
+}
+
 pub(crate) fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
 }
