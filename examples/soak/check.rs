@@ -41,8 +41,10 @@ pub(crate) struct Losses {
 /// the ALL policy reads back that value or a newer one from some group (a
 /// newer copy anywhere, even in a group whose server was restarted since,
 /// means the write was superseded, not lost: the second writer's versions
-/// are all newer), and for a delete nothing or a newer value in a group
-/// whose server for the key was not killed since. A key whose every group
+/// are all newer; after a later write that failed, nothing in a group whose
+/// server was not killed since, which that write's repair may have
+/// deleted), and for a delete nothing or a newer value in a group whose
+/// server for the key was not killed since. A key whose every group
 /// lost its server since the acknowledgement, with nothing newer left, is
 /// excused; one the second writer writes too is counted apart (a race may
 /// leave nothing), the others are lost.

@@ -150,9 +150,11 @@ pub(crate) fn parse(value: &[u8]) -> Option<(&str, u64)> {
 /// The last acknowledged write of a key.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Acked {
-    /// `maybe_deleted`: a later delete was not acknowledged, but a server
-    /// may still have applied it (a timed-out request is not an unsent
-    /// one: a stalled server processes it when it resumes).
+    /// `maybe_deleted`: a later delete or set was not acknowledged, but a
+    /// server may still have applied it (a timed-out request is not an
+    /// unsent one: a stalled server processes it when it resumes). A set's
+    /// repair then deletes the copies it missed, this one's included:
+    /// newest or nothing, and the newest may be lost with its zone.
     Set {
         version: u64,
         at: Instant,
@@ -248,8 +250,14 @@ pub(crate) async fn task(
                             },
                         );
                     }
-                    Ok(false) => {}
-                    Err(e) => counts.error(e),
+                    failed => {
+                        if let Err(e) = failed {
+                            counts.error(e);
+                        }
+                        if let Some(Acked::Set { maybe_deleted, .. }) = acked.get_mut(&i) {
+                            *maybe_deleted = true;
+                        }
+                    }
                 }
             }
             88..92 => {
