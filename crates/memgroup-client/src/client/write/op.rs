@@ -279,15 +279,18 @@ impl Job {
         self.others.push((group, Sent::new(key, op), digest));
     }
 
+    /// `group`'s own request and key digest, when its scheme stores the key
+    /// otherwise (none searched for in the usual case of no such group).
     #[inline]
-    fn sent(&self, group: GroupId) -> &Sent {
+    fn other(&self, group: GroupId) -> Option<&(GroupId, Sent, u64)> {
         if self.others.is_empty() {
-            return &self.sent;
+            return None;
         }
-        match self.others.iter().find(|(g, _, _)| *g == group) {
-            Some((_, sent, _)) => sent,
-            None => &self.sent,
-        }
+        self.others.iter().find(|(g, _, _)| *g == group)
+    }
+
+    fn sent(&self, group: GroupId) -> &Sent {
+        self.other(group).map_or(&self.sent, |(_, sent, _)| sent)
     }
 
     /// Whether [`Job::with_receipts`] applies: a plain store that replies
@@ -340,13 +343,8 @@ impl Job {
 
     /// The digest of the key in `group`, as its part registers.
     pub(super) fn digest_of(&self, group: GroupId) -> u64 {
-        if self.others.is_empty() {
-            return self.digest;
-        }
-        match self.others.iter().find(|(g, _, _)| *g == group) {
-            Some((_, _, digest)) => *digest,
-            None => self.digest,
-        }
+        self.other(group)
+            .map_or(self.digest, |&(_, _, digest)| digest)
     }
 
     /// What target selection routes on.

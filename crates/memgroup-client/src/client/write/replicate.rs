@@ -191,8 +191,10 @@ impl Client {
                 .any(|g| written(&g.id()) && wire.follows_cluster(g.id()));
         let mut job = match &wire.long {
             // (Not sent when no group written follows the cluster's scheme.)
-            long if long.is_none() || !cluster_written => Job::new(&wire.bytes, op),
-            long => self.wrapped(long.as_ref(), op, |op| Job::new(&wire.bytes, op))?,
+            Some(long) if cluster_written => {
+                self.wrapped(Some(long), op, |op| Job::new(&wire.bytes, op))?
+            }
+            _ => Job::new(&wire.bytes, op),
         };
         for (group, bytes, long) in wire.others().filter(|(g, _, _)| written(g)) {
             self.wrapped(long, op, |op| job.in_group(group, bytes, op))?;
