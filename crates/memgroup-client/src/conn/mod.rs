@@ -361,17 +361,15 @@ impl Connection {
         if let Some(caller) = wake_caller {
             caller.wake();
         }
-        let Some(receiver) = receiver else {
-            return Ok(None);
-        };
-        match reads {
-            Some(epoch) => shared.read_own(receiver, epoch, deadline).await.map(Some),
+        match (reads, receiver) {
+            (Some(epoch), _) => shared.read_own(epoch, deadline).await.map(Some),
             // The connection's timer tells this caller when its deadline
             // passes (no timer of its own).
-            None => match timer::watched(shared, deadline, receiver).await {
+            (None, Some(receiver)) => match timer::watched(shared, deadline, receiver).await {
                 Ok(reply) => reply.map(Some),
                 Err(_) => Err(closed().at(&shared.server)),
             },
+            (None, None) => Ok(None),
         }
     }
 }

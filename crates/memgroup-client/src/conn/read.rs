@@ -8,39 +8,57 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Instant;
 
-use tokio::sync::oneshot::{self, error::TryRecvError};
-
-use super::state::Next;
+use super::state::{Kept, Next, Reply, Watch};
 use super::transport::Filled;
 use super::{READ_BUFFER, READ_MIN_ROOM, ReadSide, Shared, timer};
 use crate::error::{Error, ErrorKind};
 use memgroup_proto::Response;
 
+/// What a caller's read of the socket brought it.
+pub(super) enum Read {
+    /// Its own reply.
+    Own(Result<Response, Error>),
+    /// Not its reply yet (nothing, part of it, or others' replies).
+    More,
+    /// Nothing: it no longer holds the role (see [`Shared::read_some`]).
+    NotMine,
+}
+
 impl Shared {
     /// As the holder of the reader role — the reader task (`caller`
     /// `None`), or the caller that took it in epoch `caller` — reads what the
     /// socket has (once; the reader waits for readiness again) and delivers
-    /// every complete reply.
+    /// every complete reply; the caller's own it returns.
     ///
-    /// Returns `false`, having read nothing, when the caller no longer holds
-    /// the role: it waited for the read side meanwhile, and the reader task
-    /// took the role, read this caller's reply and let it go (another lone
-    /// caller may hold it since). The bytes now on the socket are not its to
-    /// read: their owner would not be woken for a reply delivered behind its
-    /// back. The caller then waits on its reply channel, where its reply is.
-    pub(super) fn read_some(&self, caller: Option<u64>) -> bool {
+    /// Returns [`Read::NotMine`], having read nothing, when the caller no
+    /// longer holds the role: it waited for the read side meanwhile, and the
+    /// reader task took the role, read this caller's reply and let it go
+    /// (another lone caller may hold it since). The bytes now on the socket
+    /// are not its to read: their owner would not be woken for a reply
+    /// delivered behind its back. The caller's reply then comes on the
+    /// channel the state keeps for it ([`State::watch_reader`]).
+    ///
+    /// [`State::watch_reader`]: super::state::State::watch_reader
+    pub(super) fn read_some(&self, caller: Option<u64>) -> Read {
         let mut side = self.read_side.lock();
         if let Some(epoch) = caller
             && !self.state.lock().may_read(epoch)
         {
-            return false;
+            return Read::NotMine;
         }
-        self.read_into(&mut side);
-        true
+        match self.read_into(&mut side, caller) {
+            Some(own) => Read::Own(own),
+            None => Read::More,
+        }
     }
 
-    /// [`Shared::read_some`] with the read side held.
-    fn read_into(&self, side: &mut ReadSide) {
+    /// [`Shared::read_some`] with the read side held; returns the reply of
+    /// the caller reading in epoch `caller`, when it came.
+    fn read_into(
+        &self,
+        side: &mut ReadSide,
+        caller: Option<u64>,
+    ) -> Option<Result<Response, Error>> {
         let ReadSide { buf, decoder } = side;
         if buf.capacity() - buf.len() < READ_MIN_ROOM {
             buf.reserve(READ_BUFFER);
@@ -48,32 +66,35 @@ impl Shared {
         match self.transport.fill(buf) {
             Ok(Filled::Eof) => {
                 let error = Error::new(ErrorKind::Connection, "connection closed by the server");
-                return self.fail(&error.at(&self.server));
+                self.fail(&error.at(&self.server));
+                return None;
             }
             Ok(Filled::Bytes(n)) => self.counters.bytes_in(n),
-            Ok(Filled::Blocked) => return,
-            Err(error) => return self.fail(&error.at(&self.server)),
+            Ok(Filled::Blocked) => return None,
+            Err(error) => {
+                self.fail(&error.at(&self.server));
+                return None;
+            }
         }
+        let mut own = None;
         loop {
             // Nothing left to decode (the usual end: every byte read was
             // replies): no lock to take. Room wakes are taken where they
             // are made, in the same lock (`queue`, `reply` below).
             if buf.is_empty() {
-                return;
+                return own;
             }
             // One lock per reply: what it expects, then (decoded, a few
             // hundred nanoseconds) whose it is.
             let mut state = self.state.lock();
             let Some(expect) = state.expect() else {
                 drop(state);
-                if !buf.is_empty() {
-                    let error = Error::new(
-                        ErrorKind::Protocol,
-                        format!("{} unsolicited bytes from the server", buf.len()),
-                    );
-                    return self.fail(&error.at(&self.server));
-                }
-                return;
+                let error = Error::new(
+                    ErrorKind::Protocol,
+                    format!("{} unsolicited bytes from the server", buf.len()),
+                );
+                self.fail(&error.at(&self.server));
+                return own;
             };
             let decoded = decoder.decode(buf, expect);
             let (reply_to, next) = match &decoded {
@@ -88,65 +109,62 @@ impl Shared {
             }
             match decoded {
                 Ok(Some(reply)) => {
-                    if let Some(reply_to) = reply_to {
-                        reply_to.deliver(Ok(reply));
+                    match reply_to {
+                        // Read by its own caller; by anyone else, its caller
+                        // gave up.
+                        Some(Reply::Own(epoch)) if caller == Some(epoch) => own = Some(Ok(reply)),
+                        Some(reply_to) => reply_to.deliver(Ok(reply)),
+                        None => {}
                     }
                     self.follow(next);
                 }
-                Ok(None) => return,
+                Ok(None) => return own,
                 Err(e) => {
                     let error =
                         Error::new(ErrorKind::Protocol, "malformed reply; connection closed")
                             .at(&self.server)
                             .with_source(e);
-                    return self.fail(&error);
+                    self.fail(&error);
+                    return own;
                 }
             }
         }
     }
 
-    /// As a caller holding the reader role: reads until its own reply is in.
-    /// It has no timer of its own: the connection's timer tells it that its
-    /// deadline passed, as a failure does, through its reply channel and the
-    /// waker it leaves in the state ([`State::watch_reader`]). Once the
-    /// reader task takes the role over (a second caller waits), it waits for
-    /// its reply as the others do.
+    /// As a caller holding the reader role: reads until its own reply is in,
+    /// handed over by its own read (no channel). It has no timer of its own:
+    /// the connection's timer tells it that its deadline passed, as a
+    /// failure does, through what the state keeps for it and the waker it
+    /// leaves there ([`State::watch_reader`]). Once the reader task takes the
+    /// role over (a second caller waits), it waits for its reply on the
+    /// channel the state made for it, as the others do.
     ///
     /// [`State::watch_reader`]: super::state::State::watch_reader
-    pub(super) async fn read_own(
-        &self,
-        mut receiver: oneshot::Receiver<Result<Response, Error>>,
-        epoch: u64,
-        deadline: Instant,
-    ) -> Result<Response, Error> {
+    pub(super) async fn read_own(&self, epoch: u64, deadline: Instant) -> Result<Response, Error> {
         // Hands the role on however this ends (reply, failure, or the caller
         // giving up).
         let _role = ReaderRole(self, epoch);
-        // Reads until its reply is in (`Some`), or until it no longer holds
-        // the role (`None`: its reply comes on its channel).
+        // Reads until its reply is in (`Ok`), or until it no longer holds
+        // the role (`Err`: its reply comes on this channel).
         let reading = poll_fn(|cx| {
-            // The waker first: a timeout or a failure told after the check
-            // of the reply channel below wakes this caller.
-            if !self.state.lock().watch_reader(epoch, cx.waker()) {
-                return Poll::Ready(None);
-            }
             loop {
-                match receiver.try_recv() {
-                    Ok(reply) => return Poll::Ready(Some(reply)),
-                    Err(TryRecvError::Closed) => {
-                        return Poll::Ready(Some(Err(super::closed().at(&self.server))));
-                    }
-                    Err(TryRecvError::Empty) => {}
+                // The waker first: a timeout, a failure or the reader task
+                // taking over, told after this look, wakes this caller.
+                match self.state.lock().watch_reader(epoch, cx.waker()) {
+                    Watch::Reading => {}
+                    Watch::Kept(Kept::Failed(error)) => return Poll::Ready(Ok(Err(error))),
+                    Watch::Kept(Kept::Handed(receiver)) => return Poll::Ready(Err(receiver)),
+                    Watch::Gone => return Poll::Ready(Ok(Err(super::closed().at(&self.server)))),
                 }
                 // Ready or not, this counts against the task's budget: a peer
                 // that keeps the socket readable (an endless reply) does not
                 // keep the worker's other tasks from their turn.
                 match self.transport.poll_readable(cx) {
-                    Poll::Ready(Ok(())) => {
-                        if !self.read_some(Some(epoch)) {
-                            return Poll::Ready(None);
-                        }
-                    }
+                    Poll::Ready(Ok(())) => match self.read_some(Some(epoch)) {
+                        Read::Own(reply) => return Poll::Ready(Ok(reply)),
+                        // Look again (what the state kept for it, if anything).
+                        Read::More | Read::NotMine => {}
+                    },
                     Poll::Ready(Err(e)) => {
                         let error = Error::new(ErrorKind::Connection, "read failed");
                         self.fail(&error.at(&self.server).with_source(e));
@@ -158,8 +176,8 @@ impl Shared {
         // Polled again without its reply (its own `select!`, a manual poll)
         // past its deadline, it times out then, like any caller.
         match timer::watched(self, deadline, reading).await {
-            Some(reply) => reply,
-            None => match timer::watched(self, deadline, receiver).await {
+            Ok(reply) => reply,
+            Err(receiver) => match timer::watched(self, deadline, receiver).await {
                 Ok(reply) => reply,
                 Err(_) => Err(super::closed().at(&self.server)),
             },

@@ -27,11 +27,13 @@
 //! caller ([`ReadRole::Caller`]) or the reader task ([`ReadRole::Task`]). A
 //! caller whose request finds no reply due (a lone caller, the connection
 //! idle) takes the role and reads its own reply: no task switch between the
-//! reply and its caller, and no timer of its own (the connection's timer
-//! wakes it through the waker it leaves, [`watch_reader`](State::watch_reader)).
-//! As soon as a second caller waits, the reader task takes the role over and
-//! the first caller is woken to wait for its reply as the others do (reads
-//! are serialised by the driver, so a read it had begun is safe): a caller's
+//! reply and its caller, no channel (its read hands the reply over,
+//! [`Reply::Own`]), and no timer of its own (the connection's timer wakes it
+//! through the waker it leaves, and keeps its timeout for it,
+//! [`watch_reader`](State::watch_reader)). As soon as a second caller
+//! waits, the reader task takes the role over, the first caller's reply is
+//! given a channel, kept for it, and it is woken to wait there as the others
+//! do (reads are serialised by the driver, so a read it had begun is safe): a caller's
 //! future that is polled once and then left unpolled never holds up other
 //! callers' replies. A caller that has its reply, or gives
 //! up, hands the role to the reader task if other replies are still due
@@ -70,6 +72,9 @@
 //!     its callers), answered or timed out, and stays within the cap: a place
 //!     is freed only when its reply is read (or the connection fails).
 //!     It is added to `busy` as it changes, for readers without the lock.
+//! 11. A reply read for a caller reading its own ([`Reply::Own`]) is read by
+//!     that caller: with the reader task, it has a channel. Whatever is kept
+//!     for such a caller is gone once it lets the role go.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -83,6 +88,7 @@ use tokio::sync::oneshot;
 
 use crate::conn::merge::{Merged, ReplyTx};
 use crate::error::Error;
+pub(crate) use reader::{Kept, Watch};
 
 /// Up to this many callers in flight on a connection (this one included), a
 /// caller writes its request at once even behind unanswered writes, and a
@@ -145,12 +151,15 @@ pub(crate) enum ReadRole {
 /// What [`State::queue`] decided.
 #[derive(Debug)]
 pub(crate) struct Queued {
-    /// Where the reply arrives (`None` for requests without one).
+    /// Where the reply arrives: `None` for requests without one, and for
+    /// the caller that reads its own (`reads`).
     pub(crate) receiver: Option<oneshot::Receiver<Result<Response, Error>>>,
     /// Who writes the request.
     pub(crate) next: Next,
     /// The caller took the reader role (this epoch of it): it reads until
-    /// its reply is in, then calls [`State::reader_release`] with the epoch.
+    /// its reply is in — its own read hands it over ([`Reply::Own`]), or the
+    /// state keeps it ([`State::watch_reader`]) — then calls
+    /// [`State::reader_release`] with the epoch.
     pub(crate) reads: Option<u64>,
     /// The reader task must be woken: it took the role over from a lone
     /// caller now that a second one waits.
@@ -181,6 +190,11 @@ pub(crate) enum Next {
 /// Where a reply goes.
 #[derive(Debug)]
 pub(crate) enum Reply {
+    /// The caller that took the reader role in this epoch and reads its own
+    /// reply: the read that decodes it hands it over, no channel between
+    /// (one is made only if the reader task takes the role over, see
+    /// [`State::queue`]). Read by anyone else, its caller gave up: dropped.
+    Own(u64),
     /// One caller (`None` once told it timed out).
     One(Option<ReplyTx>),
     /// Several callers' `get`s merged into one command.
@@ -192,15 +206,17 @@ impl Reply {
     /// the reply arrives, answered or not.
     fn callers(&self) -> usize {
         match self {
-            Reply::One(_) => 1,
+            Reply::Own(_) | Reply::One(_) => 1,
             Reply::Merged(merged) => merged.callers(),
         }
     }
 
     /// Tells every caller still waiting that its request timed out; their
-    /// places stay held until the reply arrives.
+    /// places stay held until the reply arrives. (A caller reading its own
+    /// is told through the state: [`State::expire`].)
     fn time_out(&mut self, error: &Error) {
         match self {
+            Reply::Own(_) => {}
             Reply::One(tx) => {
                 if let Some(tx) = tx.take() {
                     let _ = tx.send(Err(error.clone()));
@@ -210,9 +226,11 @@ impl Reply {
         }
     }
 
-    /// Hands `reply` over; a caller that gave up is skipped.
+    /// Hands `reply` over; a caller that gave up is skipped (as is a
+    /// caller reading its own: its read takes the reply instead).
     pub(crate) fn deliver(self, reply: Result<Response, Error>) {
         match self {
+            Reply::Own(_) => {}
             Reply::One(tx) => {
                 if let Some(tx) = tx {
                     let _ = tx.send(reply);
@@ -291,6 +309,9 @@ pub(crate) struct State {
     /// reader task, when a request times out (it may be this caller's: it
     /// has no timer of its own) and when the connection fails.
     reader_waker: Option<Waker>,
+    /// What is kept for callers that read their own reply, by epoch, until
+    /// they look ([`Kept`]): at most one while callers are polled.
+    kept: Vec<(u64, Kept)>,
     /// Chunks the caller holding the writer role wrote after its own, for
     /// others who queued meanwhile: at most [`CALLER_EXTRA_WRITES`].
     caller_writes: usize,
@@ -334,6 +355,7 @@ impl State {
             merge_gets,
             armed: None,
             reader_waker: None,
+            kept: Vec::new(),
             caller_writes: 0,
             answered: 0,
             callers: 0,
@@ -407,26 +429,49 @@ impl State {
             return Ok(None);
         }
         let before = self.out.len();
-        let receiver = match request.expect() {
+        let (mut receiver, mut reads, mut wake_reader, mut wake_caller) = (None, None, false, None);
+        match request.expect() {
             None => {
                 request.encode(&mut self.out);
                 self.open = None;
-                None
             }
             Some(expect) => {
-                let (tx, receiver) = oneshot::channel();
+                self.callers += 1;
+                self.busy.fetch_add(1, Ordering::Relaxed);
                 let single = match request {
                     Request::Get { keys: [key] } if self.merge_gets => Some((false, *key)),
                     Request::Gets { keys: [key] } if self.merge_gets => Some((true, *key)),
                     _ => None,
                 };
-                self.callers += 1;
-                self.busy.fetch_add(1, Ordering::Relaxed);
-                let refused = match single {
-                    Some((cas, key)) => self.join_open(cas, key, tx, deadline),
-                    None => Some(tx),
+                let reply = match self.read_role {
+                    // No reply is due (no waiter, so no open line): this
+                    // caller reads its own, handed over by its read.
+                    ReadRole::Idle => {
+                        self.read_epoch += 1;
+                        self.read_role = ReadRole::Caller;
+                        reads = Some(self.read_epoch);
+                        Some(Reply::Own(self.read_epoch))
+                    }
+                    // A second caller waits: the reader task takes the role
+                    // over, and the first caller waits on a channel too.
+                    ReadRole::Caller | ReadRole::Task => {
+                        if self.read_role == ReadRole::Caller {
+                            self.hand_over_own();
+                            self.read_role = ReadRole::Task;
+                            wake_reader = true;
+                            wake_caller = self.reader_waker.take();
+                        }
+                        let (tx, rx) = oneshot::channel();
+                        receiver = Some(rx);
+                        match single {
+                            Some((cas, key)) => self.join_open(cas, key, tx, deadline),
+                            None => Some(tx),
+                        }
+                        .map(|tx| Reply::One(Some(tx)))
+                    }
                 };
-                if let Some(tx) = refused {
+                // Not joined to the open line: a request (and line) of its own.
+                if let Some(reply) = reply {
                     self.open = match single {
                         Some((cas, key)) => Some(GrowingRetrieval::start(&mut self.out, cas, key)),
                         None => {
@@ -439,34 +484,17 @@ impl State {
                         end: self.out.len(),
                         ends_batch: false,
                         batch_bytes: 0,
-                        reply: Some(Reply::One(Some(tx))),
+                        reply: Some(reply),
                         deadline,
                         first_deadline: deadline,
                         timed_out: false,
                     });
                     self.unwritten += 1;
                 }
-                Some(receiver)
-            }
-        };
-        let encoded = self.out.len() - before;
-        let (mut reads, mut wake_reader, mut wake_caller) = (None, false, None);
-        if receiver.is_some() {
-            match self.read_role {
-                ReadRole::Idle => {
-                    self.read_epoch += 1;
-                    self.read_role = ReadRole::Caller;
-                    reads = Some(self.read_epoch);
-                }
-                ReadRole::Caller => {
-                    self.read_role = ReadRole::Task;
-                    wake_reader = true;
-                    wake_caller = self.reader_waker.take();
-                }
-                ReadRole::Task => {}
             }
         }
-        let wake_timer = receiver.is_some() && self.arm(deadline);
+        let encoded = self.out.len() - before;
+        let wake_timer = replied && self.arm(deadline);
         // Places left and callers waiting for one (wake-ups coalesce: two
         // places freed before the waiters listened wake one): pass it on.
         if self.room_waiting > self.room_wakes && self.callers < self.max_callers {
@@ -537,7 +565,18 @@ impl State {
                 continue;
             }
             if waiter.deadline <= now {
-                reply.time_out(error);
+                match reply {
+                    // Its caller is told when it looks (if still reading:
+                    // else it gave up), and the reply is dropped.
+                    Reply::Own(epoch) => {
+                        let epoch = *epoch;
+                        *reply = Reply::One(None);
+                        if self.read_role == ReadRole::Caller && self.read_epoch == epoch {
+                            self.kept.push((epoch, Kept::Failed(error.clone())));
+                        }
+                    }
+                    reply => reply.time_out(error),
+                }
                 waiter.timed_out = true;
                 told = true;
             } else {
@@ -546,77 +585,6 @@ impl State {
         }
         self.armed = next;
         if told { self.reader_waker.take() } else { None }
-    }
-
-    /// The caller that took the reader role in `epoch` waits for the socket:
-    /// `waker` is to be woken when it must look again other than for the
-    /// socket (see `reader_waker`). Returns `false` when the caller no
-    /// longer holds the role (the reader task took it over): it then waits
-    /// for its reply as the others do. Called before the caller checks its
-    /// reply channel, so a timeout or failure told after the check wakes it.
-    pub(crate) fn watch_reader(&mut self, epoch: u64, waker: &Waker) -> bool {
-        // Closed: its reply (an error) comes on its channel, and the
-        // caller, waiting there, is woken by it.
-        if self.read_role != ReadRole::Caller || self.read_epoch != epoch || self.closed.is_some() {
-            return false;
-        }
-        match &self.reader_waker {
-            Some(known) if known.will_wake(waker) => {}
-            _ => self.reader_waker = Some(waker.clone()),
-        }
-        true
-    }
-
-    /// Whether the caller that took the reader role in `epoch` may still read
-    /// the socket: it holds the role, or the reader task does (reading for
-    /// everyone is then harmless). Not once the role went idle or to a later
-    /// caller: the bytes are that caller's.
-    pub(crate) fn may_read(&self, epoch: u64) -> bool {
-        match self.read_role {
-            ReadRole::Idle => false,
-            ReadRole::Task => true,
-            ReadRole::Caller => self.read_epoch == epoch,
-        }
-    }
-
-    /// The waker of the caller reading its own reply, taken (the connection
-    /// failed: it is to look at its reply channel).
-    pub(crate) fn take_reader_waker(&mut self) -> Option<Waker> {
-        self.reader_waker.take()
-    }
-
-    /// A caller that took the reader role in `epoch` has its reply, or gave
-    /// up: returns whether the reader task must be woken to read the replies
-    /// still due. Nothing happens if the role has moved on since.
-    pub(crate) fn reader_release(&mut self, epoch: u64) -> bool {
-        if self.read_role != ReadRole::Caller || self.read_epoch != epoch {
-            return false;
-        }
-        self.reader_waker = None;
-        if self.waiters.is_empty() || self.closed.is_some() {
-            self.read_role = ReadRole::Idle;
-            false
-        } else {
-            self.read_role = ReadRole::Task;
-            true
-        }
-    }
-
-    /// The reader task asks whether to go on reading; when no reply is due it
-    /// lets the role go and returns `true`.
-    pub(crate) fn reader_task_done(&mut self) -> bool {
-        debug_assert_eq!(self.read_role, ReadRole::Task);
-        if self.waiters.is_empty() || self.closed.is_some() {
-            self.read_role = ReadRole::Idle;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Whether nobody reads the socket (no reply is due).
-    pub(crate) fn read_idle(&self) -> bool {
-        self.read_role == ReadRole::Idle
     }
 
     /// Joins a single-key retrieval to the open `get`/`gets`, or hands the
@@ -642,6 +610,9 @@ impl State {
         let bytes = key.as_bytes();
         // Looked up once: the same lookup adds the caller below.
         let (on_line, lookup) = match &waiter.reply {
+            // (A caller reading its own is handed a channel before anyone
+            // joins: this one gave up.)
+            Some(Reply::Own(_)) => return Some(tx),
             Some(Reply::One(..)) => (open.first_key(&self.out) == bytes, None),
             Some(Reply::Merged(merged)) => {
                 let lookup = merged.lookup(bytes);
@@ -657,6 +628,7 @@ impl State {
                 Box::new(Merged::new(open.first_key(&self.out), first))
             }
             Some(Reply::One(None)) => unreachable!("a waiter timed out is not joined"),
+            Some(Reply::Own(_)) => unreachable!("refused above"),
             Some(Reply::Merged(merged)) => merged,
             None => unreachable!("checked above"),
         };
@@ -867,7 +839,9 @@ impl State {
     }
 
     /// Closes the connection with `error`: returns every waiter's reply sink,
-    /// to be failed (outside the lock). Later calls fail with the first error.
+    /// to be failed (outside the lock); the caller reading its own reply
+    /// finds the error kept for it ([`State::watch_reader`]). Later calls
+    /// fail with the first error.
     pub(crate) fn fail(&mut self, error: &Error) -> Vec<Reply> {
         if self.closed.is_none() {
             self.closed = Some(error.clone());
@@ -885,7 +859,19 @@ impl State {
         self.busy.fetch_sub(self.callers, Ordering::Relaxed);
         self.callers = 0;
         self.room_wakes = 0;
-        self.waiters.drain(..).filter_map(|w| w.reply).collect()
+        let reading = (self.read_role == ReadRole::Caller).then_some(self.read_epoch);
+        let mut replies = Vec::with_capacity(self.waiters.len());
+        for reply in self.waiters.drain(..).filter_map(|w| w.reply) {
+            match reply {
+                // Told when it looks, if still reading.
+                Reply::Own(epoch) if reading == Some(epoch) => {
+                    self.kept.push((epoch, Kept::Failed(error.clone())));
+                }
+                Reply::Own(_) => {}
+                reply => replies.push(reply),
+            }
+        }
+        replies
     }
 
     /// Panics unless the module docs' invariants hold (those of the state
@@ -961,6 +947,8 @@ impl State {
         }
     }
 }
+
+mod reader;
 
 #[cfg(test)]
 mod tests;

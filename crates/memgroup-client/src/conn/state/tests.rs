@@ -2,17 +2,72 @@
 //! transition and a property test over random interleavings of callers, the
 //! writer task, the socket, the server and the reader.
 
-use std::collections::VecDeque;
-
 use bytes::{Bytes, BytesMut};
 use memgroup_proto::{Key, Request, Response, StoreCommand, Value, Values};
-use proptest::prelude::*;
 use tokio::sync::oneshot;
 
 use super::*;
 use crate::error::ErrorKind;
 
-type Rx = oneshot::Receiver<Result<Response, Error>>;
+type Channel = oneshot::Receiver<Result<Response, Error>>;
+
+/// Where a test caller's reply comes: a channel, or (the caller that took
+/// the reader role) its own read, handed over as [`Reply::Own`], or what
+/// the state keeps for it ([`State::watch_reader`]).
+#[derive(Debug)]
+enum Rx {
+    Channel(Channel),
+    Own(u64),
+}
+
+impl Rx {
+    /// Where the reply of the request `queued` comes.
+    fn of(queued: &mut Queued) -> Rx {
+        match queued.reads {
+            Some(epoch) => {
+                assert!(queued.receiver.is_none(), "no channel for its own reply");
+                Rx::Own(epoch)
+            }
+            None => Rx::Channel(queued.receiver.take().expect("a reply")),
+        }
+    }
+
+    /// The reply, once in: from the channel, from the replies read for
+    /// callers reading their own (`own`, by epoch), or kept by the state.
+    fn got(
+        &mut self,
+        state: &mut State,
+        own: &mut Vec<(u64, Result<Response, Error>)>,
+    ) -> Option<Result<Response, Error>> {
+        if let Rx::Own(epoch) = *self {
+            if let Some(at) = own.iter().position(|(e, _)| *e == epoch) {
+                return Some(own.swap_remove(at).1);
+            }
+            match state.watch_reader(epoch, std::task::Waker::noop()) {
+                Watch::Kept(Kept::Handed(channel)) => *self = Rx::Channel(channel),
+                Watch::Kept(Kept::Failed(error)) => return Some(Err(error)),
+                Watch::Reading | Watch::Gone => return None,
+            }
+        }
+        match self {
+            Rx::Channel(channel) => channel.try_recv().ok(),
+            Rx::Own(_) => None,
+        }
+    }
+}
+
+/// Hands `reply` to `to`: a caller reading its own gets it from its read
+/// (into `own`).
+fn deliver(
+    to: Reply,
+    reply: Result<Response, Error>,
+    own: &mut Vec<(u64, Result<Response, Error>)>,
+) {
+    match to {
+        Reply::Own(epoch) => own.push((epoch, reply)),
+        to => to.deliver(reply),
+    }
+}
 
 /// A deadline no unit test reaches.
 fn far() -> std::time::Instant {
@@ -43,11 +98,11 @@ fn quiet_set() -> Request<'static> {
 /// Queues `get <key>` and returns the receiver and what to do.
 fn queue_get(state: &mut State, key: &[u8], in_flight: usize) -> (Rx, Next) {
     let keys = [Key::new(key).unwrap()];
-    let queued = state
+    let mut queued = state
         .queue(&Request::Get { keys: &keys }, in_flight, far())
         .unwrap()
         .expect("a place");
-    (queued.receiver.unwrap(), queued.next)
+    (Rx::of(&mut queued), queued.next)
 }
 
 fn values(keys: &[&[u8]]) -> Response {
@@ -107,13 +162,18 @@ fn queued_gets_merge_while_the_role_is_held() {
     assert!(matches!(wrote_all(&mut state), Next::Nothing));
     assert_eq!(state.role, Role::Idle);
     // Replies in order: `get a`, then the merged `get b c`.
+    let own = &mut Vec::new();
     let (reply, _) = state.reply();
-    reply.unwrap().deliver(Ok(values(&[b"a"])));
+    deliver(reply.unwrap(), Ok(values(&[b"a"])), own);
     let (reply, _) = state.reply();
-    reply.unwrap().deliver(Ok(values(&[b"c", b"b"])));
+    deliver(reply.unwrap(), Ok(values(&[b"c", b"b"])), own);
     state.check();
+    assert!(
+        own.is_empty(),
+        "`a`'s caller waits on a channel once `b` queued"
+    );
     for (mut rx, key) in [(rx_a, "a"), (rx_b, "b"), (rx_b2, "b"), (rx_c, "c")] {
-        let Ok(Ok(Response::Values(v))) = rx.try_recv() else {
+        let Some(Ok(Response::Values(v))) = rx.got(&mut state, own) else {
             panic!("{key}: no value")
         };
         assert_eq!(&v[0].key[..], key.as_bytes());
@@ -149,10 +209,11 @@ fn callers_answered_together_queue_again_into_one_write() {
     state.check();
     assert!(!state.writer_take(&mut chunk), "nothing more to send");
     assert_eq!(state.role, Role::Idle);
+    let own = &mut Vec::new();
     let (reply, _) = state.reply();
-    reply.unwrap().deliver(Ok(values(&[b"c", b"d"])));
+    deliver(reply.unwrap(), Ok(values(&[b"c", b"d"])), own);
     for (mut rx, key) in [(rx_c, "c"), (rx_d, "d")] {
-        let Ok(Ok(Response::Values(v))) = rx.try_recv() else {
+        let Some(Ok(Response::Values(v))) = rx.got(&mut state, own) else {
             panic!("{key}: no value")
         };
         assert_eq!(&v[0].key[..], key.as_bytes());
@@ -303,16 +364,18 @@ fn a_failure_reaches_every_waiter_once_and_later_calls_fail() {
         data: b"x",
         noreply: false,
     };
-    let rx_s = state.queue(&set, 3, far()).unwrap().unwrap().receiver;
+    let rx_s = Rx::of(&mut state.queue(&set, 3, far()).unwrap().unwrap());
     let error = Error::new(ErrorKind::Connection, "gone");
     let replies = state.fail(&error);
-    // `a` went out alone (the caller took it); `b` waits in `out`.
+    // `a` went out alone (the caller took it; its reply now on a channel, as
+    // `b` queued); `b` waits in `out`.
     assert_eq!(replies.len(), 3);
     for reply in replies {
         reply.deliver(Err(error.clone()));
     }
-    for mut rx in [rx_a, rx_b, rx_s.unwrap()] {
-        assert!(rx.try_recv().unwrap().unwrap_err().is_connection());
+    for mut rx in [rx_a, rx_b, rx_s] {
+        let got = rx.got(&mut state, &mut Vec::new());
+        assert!(got.unwrap().unwrap_err().is_connection());
     }
     let later = state.queue(&Request::Get { keys: &keys }, 1, far());
     assert!(later.unwrap_err().is_connection());
@@ -394,7 +457,7 @@ fn noreply_requests_never_wait_and_wakes_are_passed_on() {
     let quiet_set = quiet_set();
     let queued = state.queue(&quiet_set, 3, far()).unwrap();
     assert!(
-        queued.is_some_and(|q| q.receiver.is_none()),
+        queued.is_some_and(|q| q.receiver.is_none() && q.reads.is_none()),
         "a noreply set is queued at once"
     );
     assert_eq!(state.callers(), 2);
@@ -450,382 +513,62 @@ fn a_caller_reads_only_while_the_role_is_its_own_or_the_tasks() {
     assert!(state.may_read(later));
 }
 
-// ---- random interleavings ------------------------------------------------------------
+/// A lone caller reads its own reply: no channel; its read hands the reply
+/// over ([`Reply::Own`]). Its timeout, or a failure, is kept for it until it
+/// looks; once it gave up, its reply is dropped and nothing is kept.
+#[test]
+fn a_lone_caller_gets_its_reply_from_its_own_read() {
+    let mut state = State::new(4, false);
+    let (rx, _) = queue_get(&mut state, b"a", 1);
+    let Rx::Own(epoch) = rx else {
+        panic!("a channel for a lone caller: {rx:?}")
+    };
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
+    let (reply, _) = state.reply();
+    assert!(matches!(reply, Some(Reply::Own(e)) if e == epoch));
+    assert!(!state.reader_release(epoch), "nothing more due");
 
-/// One step of the simulation.
-#[derive(Debug, Clone, Copy)]
-enum Step {
-    /// A caller queues `get key<k>`.
-    Get(u8),
-    /// A caller queues a `set` (with `noreply` when true).
-    Set(u8, bool),
-    /// The caller holding the role writes; the socket takes up to this many
-    /// bytes, or (when true, as over TLS) the transport takes the whole chunk
-    /// and the socket none of it yet.
-    CallerWrites(usize, bool),
-    /// The writer task runs one step; the socket takes up to this many bytes.
-    WriterRuns(usize),
-    /// The server answers what it has read.
-    Serve,
-    /// The reader decodes one reply.
-    Read,
-    /// The server answers what it has read, and the reader decodes every
-    /// reply (one read of the socket taking several).
-    ReadAll,
-    /// The oldest still-waiting caller gives up (drops its receiver).
-    GiveUp,
-    /// The reader role's holder checks whether it is done: a caller when its
-    /// reply is in, the reader task when no reply is due.
-    ReaderDone,
-    /// This many milliseconds pass; the timer expires what is due.
-    Tick(u64),
-    /// The connection breaks.
-    Fail,
+    // Timed out: kept for it, the late reply dropped.
+    let start = crate::clock::now();
+    let keys = [Key::new(b"b").unwrap()];
+    let mut queued = state
+        .queue(&Request::Get { keys: &keys }, 1, start)
+        .unwrap()
+        .unwrap();
+    let mut rx = Rx::of(&mut queued);
+    let Rx::Own(epoch) = rx else { panic!() };
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
+    let error = Error::new(ErrorKind::Timeout, "late");
+    assert!(state.expire(start, &error).is_none(), "no waker left yet");
+    let got = rx.got(&mut state, &mut Vec::new());
+    assert!(got.unwrap().unwrap_err().is_timeout());
+    assert!(matches!(state.reply().0, Some(Reply::One(None))), "dropped");
+    state.reader_release(epoch);
+    state.check();
+
+    // Gave up: released, its reply read by the task is dropped, and its
+    // timeout keeps nothing.
+    let (rx, _) = queue_get(&mut state, b"c", 1);
+    let Rx::Own(epoch) = rx else { panic!() };
+    assert!(matches!(wrote_all(&mut state), Next::Nothing));
+    assert!(state.reader_release(epoch), "the task reads what is due");
+    state.expire(far() + std::time::Duration::from_secs(1), &error);
+    assert!(state.kept.is_empty());
+    assert!(matches!(state.reply().0, Some(Reply::One(None))));
+    assert!(state.reader_task_done());
+
+    // Failed while it reads: the error kept for it.
+    let (mut rx, _) = queue_get(&mut state, b"d", 1);
+    let Rx::Own(epoch) = rx else { panic!() };
+    assert!(
+        state
+            .fail(&Error::new(ErrorKind::Connection, "gone"))
+            .is_empty()
+    );
+    let got = rx.got(&mut state, &mut Vec::new());
+    assert!(got.unwrap().unwrap_err().is_connection());
+    state.reader_release(epoch);
+    assert!(state.kept.is_empty());
 }
 
-/// Every simulated request's timeout.
-const TIMEOUT: std::time::Duration = std::time::Duration::from_millis(10);
-
-fn step() -> impl Strategy<Value = Step> {
-    prop_oneof![
-        4 => (0u8..12).prop_map(Step::Get),
-        1 => (0u8..12, any::<bool>()).prop_map(|(k, n)| Step::Set(k, n)),
-        3 => (1usize..40, proptest::bool::weighted(0.2))
-            .prop_map(|(n, owed)| Step::CallerWrites(n, owed)),
-        3 => (1usize..40).prop_map(Step::WriterRuns),
-        2 => Just(Step::Serve),
-        3 => Just(Step::Read),
-        2 => Just(Step::ReadAll),
-        1 => Just(Step::GiveUp),
-        2 => Just(Step::ReaderDone),
-        1 => (1u64..8).prop_map(Step::Tick),
-        1 => Just(Step::Fail).prop_filter("rare", |_| true),
-    ]
-}
-
-/// What a caller waits for.
-struct Caller {
-    /// `Some(key)` for a get, `None` for a set.
-    get: Option<Vec<u8>>,
-    rx: Option<Rx>,
-}
-
-#[derive(Default)]
-struct Sim {
-    /// The chunk the caller holding the role is writing.
-    caller_chunk: Option<BytesMut>,
-    /// Whether the writer task holds the role, and the chunk it is writing.
-    writer: bool,
-    writer_chunk: BytesMut,
-    /// Bytes the transport took from a caller and the socket did not (TLS
-    /// records in rustls): they go before anything the writer sends next.
-    held: Vec<u8>,
-    /// Bytes on the wire the server has not read.
-    wire: Vec<u8>,
-    /// Replies the server sent, not yet decoded by the reader.
-    replies: VecDeque<Response>,
-    callers: Vec<Caller>,
-    /// Callers that took the reader role (index, epoch) and still read until
-    /// their own reply is in.
-    caller_readers: Vec<(usize, u64)>,
-    /// Whether the reader task holds the role.
-    task_reads: bool,
-    failed: bool,
-    /// When the simulation started, and the time passed since.
-    start: Option<std::time::Instant>,
-    elapsed: std::time::Duration,
-}
-
-impl Sim {
-    /// The simulated clock.
-    fn now(&mut self) -> std::time::Instant {
-        *self.start.get_or_insert_with(crate::clock::now) + self.elapsed
-    }
-
-    fn follow(&mut self, state: &State, next: Next) {
-        match next {
-            Next::Nothing => {}
-            Next::Write(chunk) => {
-                assert!(self.caller_chunk.is_none() && !self.writer, "two writers");
-                self.caller_chunk = Some(chunk);
-            }
-            Next::WakeWriter => {
-                assert!(!self.writer, "the writer task woken twice");
-                self.writer = true;
-            }
-        }
-        self.check_role(state);
-    }
-
-    /// The state's role is the party the simulation sees writing.
-    fn check_role(&self, state: &State) {
-        let role = if self.caller_chunk.is_some() {
-            Role::Caller
-        } else if self.writer {
-            Role::Writer
-        } else {
-            Role::Idle
-        };
-        if !self.failed {
-            assert_eq!(state.role, role);
-            let read_role = if self.task_reads {
-                ReadRole::Task
-            } else if self
-                .caller_readers
-                .iter()
-                .any(|&(_, e)| e == state.read_epoch)
-            {
-                ReadRole::Caller
-            } else {
-                ReadRole::Idle
-            };
-            assert_eq!(state.read_role, read_role);
-        }
-    }
-
-    /// Caller reader `k` (an index into `caller_readers`) stops reading.
-    fn release_reader(&mut self, state: &mut State, k: usize) {
-        let (_, epoch) = self.caller_readers.remove(k);
-        if state.reader_release(epoch) {
-            assert!(!self.task_reads, "the reader task woken twice");
-            self.task_reads = true;
-        }
-    }
-
-    /// Whether anybody reads the socket.
-    fn someone_reads(&self) -> bool {
-        self.task_reads || !self.caller_readers.is_empty()
-    }
-
-    /// The server: parses whole requests off the wire and answers them, every
-    /// `get` key a hit whose value is the key.
-    fn serve(&mut self) {
-        loop {
-            let Some(eol) = self.wire.windows(2).position(|w| w == b"\r\n") else {
-                return;
-            };
-            let line = String::from_utf8(self.wire[..eol].to_vec()).unwrap();
-            let words: Vec<&str> = line.split(' ').collect();
-            match words[0] {
-                "get" => {
-                    let keys: Vec<&[u8]> = words[1..].iter().map(|w| w.as_bytes()).collect();
-                    self.replies.push_back(values(&keys));
-                    self.wire.drain(..eol + 2);
-                }
-                "set" => {
-                    let len: usize = words[4].parse().unwrap();
-                    if self.wire.len() < eol + 2 + len + 2 {
-                        return;
-                    }
-                    if words.get(5) != Some(&"noreply") {
-                        self.replies.push_back(Response::Stored);
-                    }
-                    self.wire.drain(..eol + 2 + len + 2);
-                }
-                other => panic!("unexpected command {other:?}"),
-            }
-        }
-    }
-
-    fn apply(&mut self, state: &mut State, step: Step) {
-        match step {
-            Step::Get(k) | Step::Set(k, _) if !self.failed => {
-                let key = format!("key{k}");
-                let keys = [Key::new(key.as_bytes()).unwrap()];
-                let request = match step {
-                    Step::Set(_, noreply) => Request::Store {
-                        command: StoreCommand::Set,
-                        key: keys[0],
-                        flags: 0,
-                        exptime: 0,
-                        data: b"xyz",
-                        noreply,
-                    },
-                    _ => Request::Get { keys: &keys },
-                };
-                let in_flight = state.callers() + 1;
-                let deadline = self.now() + TIMEOUT;
-                let queued = state
-                    .queue(&request, in_flight, deadline)
-                    .unwrap()
-                    .expect("no cap in this test");
-                if let Some(epoch) = queued.reads {
-                    assert!(!self.someone_reads(), "a caller read while others did");
-                    self.caller_readers.push((self.callers.len(), epoch));
-                }
-                if queued.wake_reader {
-                    assert!(!self.task_reads, "the reader task woken twice");
-                    self.task_reads = true;
-                }
-                if let Some(rx) = queued.receiver {
-                    let get = matches!(step, Step::Get(_)).then(|| get(key.as_bytes()));
-                    self.callers.push(Caller { get, rx: Some(rx) });
-                }
-                self.follow(state, queued.next);
-            }
-            Step::CallerWrites(n, owed) => {
-                if let Some(mut chunk) = self.caller_chunk.take() {
-                    let next = if owed {
-                        self.held.extend_from_slice(&chunk.split());
-                        state.caller_wrote(chunk, true)
-                    } else {
-                        let n = n.min(chunk.len());
-                        self.wire.extend_from_slice(&chunk.split_to(n));
-                        state.caller_wrote(chunk, false)
-                    };
-                    self.follow(state, next);
-                }
-            }
-            Step::WriterRuns(n) => {
-                if !self.writer {
-                    return;
-                }
-                if self.writer_chunk.is_empty() {
-                    let mut chunk = std::mem::take(&mut self.writer_chunk);
-                    let held = !self.held.is_empty();
-                    if state.writer_take(&mut chunk) {
-                        // Its send flushes the held bytes first.
-                        self.wire.append(&mut self.held);
-                        assert!(!chunk.is_empty() || held, "the writer took nothing");
-                        self.writer_chunk = chunk;
-                    } else {
-                        self.writer = false;
-                    }
-                } else {
-                    let n = n.min(self.writer_chunk.len());
-                    self.wire.extend_from_slice(&self.writer_chunk.split_to(n));
-                }
-                self.check_role(state);
-            }
-            Step::Tick(ms) => {
-                self.elapsed += std::time::Duration::from_millis(ms);
-                let now = self.now();
-                if state.armed().is_some_and(|at| at <= now) {
-                    let error = Error::new(ErrorKind::Timeout, "simulated");
-                    state.expire(now, &error);
-                }
-            }
-            // After a failure the socket is gone: nothing moves any more.
-            _ if self.failed => {}
-            Step::Serve => self.serve(),
-            Step::ReadAll => {
-                self.serve();
-                while !self.replies.is_empty() && self.someone_reads() && !self.failed {
-                    self.apply(state, Step::Read);
-                }
-            }
-            Step::Read => {
-                if !self.someone_reads() {
-                    // Nobody reads: then no reply may be due.
-                    assert!(self.replies.is_empty(), "replies with no reader");
-                    return;
-                }
-                if let Some(reply) = self.replies.pop_front() {
-                    let (to, next) = state.reply();
-                    to.expect("a reply has a waiter").deliver(Ok(reply));
-                    self.follow(state, next);
-                }
-            }
-            Step::GiveUp => {
-                if let Some(i) = self.callers.iter().position(|c| c.rx.is_some()) {
-                    self.callers[i].rx = None;
-                    if let Some(k) = self.caller_readers.iter().position(|&(c, _)| c == i) {
-                        self.release_reader(state, k);
-                    }
-                }
-            }
-            Step::ReaderDone => {
-                // A reading caller stops once its own reply is in.
-                let done = self.caller_readers.iter().position(|&(i, _)| {
-                    self.callers[i].rx.as_ref().is_none_or(|rx| !rx.is_empty())
-                });
-                if let Some(k) = done {
-                    self.release_reader(state, k);
-                } else if self.task_reads && state.reader_task_done() {
-                    self.task_reads = false;
-                }
-            }
-            Step::Fail if !self.failed => {
-                self.failed = true;
-                let error = Error::new(ErrorKind::Connection, "broken");
-                for reply in state.fail(&error) {
-                    reply.deliver(Err(error.clone()));
-                }
-                self.caller_chunk = None;
-                self.writer = false;
-                while !self.caller_readers.is_empty() {
-                    self.release_reader(state, 0);
-                }
-                self.task_reads = false;
-            }
-            _ => {}
-        }
-        if !self.failed {
-            state.check();
-        }
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
-
-    /// Whatever the interleaving: one writer at a time, nothing queued left
-    /// without a writer, every caller answered with its own reply (or, after
-    /// a failure, the error) exactly once, and every place freed.
-    #[test]
-    fn any_interleaving_keeps_the_invariants(
-        steps in proptest::collection::vec(step(), 1..200),
-        max_batches in 1usize..4,
-        merge in any::<bool>(),
-        // Unbounded (plaintext), or a bound of a few requests (TLS's bound
-        // scaled down to the simulation's small requests).
-        max_unanswered in prop_oneof![Just(usize::MAX), 1usize..80],
-    ) {
-        let mut state = State::new(max_batches, merge);
-        if max_unanswered != usize::MAX {
-            state = state.with_max_unanswered_bytes(max_unanswered);
-        }
-        let mut sim = Sim::default();
-        for s in steps {
-            sim.apply(&mut state, s);
-        }
-        // Quiesce: every party runs until nobody can move. If something were
-        // queued with nobody to write it, a caller would stay unanswered.
-        for _ in 0..10_000 {
-            sim.apply(&mut state, Step::CallerWrites(usize::MAX, false));
-            sim.apply(&mut state, Step::WriterRuns(usize::MAX));
-            sim.apply(&mut state, Step::Serve);
-            sim.apply(&mut state, Step::Read);
-            sim.apply(&mut state, Step::ReaderDone);
-            if sim.caller_chunk.is_none()
-                && !sim.writer
-                && sim.replies.is_empty()
-                && !sim.someone_reads()
-            {
-                break;
-            }
-        }
-        if !sim.failed {
-            prop_assert!(sim.wire.is_empty(), "the server read everything");
-            prop_assert!(sim.held.is_empty(), "held bytes were flushed");
-            prop_assert_eq!(state.batches, 0);
-            prop_assert_eq!(state.role, Role::Idle);
-            prop_assert_eq!(state.read_role, ReadRole::Idle);
-            prop_assert!(state.waiters.is_empty());
-        }
-        for caller in &mut sim.callers {
-            let Some(rx) = caller.rx.as_mut() else { continue };
-            let got = rx.try_recv();
-            match (&caller.get, got) {
-                (_, Ok(Err(e))) => prop_assert!((sim.failed && e.is_connection()) || e.is_timeout()),
-                (Some(key), Ok(Ok(Response::Values(v)))) => {
-                    prop_assert_eq!(v.len(), 1);
-                    prop_assert_eq!(&v[0].key[..], &key[..], "another caller's value");
-                }
-                (None, Ok(Ok(Response::Stored))) => {}
-                (want, got) => prop_assert!(false, "{want:?}: {got:?}"),
-            }
-        }
-        prop_assert_eq!(state.callers(), 0);
-    }
-}
+mod props;
