@@ -343,8 +343,9 @@ impl Connection {
             match queued {
                 Some(queued) => break queued,
                 // Every place is taken (rare): wait, with a timer of its own,
-                // for a reply to free one.
-                None => shared.wait_for_room(deadline).await?,
+                // for a reply to free one. (Boxed: its timer stays out of
+                // every call's future.)
+                None => Box::pin(shared.wait_for_room(deadline)).await?,
             }
         };
         shared.counters.bytes_out(encoded);

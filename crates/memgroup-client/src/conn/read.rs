@@ -175,12 +175,13 @@ impl Shared {
         });
         // Polled again without its reply (its own `select!`, a manual poll)
         // past its deadline, it times out then, like any caller.
-        match timer::watched(self, deadline, reading).await {
+        let receiver = match timer::watched(self, deadline, reading).await {
+            Ok(reply) => return reply,
+            Err(receiver) => receiver,
+        };
+        match timer::watched(self, deadline, receiver).await {
             Ok(reply) => reply,
-            Err(receiver) => match timer::watched(self, deadline, receiver).await {
-                Ok(reply) => reply,
-                Err(_) => Err(super::closed().at(&self.server)),
-            },
+            Err(_) => Err(super::closed().at(&self.server)),
         }
     }
 }

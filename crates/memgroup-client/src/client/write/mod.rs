@@ -13,6 +13,7 @@ mod missed;
 mod op;
 mod policy;
 mod replicate;
+mod rest;
 
 pub use batch::MultiWrite;
 

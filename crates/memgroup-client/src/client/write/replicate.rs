@@ -9,6 +9,7 @@ use memgroup_topology::{GroupId, ServerId, Skipped, Target};
 
 use super::op::{Job, WriteOp};
 use super::policy::decided;
+use super::rest::Rest;
 use crate::client::repair::Tracking;
 use crate::client::trace::{self, Attempt};
 use crate::client::{Client, unexpected};
@@ -22,67 +23,6 @@ use crate::pool::Snapshot;
 /// Writes finishing in the background at most; beyond, writes wait for
 /// every group.
 const MAX_BACKGROUND: usize = 4096;
-
-/// The parts of a write still running. Dropped — at the policy's decision,
-/// or with the caller's future — it hands them to a task of their own, so a
-/// group that misses still queues its repair.
-struct Rest {
-    running: Unordered<Result<Target, Skipped>, Part>,
-    client: Client,
-    snap: Arc<Snapshot>,
-    job: Arc<Job>,
-    /// Where the caller's outcome waits for them ([`WriteOutcome::settled`]).
-    settling: Option<Arc<Settling>>,
-}
-
-impl Drop for Rest {
-    fn drop(&mut self) {
-        if self.running.len() == 0 {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let mut running = std::mem::replace(&mut self.running, Unordered::with_capacity(0));
-        let (client, snap, job) = (self.client.clone(), self.snap.clone(), self.job.clone());
-        let settling = self.settling.take();
-        let background = client.inner.background();
-        let mut closing = client.inner.closing.subscribe();
-        runtime.spawn(async move {
-            // However the task ends, the caller's settled outcome does not
-            // wait for groups nobody will report.
-            let _abandon = settling.clone().map(Abandon);
-            loop {
-                tokio::select! {
-                    part = running.next() => {
-                        let Some(mut part) = part else { break };
-                        client.repair_if_missed(&snap, &job, &mut part);
-                        if let Some(settling) = &settling {
-                            settling.answered(part.outcome(&snap));
-                        }
-                    }
-                    // A close past its deadline: each group still
-                    // outstanding owes a repair (its write may still land),
-                    // which the close journals.
-                    Ok(_) = closing.wait_for(|c| *c) => {
-                        client.owe_outstanding(&snap, &job, &running);
-                        break;
-                    }
-                }
-            }
-            drop(background);
-        });
-    }
-}
-
-/// Ends a settling outcome's wait when dropped.
-struct Abandon(Arc<Settling>);
-
-impl Drop for Abandon {
-    fn drop(&mut self) {
-        self.0.abandoned();
-    }
-}
 
 /// One group's answer to a write.
 pub(super) struct Part {
@@ -101,7 +41,7 @@ pub(super) struct Part {
 
 impl Part {
     /// The group's outcome, as the caller's [`WriteOutcome`] lists it.
-    fn outcome(&self, snap: &Snapshot) -> GroupOutcome {
+    pub(super) fn outcome(&self, snap: &Snapshot) -> GroupOutcome {
         GroupOutcome {
             id: self.group,
             group: snap.group_name(self.group).clone(),
@@ -356,9 +296,9 @@ impl Client {
         running.start(|target| self.part(snap, &job, target));
         let mut rest = Rest {
             running,
-            client: self.clone(),
-            snap: snap.clone(),
-            job: job.clone(),
+            client: self,
+            snap,
+            job: &job,
             settling: None,
         };
         // Too many writes already finishing in the background (a group that
@@ -452,7 +392,17 @@ impl Client {
         let (client, snap, job) = (self.clone(), snap.clone(), job.clone());
         Box::pin(async move {
             let (server, reply) = match target {
-                Ok(t) => client.send_part(&snap, &job, t).await,
+                Ok(t) => {
+                    let request = job.request(t.group);
+                    let reply = client.exec(&snap, t, &request, Attempt::First).await;
+                    match client.failover_after(&snap, &job, t, &reply) {
+                        Some(other) => (
+                            other.server,
+                            (client.exec(&snap, other, &request, Attempt::Failover)).await,
+                        ),
+                        None => (t.server, reply),
+                    }
+                }
                 Err(_) => (server, Err(Error::passed_over(snap.name(server)))),
             };
             let result = match &reply {
@@ -471,29 +421,24 @@ impl Client {
         })
     }
 
-    /// Sends a write's request to its group's `target`. When no connection
-    /// to that server could be opened (nothing was sent: the first write
-    /// after a server died, before the dead-host record knew) and the group
-    /// fails over, the write goes to the server failover picks now that the
-    /// record knows, as a read would: the key's own server then gets a
-    /// repair. Returns the server written to, with its reply.
-    async fn send_part(
+    /// Where a write's request to its group's `target` goes again after
+    /// `reply`: when no connection to that server could be opened (nothing
+    /// was sent: the first write after a server died, before the dead-host
+    /// record knew) and the group fails over, to the server failover picks
+    /// now that the record knows, as a read would; the key's own server then
+    /// gets a repair. (Not an `async fn` of its own: awaited in the part,
+    /// the request's future is moved once less.)
+    fn failover_after(
         &self,
         snap: &Snapshot,
         job: &Job,
         target: Target,
-    ) -> (ServerId, Result<Option<Response>, Error>) {
-        let request = job.request(target.group);
-        let reply = self.exec(snap, target, &request, Attempt::First).await;
+        reply: &Result<Option<Response>, Error>,
+    ) -> Option<Target> {
         if !reply.as_ref().is_err_and(Error::is_unsent) {
-            return (target.server, reply);
+            return None;
         }
-        match self.group_target(snap, job.key_of(target.group), target.group) {
-            Some(other) if other.server != target.server => {
-                let reply = self.exec(snap, other, &request, Attempt::Failover).await;
-                (other.server, reply)
-            }
-            _ => (target.server, reply),
-        }
+        self.group_target(snap, job.key_of(target.group), target.group)
+            .filter(|other| other.server != target.server)
     }
 }
