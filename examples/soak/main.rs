@@ -254,7 +254,21 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         .unwrap();
     let taken = taker.health().repairs.pending;
     let taken_closed = taker.close(Duration::from_secs(30)).await;
-    let journal_left = memgroup::client::list_repair_journal(&journal).len();
+    let left = memgroup::client::list_repair_journal(&journal);
+    let journal_left = left.len();
+    // What was left, and where: a violation names it.
+    let left_where: Vec<String> = left
+        .iter()
+        .map(|e| {
+            let segment = e.segment.file_name().unwrap_or_default().to_string_lossy();
+            let held = if e.held { ", held" } else { "" };
+            format!(
+                "{} on {} ({segment}{held})",
+                String::from_utf8_lossy(&e.repair.key),
+                e.repair.server
+            )
+        })
+        .collect();
     drop(taker);
     let _ = std::fs::remove_dir_all(&journal);
     // Verification, group by group, past the backoff.
@@ -453,7 +467,10 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         ));
     }
     if taken_closed.is_err() || journal_left > 0 {
-        violations.push(format!("{journal_left} journaled repairs left undone"));
+        violations.push(format!(
+            "{journal_left} journaled repairs left undone: {}",
+            left_where.join(", ")
+        ));
     }
     if misdelivered > 0 {
         violations.push(format!("{misdelivered} values for another key"));

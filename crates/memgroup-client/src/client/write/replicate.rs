@@ -398,7 +398,7 @@ impl Client {
                     match client.failover_after(&snap, &job, t, &reply) {
                         Some(other) => (
                             other.server,
-                            (client.exec(&snap, other, &request, Attempt::Failover)).await,
+                            client.exec(&snap, other, &request, Attempt::Failover).await,
                         ),
                         None => (t.server, reply),
                     }
