@@ -254,21 +254,8 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         .unwrap();
     let taken = taker.health().repairs.pending;
     let taken_closed = taker.close(Duration::from_secs(30)).await;
-    let left = memgroup::client::list_repair_journal(&journal);
-    let journal_left = left.len();
-    // What was left, and where: a violation names it.
-    let left_where: Vec<String> = left
-        .iter()
-        .map(|e| {
-            let segment = e.segment.file_name().unwrap_or_default().to_string_lossy();
-            let held = if e.held { ", held" } else { "" };
-            format!(
-                "{} on {} ({segment}{held})",
-                String::from_utf8_lossy(&e.repair.key),
-                e.repair.server
-            )
-        })
-        .collect();
+    let (left_where, for_spare) = writers::journal_left(&journal, &spare_server.addr_string());
+    let journal_left = left_where.len();
     drop(taker);
     let _ = std::fs::remove_dir_all(&journal);
     // Verification, group by group, past the backoff.
@@ -385,13 +372,14 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
         status.converged
     );
     println!(
-        "| short-lived writers | {} runs of {} keys, each exiting 200 ms after its writes; the next process took {taken} journaled repairs ({}), {journal_left} left journaled |",
+        "| short-lived writers | {} runs of {} keys, each exiting 200 ms after its writes; the next process took {taken} journaled repairs ({}), {journal_left} left journaled ({} kept for the spare server, out of the topology) |",
         short_runs.runs,
         writers::SHORT_KEYS,
         match &taken_closed {
             Ok(()) => "all done".to_string(),
             Err(e) => e.to_string(),
-        }
+        },
+        for_spare
     );
     println!(
         "| short-lived writers' keys after the journal | **{short_stale}** stale copies, **{short_divergent}** divergent keys ({short_checked} keys the last run acknowledged) |"
@@ -466,7 +454,10 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
             "short-lived writers' keys: {short_stale} stale copies, {short_divergent} divergent"
         ));
     }
-    if taken_closed.is_err() || journal_left > 0 {
+    if let Err(e) = &taken_closed {
+        violations.push(format!("the next process's close: {e}"));
+    }
+    if journal_left > 0 {
         violations.push(format!(
             "{journal_left} journaled repairs left undone: {}",
             left_where.join(", ")

@@ -172,3 +172,28 @@ pub(crate) fn short_writers(
         runs
     })
 }
+
+/// What is left in the repair journal at `dir` once the next process took
+/// it: each entry named (key, server, segment, held or not), and how many
+/// are owed to the spare server (`spare`, `host:port`). Those stay
+/// journaled by design once the reloads took the spare out of the
+/// topology (kept for a client whose topology has it; the main client's
+/// segment, alive, holds them): not the next process's to do.
+pub(crate) fn journal_left(dir: &Path, spare: &str) -> (Vec<String>, usize) {
+    let (for_spare, left): (Vec<_>, Vec<_>) = memgroup::client::list_repair_journal(dir)
+        .into_iter()
+        .partition(|e| e.repair.server == spare);
+    let named = left
+        .iter()
+        .map(|e| {
+            let segment = e.segment.file_name().unwrap_or_default().to_string_lossy();
+            let held = if e.held { ", held" } else { "" };
+            format!(
+                "{} on {} ({segment}{held})",
+                String::from_utf8_lossy(&e.repair.key),
+                e.repair.server
+            )
+        })
+        .collect();
+    (named, for_spare.len())
+}

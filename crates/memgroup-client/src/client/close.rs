@@ -104,13 +104,35 @@ impl Client {
     }
 
     /// Whether every pending repair's server stays in its backoff past
-    /// `until`: then waiting cannot drain them.
+    /// `until`: then waiting cannot drain them. Not when no repair is queued
+    /// any more (the count the caller read is older: the drain finished
+    /// them meanwhile), which every server would vacuously satisfy.
     fn repairs_stuck_until(&self, until: std::time::Instant) -> bool {
         let snap = self.snapshot();
         let dead = self.inner.pool.dead();
-        self.inner.repairs.servers().iter().all(|name| {
+        stuck(&self.inner.repairs.servers(), |name| {
             snap.server_by_name(name)
                 .is_ok_and(|id| dead.dead_until(id).is_some_and(|t| t > until))
         })
+    }
+}
+
+/// Whether repairs on `servers` cannot drain: there are some, and every
+/// one of their servers is `down` past the deadline.
+fn stuck(servers: &[std::sync::Arc<str>], down: impl Fn(&str) -> bool) -> bool {
+    !servers.is_empty() && servers.iter().all(|name| down(name))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A queue drained since its count was read is not stuck: the close
+    /// waits again (and finds nothing left) instead of failing with the
+    /// old count as "still pending".
+    #[test]
+    fn a_drained_queue_is_not_stuck() {
+        assert!(!super::stuck(&[], |_| true));
+        let servers = ["a:1".into(), "b:2".into()];
+        assert!(super::stuck(&servers, |_| true));
+        assert!(!super::stuck(&servers, |name| name == "a:1"));
     }
 }
