@@ -281,6 +281,10 @@ pub(crate) async fn serve(
         }
     }
     writer.shutdown().await;
+    // Requests still in flight go first (a write's parts move to a task of
+    // the client's, counted in its background): a drain that sees no
+    // connection left, and then closes the client, finds them there.
+    drop(inflight);
     shared.stats.curr_connections.fetch_sub(1, Relaxed);
 }
 
