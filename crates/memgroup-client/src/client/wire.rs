@@ -178,13 +178,13 @@ impl Client {
         let schemes = &self.inner.key_schemes;
         let valid = |b: &[u8]| validate(raw, b).map(drop).map_err(refused);
         let mut own = (!schemes.uniform()).then(|| self.group_keys(snap, &bytes));
+        for (_, bytes, _) in own.iter().flatten() {
+            valid(bytes)?;
+        }
         let every_group = own.as_ref().map(Vec::len) == Some(snap.topology.groups().len());
         if let Some(mut own) = own.take_if(|_| every_group) {
             // Every group has its own scheme: the first one's key stands
             // for the cluster's (which no group uses, and may not be valid).
-            for (_, bytes, _) in &own {
-                valid(bytes)?;
-            }
             let (_, first, long) = own.remove(0);
             let others = Others::besides(own, (&first, long.as_ref()));
             return Ok(WireKey {
@@ -198,9 +198,6 @@ impl Client {
         let others = match own {
             None => Others(None),
             Some(own) => {
-                for (_, bytes, _) in &own {
-                    valid(bytes)?;
-                }
                 let cluster = match &short {
                     Some((short, long)) => (&short[..], Some(long)),
                     None => (&bytes[..], None),
