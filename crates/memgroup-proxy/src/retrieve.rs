@@ -59,17 +59,15 @@ pub(crate) async fn retrieve(shared: &Shared, command: Retrieval, keys: &[Bytes]
             Err(e) => return error_reply(&e),
         }
     } else {
-        // A read per key, all at once, answered in order.
-        let reads: Vec<_> = keys
+        // A read per key, all at once on this connection's task (a read
+        // dropped with its connection ends there: nothing of it, a read
+        // repair included, runs on after the proxy drains and closes the
+        // client), answered in order.
+        let reads = keys
             .iter()
             .zip(&binary)
-            .map(|(key, &binary)| {
-                let (client, key) = (client.clone(), key.clone());
-                tokio::spawn(async move { fetch(&client, &key, command, binary).await })
-            })
-            .collect();
-        for (key, read) in keys.iter().zip(reads) {
-            let found = read.await.unwrap_or_else(|_| Ok(None));
+            .map(|(key, &binary)| fetch(client, key, command, binary));
+        for (key, found) in keys.iter().zip(futures_util::future::join_all(reads).await) {
             if let Err(reply) = hit(&mut out, key, found) {
                 return reply;
             }
