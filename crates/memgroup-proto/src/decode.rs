@@ -260,12 +260,9 @@ enum Head {
 
 /// A classified reply line; ranges index into the line.
 enum Line {
-    Value {
-        key: Range<usize>,
-        flags: u32,
-        len: u64,
-        cas: Option<u64>,
-    },
+    /// A well-formed `VALUE` header where no retrieval's reply is due (a
+    /// retrieval's own are taken before lines are classified).
+    Value,
     /// `CONFIG <key> <flags> <bytes>`: a configuration block.
     Config {
         key: Range<usize>,
@@ -328,7 +325,7 @@ impl Decoder {
     ) -> Result<Option<Response>, ProtoError> {
         loop {
             if let Some(p) = &self.pending {
-                let total = p.line_len + 2 + p.data_len + 2;
+                let total = frame_len(p.line_len, p.data_len);
                 if buf.len() < total {
                     // Room for the whole frame, so the value lands contiguous
                     // and can be handed out without a copy.
@@ -338,36 +335,16 @@ impl Decoder {
                 let Some(p) = self.pending.take() else {
                     unreachable!("checked above")
                 };
-                // One split for header, data and terminator. The frame
-                // itself becomes the value and the key is a slice of it:
-                // each refcount operation is an atomic, so keep them few.
-                let data_start = p.line_len + 2;
-                let data_end = data_start + p.data_len;
-                if &buf[data_end..total] != b"\r\n" {
-                    return Err(ProtoError::BadDataTerminator);
-                }
-                let mut data = buf.split_to(total).freeze();
-                let head = match &p.head {
-                    Head::Value { key, .. } => data.slice(key.clone()),
-                    Head::Meta { flags } => data.slice(flags.clone()),
-                };
-                data.advance(data_start);
-                data.truncate(p.data_len);
                 match p.head {
-                    Head::Value { flags, cas, .. } => {
-                        self.count_reply(total + ITEM_OVERHEAD, self.limits.max_reply)?;
-                        self.values.push(Value {
-                            key: head,
-                            flags,
-                            cas,
-                            data,
-                        });
+                    Head::Value { key, flags, cas } => {
+                        self.push_value(buf, (p.line_len, p.data_len), key, flags, cas)?;
                         continue;
                     }
-                    Head::Meta { .. } => {
+                    Head::Meta { flags } => {
+                        let (flags, data) = take_frame(buf, p.line_len, p.data_len, flags)?;
                         let reply = Response::Meta(MetaResponse {
                             status: MetaStatus::Va,
-                            flags: head,
+                            flags,
                             value: Some(data),
                         });
                         if let Expect::MetaBatch { max_replies } = expect {
@@ -379,6 +356,42 @@ impl Decoder {
                 }
             }
 
+            if let Expect::Values { max_items } = expect
+                && buf.starts_with(b"VALUE ")
+            {
+                // A hit, the line a retrieval's reply is made of: its
+                // header parsed where it lies and, when its data block is
+                // in too (the usual case), taken at once.
+                let Some(line_len) = self.find_line(buf)? else {
+                    return Ok(None);
+                };
+                let line = &buf[..line_len];
+                let (key, flags, len, cas) = value_fields(&line[VALUE.len()..])
+                    .ok_or_else(|| malformed("bad VALUE header", line))?;
+                let key = offset(line, key);
+                // One item per key asked: another is a lie, refused
+                // before its data is read.
+                if self.values.len() >= max_items {
+                    return Err(ProtoError::TooManyItems { asked: max_items });
+                }
+                if self.values.is_empty() {
+                    // Room for every key asked (bounded: a count the
+                    // reply may not reach costs no more than this).
+                    self.values.reserve(max_items.min(MAX_RESERVED_VALUES));
+                }
+                let data_len = self.check_len(len)?;
+                if buf.len() >= frame_len(line_len, data_len) {
+                    self.push_value(buf, (line_len, data_len), key, flags, cas)?;
+                } else {
+                    let head = Head::Value { key, flags, cas };
+                    self.pending = Some(Pending {
+                        line_len,
+                        data_len,
+                        head,
+                    });
+                }
+                continue;
+            }
             if matches!(expect, Expect::Values { .. } | Expect::Config)
                 && buf.starts_with(b"END\r\n")
             {
@@ -397,33 +410,6 @@ impl Decoder {
                 line: excerpt(&buf[..line_len]),
             };
             match (parsed, expect) {
-                (
-                    Line::Value {
-                        key,
-                        flags,
-                        len,
-                        cas,
-                    },
-                    Expect::Values { max_items },
-                ) => {
-                    // One item per key asked: another is a lie, refused
-                    // before its data is read.
-                    if self.values.len() >= max_items {
-                        return Err(ProtoError::TooManyItems { asked: max_items });
-                    }
-                    if self.values.is_empty() {
-                        // Room for every key asked (bounded: a count the
-                        // reply may not reach costs no more than this).
-                        self.values.reserve(max_items.min(MAX_RESERVED_VALUES));
-                    }
-                    let data_len = self.check_len(len)?;
-                    let head = Head::Value { key, flags, cas };
-                    self.pending = Some(Pending {
-                        line_len,
-                        data_len,
-                        head,
-                    });
-                }
                 (Line::Meta { status, flags }, Expect::MetaBatch { max_replies }) => {
                     let line = split_line(buf, line_len);
                     if status == MetaStatus::Mn {
@@ -526,6 +512,30 @@ impl Decoder {
         }
     }
 
+    /// Takes the `VALUE` item at the front of `buf` (its header line of
+    /// `line_len` bytes and its data block of `data_len`, both in `buf`):
+    /// one more value of the retrieval in progress.
+    #[inline]
+    fn push_value(
+        &mut self,
+        buf: &mut BytesMut,
+        (line_len, data_len): (usize, usize),
+        key: Range<usize>,
+        flags: u32,
+        cas: Option<u64>,
+    ) -> Result<(), ProtoError> {
+        let total = frame_len(line_len, data_len);
+        let (key, data) = take_frame(buf, line_len, data_len, key)?;
+        self.count_reply(total + ITEM_OVERHEAD, self.limits.max_reply)?;
+        self.values.push(Value {
+            key,
+            flags,
+            cas,
+            data,
+        });
+        Ok(())
+    }
+
     /// One more reply of a quiet batch of `max_replies` commands: each
     /// command answers once at most (errors included), and the batch's
     /// bytes count against [`Limits::max_reply`].
@@ -573,6 +583,7 @@ impl Decoder {
 
     /// Finds the end of the line at the front of `buf`, searching only bytes
     /// not searched before. Returns the line's length without `\r\n`.
+    #[inline]
     fn find_line(&mut self, buf: &BytesMut) -> Result<Option<usize>, ProtoError> {
         let start = self.scanned.min(buf.len());
         let Some(i) = find_newline(&buf[start..]) else {
@@ -600,6 +611,40 @@ impl Decoder {
     }
 }
 
+/// The prefix of a hit's header line.
+const VALUE: &[u8] = b"VALUE ";
+
+/// The bytes of a header line of `line_len` and its data block of
+/// `data_len`, each with its `\r\n`.
+fn frame_len(line_len: usize, data_len: usize) -> usize {
+    line_len + 2 + data_len + 2
+}
+
+/// Takes a header line and its data block off the front of `buf` (both in
+/// it): the `head` part of the line and the data. One split for header,
+/// data and terminator: the frame itself becomes the value and the head is
+/// a slice of it (each reference count operation is an atomic: keep them
+/// few).
+#[inline]
+fn take_frame(
+    buf: &mut BytesMut,
+    line_len: usize,
+    data_len: usize,
+    head: Range<usize>,
+) -> Result<(bytes::Bytes, bytes::Bytes), ProtoError> {
+    let total = frame_len(line_len, data_len);
+    let data_start = line_len + 2;
+    let data_end = data_start + data_len;
+    if &buf[data_end..total] != b"\r\n" {
+        return Err(ProtoError::BadDataTerminator);
+    }
+    let mut data = buf.split_to(total).freeze();
+    let head = data.slice(head);
+    data.advance(data_start);
+    data.truncate(data_len);
+    Ok((head, data))
+}
+
 /// The most values a retrieval's reply makes room for before they arrive.
 const MAX_RESERVED_VALUES: usize = 1024;
 
@@ -622,15 +667,9 @@ fn classify(line: &[u8]) -> Result<Line, ProtoError> {
 }
 
 fn classify_fields(line: &[u8]) -> Result<Line, ProtoError> {
-    if let Some(fields) = line.strip_prefix(b"VALUE ") {
-        let (key, flags, len, cas) =
-            value_fields(fields).ok_or_else(|| malformed("bad VALUE header", line))?;
-        return Ok(Line::Value {
-            key: offset(line, key),
-            flags,
-            len,
-            cas,
-        });
+    if let Some(fields) = line.strip_prefix(VALUE) {
+        value_fields(fields).ok_or_else(|| malformed("bad VALUE header", line))?;
+        return Ok(Line::Value);
     }
     if let Some(fields) = line.strip_prefix(b"CONFIG ") {
         let (key, flags, len, cas) =

@@ -84,6 +84,7 @@ pub(crate) fn dec_u64(i: In<'_>) -> IResult<In<'_>, u64> {
 
 /// [`dec_u64`] without nom's error: the number and what follows it, or
 /// why there is none (no digit, over 20 digits, or an overflow).
+#[inline]
 pub(crate) fn digits(i: In<'_>) -> Result<(u64, In<'_>), nom::error::ErrorKind> {
     let mut n: u64 = 0;
     let mut count = 0;
@@ -126,6 +127,7 @@ pub(crate) fn dec_u32(i: In<'_>) -> IResult<In<'_>, u32> {
 /// nothing after. The line every hit arrives on, so its fields are taken one
 /// after the other without a combinator chain (which cost about twice the
 /// instructions per value).
+#[inline]
 pub(crate) fn value_fields(i: In<'_>) -> Option<(In<'_>, u32, u64, Option<u64>)> {
     // One pass, no parser state: the key to the first space, then each
     // number after exactly one space.
