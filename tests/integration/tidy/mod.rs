@@ -68,7 +68,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("crates/memgroup-hash/src/hash.rs", 519),
     ("crates/memgroup-hash/src/locator.rs", 922),
     ("crates/memgroup-hash/tests/vectors.rs", 900),
-    ("crates/memgroup-proto/src/decode.rs", 715),
+    ("crates/memgroup-proto/src/decode.rs", 618),
     ("crates/memgroup-proto/src/request.rs", 829),
     ("crates/memgroup-proto/src/response.rs", 563),
     ("crates/memgroup-proto/src/tests.rs", 1436),
