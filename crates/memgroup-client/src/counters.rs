@@ -173,6 +173,9 @@ pub(crate) struct ServerCounters {
     /// [`REPLY_GRAIN`] or nothing else is outstanding, so it is written about
     /// once a millisecond under load, not per request.
     waiting_since: AtomicU64,
+    /// Told by the stall watch ([`crate::client::hedge`]) while the server
+    /// looks stalled: wakes the `get`s waiting on it that may hedge.
+    stall: tokio::sync::Notify,
     /// Whether the server speaks the meta protocol, once known
     /// ([`crate::conn::probe`]): 0 not yet, 1 yes, 2 no.
     meta: AtomicU8,
@@ -286,6 +289,17 @@ impl ServerCounters {
         let quiet = u64::try_from(quiet.as_nanos()).unwrap_or(u64::MAX);
         let since = self.waiting_since.load(Relaxed);
         since != 0 && (now + 1).saturating_sub(since) > quiet
+    }
+
+    /// Resolves when the stall watch next finds the server stalled (a
+    /// waiter counts from its first poll).
+    pub(crate) fn stall_seen(&self) -> tokio::sync::futures::Notified<'_> {
+        self.stall.notified()
+    }
+
+    /// Wakes every `get` waiting in [`ServerCounters::stall_seen`].
+    pub(crate) fn tell_stalled(&self) {
+        self.stall.notify_waiters();
     }
 
     /// The server answered a request: the run of timeouts ends.

@@ -6,13 +6,20 @@
 //!   the key's next group is asked at once too and the first hit wins. (A
 //!   per-request timer would cost every `get` a timer and an allocation,
 //!   about a tenth of the throughput at 32 in flight; this check is two
-//!   atomic loads.) The request to the stalled server still goes out and
-//!   runs on in the background, so its timeout counts and the server is
-//!   marked down. What it does not catch is one slow reply from a server
-//!   that keeps answering others: the read queue bound and the timeout
-//!   cover that. Past the budget, a read passes a stalled-looking server
-//!   over for the next group without a second request, as the fast-fail
-//!   below does.
+//!   atomic loads.) A `get` already waiting when its server stalls is told
+//!   by the stall watch, one task per client that runs while requests wait
+//!   and looks at every server once per hedge delay, and hedges then: so a
+//!   server that stops answering costs a waiting `get` about twice the
+//!   delay, not its timeout (the `get` waits on its server's `Notify`
+//!   besides its reply: with several groups and hedging on only). The
+//!   request to the stalled server still goes out and runs on, so its
+//!   timeout counts and the server is marked down (a request already
+//!   waiting is left to its connection, which times it out uncounted:
+//!   the hedges sent after it count). What it does not catch is one slow
+//!   reply from a server that keeps answering others: the read queue bound
+//!   and the timeout cover that. Past the budget, a read passes a
+//!   stalled-looking server over for the next group without a second
+//!   request, as the fast-fail below does.
 //!   Hedges come out of a budget — a share of reads (10 % by default) with a
 //!   small burst — since cross-zone traffic costs money and a fixed delay
 //!   would hedge a fixed share under load. Reads with a CAS unique, leases
@@ -25,8 +32,11 @@
 //!   so they fall back to the next group at once instead of queueing behind
 //!   a server that is not answering.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::Poll;
 use std::time::Duration;
 
 use memgroup_proto::{Key, Request, Response};
@@ -90,6 +100,8 @@ pub(crate) struct Hedging {
     pub(crate) hedged: AtomicU64,
     /// The read queue bound (0: off).
     pub(crate) max_read_queue: usize,
+    /// Whether the stall watch runs.
+    watching: AtomicBool,
 }
 
 impl Hedging {
@@ -100,6 +112,7 @@ impl Hedging {
             tokens: AtomicU64::new(BURST),
             hedged: AtomicU64::new(0),
             max_read_queue,
+            watching: AtomicBool::new(false),
         }
     }
 
@@ -191,6 +204,7 @@ impl Client {
         next: impl FnOnce() -> Option<Target>,
     ) -> (Answer, Option<Answer>) {
         let hedging = &self.inner.hedging;
+        let mut next = Some(next);
         let keys = [key];
         let request = Request::Get { keys: &keys };
         let stalled = (hedging.hedge.is_on() && snap.topology.groups().len() > 1)
@@ -207,11 +221,21 @@ impl Client {
                 // out there, so the server is marked down.
                 return ((first, Err(stalled)), None);
             }
-            match next() {
+            match next.take().and_then(|next| next()) {
                 // Boxed: the two requests' futures stay out of every `get`'s.
                 Some(second) => {
                     let there = (wire.key_of(second.group), wire.long_of(second.group));
-                    let hedge = self.hedge(snap, [(key, long), there], (first, second), attempt);
+                    // The first request still goes out (its timeout counts
+                    // towards marking the server down), owning what it uses
+                    // so it can run on after a hit from the hedge.
+                    let primary = self.owned_get(snap, key, first, attempt);
+                    let run_on = |primary| drop(tokio::spawn(primary));
+                    let hedge = self.hedge(
+                        snap,
+                        [(key, long), there],
+                        (first, second),
+                        (primary, run_on),
+                    );
                     return Box::pin(hedge).await;
                 }
                 // Nowhere else to ask: the hedge goes back to the budget.
@@ -220,26 +244,81 @@ impl Client {
                 }
             }
         }
-        let reply = self.exec(snap, first, &request, attempt).await;
-        ((first, reply), None)
+        if !(hedging.hedge.is_on() && snap.topology.groups().len() > 1) {
+            let reply = self.exec(snap, first, &request, attempt).await;
+            return ((first, reply), None);
+        }
+        // Sent while the server seemed well: if it stalls with this request
+        // waiting, the stall watch says so after the hedge delay, and the
+        // hedge goes out then.
+        let mut exec = pin!(self.exec(snap, first, &request, attempt));
+        let mut stall = pin!(snap.counters(first.server).stall_seen());
+        let mut watching = false;
+        let stalled = poll_fn(|cx| {
+            if let Poll::Ready(reply) = exec.as_mut().poll(cx) {
+                return Poll::Ready(Some(reply));
+            }
+            if !std::mem::replace(&mut watching, true) {
+                // After the first poll: the request counts as outstanding,
+                // which keeps the watch running.
+                self.watch_stalls();
+            }
+            stall.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        if let Some(reply) = stalled {
+            return ((first, reply), None);
+        }
+        if hedging.take() {
+            match next.take().and_then(|next| next()) {
+                Some(second) => {
+                    let there = (wire.key_of(second.group), wire.long_of(second.group));
+                    // A hit from the hedge leaves the request where it is:
+                    // its waiter stays on the connection until its timeout.
+                    let hedge = self.hedge(
+                        snap,
+                        [(key, long), there],
+                        (first, second),
+                        (exec.as_mut(), drop),
+                    );
+                    return Box::pin(hedge).await;
+                }
+                None => {
+                    hedging.tokens.fetch_add(1000, Ordering::Relaxed);
+                }
+            }
+        }
+        ((first, exec.await), None)
     }
 
-    /// Sends the `get` of the key to `first` and its hedge to `second`
-    /// (the key and its envelope in each: `at`); the first hit wins.
-    async fn hedge(
+    /// Starts the stall watch, unless it runs.
+    fn watch_stalls(&self) {
+        let watching = &self.inner.hedging.watching;
+        if !watching.load(Ordering::SeqCst) && !watching.swap(true, Ordering::SeqCst) {
+            tokio::spawn(stall_watch(
+                Arc::downgrade(&self.inner),
+                self.inner.hedging.hedge.delay,
+            ));
+        }
+    }
+
+    /// Sends the `get` of the key to `second` (the key and its envelope in
+    /// each target: `at`) while `primary` waits on `first`; the first hit
+    /// wins. When the hedge's does, `run_on` gets the primary.
+    async fn hedge<P>(
         &self,
         snap: &Arc<Snapshot>,
         at: [(Key<'_>, Option<&LongKey>); 2],
         (first, second): (Target, Target),
-        attempt: Attempt,
-    ) -> (Answer, Option<Answer>) {
+        (mut primary, run_on): (P, impl FnOnce(P)),
+    ) -> (Answer, Option<Answer>)
+    where
+        P: Future<Output = Result<Option<Response>, Error>> + Unpin,
+    {
         let keys = [at[1].0];
         let request = Request::Get { keys: &keys };
         self.inner.hedging.hedged.fetch_add(1, Ordering::Relaxed);
         crate::metrics::hedge();
-        // The first request still goes out (its timeout counts towards
-        // marking the server down), owning what it uses so it can run on.
-        let mut primary = self.owned_get(snap, at[0].0, first, attempt);
         let hedge = self.exec(snap, second, &request, Attempt::Hedge);
         tokio::pin!(hedge);
         // A hit the read can use: not from a copy awaiting a repair, and
@@ -263,8 +342,7 @@ impl Client {
             }
             reply = &mut hedge => {
                 if is_hit(second, at[1], &reply) {
-                    // The slow request runs on: its timeout still counts.
-                    tokio::spawn(primary);
+                    run_on(primary);
                     return ((second, reply), None);
                 }
                 ((second, reply), Some((first, primary.await)))
@@ -287,5 +365,36 @@ impl Client {
                 .exec(&snap, target, &Request::Get { keys: &keys }, attempt)
                 .await
         })
+    }
+}
+
+/// The stall watch: every hedge delay while requests wait, it wakes the
+/// `get`s waiting on a server that looks stalled (a request has waited the
+/// delay with nothing answered), which then hedge as they would have had
+/// it looked so when they were sent. It ends when nothing waits (the next
+/// waiting `get` starts it again) or the client is gone.
+async fn stall_watch(inner: Weak<super::Inner>, delay: Duration) {
+    let waiting = |snap: &Snapshot| snap.all_counters().iter().any(|c| c.outstanding_now() > 0);
+    loop {
+        tokio::time::sleep(delay).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let snap = inner.pool.snapshot();
+        let at = crate::clock::nanos(now());
+        for counters in snap.all_counters() {
+            if counters.outstanding_now() > 0 && counters.looks_stalled(at, delay) {
+                counters.tell_stalled();
+            }
+        }
+        if !waiting(&snap) {
+            // A get that starts waiting after this check either finds the
+            // watch stopped (and starts one) or is seen waiting here.
+            let watching = &inner.hedging.watching;
+            watching.store(false, Ordering::SeqCst);
+            if !waiting(&snap) || watching.swap(true, Ordering::SeqCst) {
+                return;
+            }
+        }
     }
 }

@@ -160,6 +160,11 @@ impl Snapshot {
         }
     }
 
+    /// Every server's counters.
+    pub(crate) fn all_counters(&self) -> &[Arc<ServerCounters>] {
+        &self.counters
+    }
+
     /// `server`'s counters.
     pub(crate) fn counters(&self, server: ServerId) -> &Arc<ServerCounters> {
         &self.counters[server.0]
