@@ -44,15 +44,8 @@ async fn gets_from_a_stalled_server_are_hedged_to_the_next_group_within_their_bu
     // stall watch finds its request waiting with nothing answered after
     // the hedge delay, and the hedge goes out then, not at its timeout.
     let started = tokio::time::Instant::now();
-    let mut first = std::pin::pin!(client.get("k0"));
-    let item = loop {
-        tokio::select! {
-            biased;
-            item = &mut first => break item,
-            () = let_io_happen() => tokio::time::advance(DELAY).await,
-        }
-    };
-    assert_eq!(item.unwrap().unwrap().value, "v0");
+    let item = get_stepping_the_clock(&client, "k0").await;
+    assert_eq!(item.value, "v0");
     let took = started.elapsed();
     assert!(took <= 2 * DELAY, "{took:?}");
     assert_eq!(client.health().hedged_reads, 1);
@@ -88,6 +81,40 @@ async fn gets_from_a_stalled_server_are_hedged_to_the_next_group_within_their_bu
         stalled.state,
         memgroup::client::ServerState::Dead { .. }
     ));
+}
+
+/// `client.get(key)`, a hit, while the clock moves a hedge delay at a time.
+async fn get_stepping_the_clock(client: &Client, key: &str) -> memgroup::client::Item {
+    let mut get = std::pin::pin!(client.get(key));
+    loop {
+        tokio::select! {
+            biased;
+            item = &mut get => break item.unwrap().unwrap(),
+            () = let_io_happen() => tokio::time::advance(DELAY).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_get_hedged_while_waiting_leaves_a_request_whose_timeout_counts() {
+    let _clock = HeldClock::hold();
+    let (sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg1.stop();
+    let started = tokio::time::Instant::now();
+    assert_eq!(get_stepping_the_clock(&client, "k0").await.value, "v0");
+    assert!(started.elapsed() < TIMEOUT);
+    assert_eq!(client.health().hedged_reads, 1);
+    // Its request to the stalled server times out, and counts towards
+    // marking it down (one of the three in a row).
+    tokio::time::advance(TIMEOUT).await;
+    let_io_happen().await;
+    let status = client.health();
+    let stalled = status
+        .servers
+        .iter()
+        .find(|s| s.server == sg1.addr_string())
+        .unwrap();
+    assert_eq!(stalled.counters.timeouts, 1, "{:?}", stalled.counters);
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

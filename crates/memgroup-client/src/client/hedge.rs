@@ -13,9 +13,10 @@
 //!   delay, not its timeout (the `get` waits on its server's `Notify`
 //!   besides its reply: with several groups and hedging on only). The
 //!   request to the stalled server still goes out and runs on, so its
-//!   timeout counts and the server is marked down (a request already
-//!   waiting is left to its connection, which times it out uncounted:
-//!   the hedges sent after it count). What it does not catch is one slow
+//!   timeout counts and the server is marked down (for a `get` already
+//!   waiting it is sent again, as its own request cannot move to a task:
+//!   the one waiting is left to its connection, timed out there
+//!   uncounted). What it does not catch is one slow
 //!   reply from a server that keeps answering others: the read queue bound
 //!   and the timeout cover that. Past the budget, a read passes a
 //!   stalled-looking server over for the next group without a second
@@ -125,6 +126,16 @@ impl Hedging {
             });
     }
 
+    /// The key's next group for a hedge just taken from the budget (`next`
+    /// gives it); when there is none, the hedge goes back to the budget.
+    fn spend_on(&self, next: Option<impl FnOnce() -> Option<Target>>) -> Option<Target> {
+        let second = next.and_then(|next| next());
+        if second.is_none() {
+            self.tokens.fetch_add(1000, Ordering::Relaxed);
+        }
+        second
+    }
+
     /// Takes one hedge from the budget, if there is one.
     fn take(&self) -> bool {
         self.tokens
@@ -204,16 +215,18 @@ impl Client {
         next: impl FnOnce() -> Option<Target>,
     ) -> (Answer, Option<Answer>) {
         let hedging = &self.inner.hedging;
-        let mut next = Some(next);
         let keys = [key];
         let request = Request::Get { keys: &keys };
-        let stalled = (hedging.hedge.is_on() && snap.topology.groups().len() > 1)
-            .then(|| {
-                hedging.earn();
-                hedging.stalled(snap, first)
-            })
-            .flatten();
-        if let Some(stalled) = stalled {
+        if !(hedging.hedge.is_on() && snap.topology.groups().len() > 1) {
+            let reply = self.exec(snap, first, &request, attempt).await;
+            return ((first, reply), None);
+        }
+        hedging.earn();
+        let mut next = Some(next);
+        // Boxed: the two requests' futures stay out of every `get`'s.
+        let hedge =
+            |second| Box::pin(self.hedge(snap, (key, long), wire, (first, second), attempt));
+        if let Some(stalled) = hedging.stalled(snap, first) {
             if !hedging.take() {
                 // No hedge in the budget: the read passes the stalled server
                 // over for the next group (no second request), as the read
@@ -221,32 +234,9 @@ impl Client {
                 // out there, so the server is marked down.
                 return ((first, Err(stalled)), None);
             }
-            match next.take().and_then(|next| next()) {
-                // Boxed: the two requests' futures stay out of every `get`'s.
-                Some(second) => {
-                    let there = (wire.key_of(second.group), wire.long_of(second.group));
-                    // The first request still goes out (its timeout counts
-                    // towards marking the server down), owning what it uses
-                    // so it can run on after a hit from the hedge.
-                    let primary = self.owned_get(snap, key, first, attempt);
-                    let run_on = |primary| drop(tokio::spawn(primary));
-                    let hedge = self.hedge(
-                        snap,
-                        [(key, long), there],
-                        (first, second),
-                        (primary, run_on),
-                    );
-                    return Box::pin(hedge).await;
-                }
-                // Nowhere else to ask: the hedge goes back to the budget.
-                None => {
-                    hedging.tokens.fetch_add(1000, Ordering::Relaxed);
-                }
+            if let Some(second) = hedging.spend_on(next.take()) {
+                return hedge(second).await;
             }
-        }
-        if !(hedging.hedge.is_on() && snap.topology.groups().len() > 1) {
-            let reply = self.exec(snap, first, &request, attempt).await;
-            return ((first, reply), None);
         }
         // Sent while the server seemed well: if it stalls with this request
         // waiting, the stall watch says so after the hedge delay, and the
@@ -269,24 +259,13 @@ impl Client {
         if let Some(reply) = stalled {
             return ((first, reply), None);
         }
-        if hedging.take() {
-            match next.take().and_then(|next| next()) {
-                Some(second) => {
-                    let there = (wire.key_of(second.group), wire.long_of(second.group));
-                    // A hit from the hedge leaves the request where it is:
-                    // its waiter stays on the connection until its timeout.
-                    let hedge = self.hedge(
-                        snap,
-                        [(key, long), there],
-                        (first, second),
-                        (exec.as_mut(), drop),
-                    );
-                    return Box::pin(hedge).await;
-                }
-                None => {
-                    hedging.tokens.fetch_add(1000, Ordering::Relaxed);
-                }
-            }
+        if hedging.take()
+            && let Some(second) = hedging.spend_on(next.take())
+        {
+            // The request waiting is left to its connection (timed out
+            // there, uncounted): the hedge's own request to the stalled
+            // server, sent behind it, counts.
+            return hedge(second).await;
         }
         ((first, exec.await), None)
     }
@@ -302,23 +281,28 @@ impl Client {
         }
     }
 
-    /// Sends the `get` of the key to `second` (the key and its envelope in
-    /// each target: `at`) while `primary` waits on `first`; the first hit
-    /// wins. When the hedge's does, `run_on` gets the primary.
-    async fn hedge<P>(
+    /// Sends the `get` of the key to `first` and its hedge to `second`
+    /// (the key and its envelope in each, from `wire` there); the first
+    /// hit wins.
+    async fn hedge(
         &self,
         snap: &Arc<Snapshot>,
-        at: [(Key<'_>, Option<&LongKey>); 2],
+        (key, long): (Key<'_>, Option<&LongKey>),
+        wire: &WireKey<'_>,
         (first, second): (Target, Target),
-        (mut primary, run_on): (P, impl FnOnce(P)),
-    ) -> (Answer, Option<Answer>)
-    where
-        P: Future<Output = Result<Option<Response>, Error>> + Unpin,
-    {
+        attempt: Attempt,
+    ) -> (Answer, Option<Answer>) {
+        let at = [
+            (key, long),
+            (wire.key_of(second.group), wire.long_of(second.group)),
+        ];
         let keys = [at[1].0];
         let request = Request::Get { keys: &keys };
         self.inner.hedging.hedged.fetch_add(1, Ordering::Relaxed);
         crate::metrics::hedge();
+        // The first request still goes out (its timeout counts towards
+        // marking the server down), owning what it uses so it can run on.
+        let mut primary = self.owned_get(snap, at[0].0, first, attempt);
         let hedge = self.exec(snap, second, &request, Attempt::Hedge);
         tokio::pin!(hedge);
         // A hit the read can use: not from a copy awaiting a repair, and
@@ -342,7 +326,8 @@ impl Client {
             }
             reply = &mut hedge => {
                 if is_hit(second, at[1], &reply) {
-                    run_on(primary);
+                    // The slow request runs on: its timeout still counts.
+                    tokio::spawn(primary);
                     return ((second, reply), None);
                 }
                 ((second, reply), Some((first, primary.await)))
