@@ -118,6 +118,51 @@ async fn a_get_hedged_while_waiting_leaves_a_request_whose_timeout_counts() {
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn gets_waiting_past_the_budget_are_passed_over_when_their_server_stalls() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg1.stop();
+    // Twelve gets wait on the stalled server, sent before anything said it
+    // was: the budget's burst hedges ten, the other two go to sg2 without
+    // a second request. None waits out its timeout.
+    let sg2_gets = crate::support::raw::stat(sg2.addr(), "cmd_get");
+    let started = tokio::time::Instant::now();
+    let mut gets = std::pin::pin!(spawned_gets(&client, 12));
+    let items = loop {
+        tokio::select! {
+            biased;
+            items = &mut gets => break items,
+            () = let_io_happen() => tokio::time::advance(DELAY).await,
+        }
+    };
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+    for (i, item) in items.into_iter().enumerate() {
+        assert_eq!(item.unwrap().unwrap().value, format!("v{i}").as_bytes());
+    }
+    assert_eq!(client.health().hedged_reads, 10);
+    let asked = crate::support::raw::stat(sg2.addr(), "cmd_get") - sg2_gets;
+    assert_eq!(asked, 12);
+}
+
+/// Gets of `k0`..`k{n-1}`, each on a task of its own, in order.
+async fn spawned_gets(
+    client: &Client,
+    n: usize,
+) -> Vec<Result<Option<memgroup::client::Item>, memgroup::client::Error>> {
+    let mut gets: Vec<_> = (0..n)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get(format!("k{i}")).await })
+        })
+        .collect();
+    let mut items = Vec::new();
+    for get in gets.drain(..) {
+        items.push(get.await.unwrap());
+    }
+    items
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_server_that_keeps_answering_is_not_hedged() {
     let _clock = HeldClock::hold();
     let (_sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;

@@ -259,13 +259,18 @@ impl Client {
         if let Some(reply) = stalled {
             return ((first, reply), None);
         }
-        if hedging.take()
-            && let Some(second) = hedging.spend_on(next.take())
-        {
+        // (The server answered meanwhile: no longer stalled.)
+        if let Some(stalled) = hedging.stalled(snap, first) {
             // The request waiting is left to its connection (timed out
-            // there, uncounted): the hedge's own request to the stalled
-            // server, sent behind it, counts.
-            return hedge(second).await;
+            // there, uncounted).
+            if !hedging.take() {
+                // Past the budget, passed over as at its send.
+                return ((first, Err(stalled)), None);
+            }
+            if let Some(second) = hedging.spend_on(next.take()) {
+                // The hedge's own request to the stalled server counts.
+                return hedge(second).await;
+            }
         }
         ((first, exec.await), None)
     }
