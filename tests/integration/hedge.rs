@@ -44,7 +44,7 @@ async fn gets_from_a_stalled_server_are_hedged_to_the_next_group_within_their_bu
     // stall watch finds its request waiting with nothing answered after
     // the hedge delay, and the hedge goes out then, not at its timeout.
     let started = tokio::time::Instant::now();
-    let item = get_stepping_the_clock(&client, "k0").await;
+    let item = get_stepping_the_clock(&client, "k0").await.unwrap();
     assert_eq!(item.value, "v0");
     let took = started.elapsed();
     assert!(took <= 2 * DELAY, "{took:?}");
@@ -83,16 +83,29 @@ async fn gets_from_a_stalled_server_are_hedged_to_the_next_group_within_their_bu
     ));
 }
 
-/// `client.get(key)`, a hit, while the clock moves a hedge delay at a time.
-async fn get_stepping_the_clock(client: &Client, key: &str) -> memgroup::client::Item {
+/// `client.get(key)` while the clock moves a hedge delay at a time.
+async fn get_stepping_the_clock(client: &Client, key: &str) -> Option<memgroup::client::Item> {
     let mut get = std::pin::pin!(client.get(key));
     loop {
         tokio::select! {
             biased;
-            item = &mut get => break item.unwrap().unwrap(),
+            item = &mut get => break item.unwrap(),
             () = let_io_happen() => tokio::time::advance(DELAY).await,
         }
     }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_miss_waits_for_no_stalled_fallback() {
+    let _clock = HeldClock::hold();
+    let (_sg1, sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg2.stop();
+    // sg1 answers that it has no such key; the fallback to sg2 then waits
+    // on a server that stopped answering, until the stall watch says so:
+    // sg1's miss stands, and nothing waits out the timeout.
+    let started = tokio::time::Instant::now();
+    assert!(get_stepping_the_clock(&client, "absent").await.is_none());
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
@@ -101,7 +114,10 @@ async fn a_get_hedged_while_waiting_leaves_a_request_whose_timeout_counts() {
     let (sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
     sg1.stop();
     let started = tokio::time::Instant::now();
-    assert_eq!(get_stepping_the_clock(&client, "k0").await.value, "v0");
+    assert_eq!(
+        get_stepping_the_clock(&client, "k0").await.unwrap().value,
+        "v0"
+    );
     assert!(started.elapsed() < TIMEOUT);
     assert_eq!(client.health().hedged_reads, 1);
     // Its request to the stalled server times out, and counts towards

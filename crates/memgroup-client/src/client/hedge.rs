@@ -20,7 +20,10 @@
 //!   reply from a server that keeps answering others: the read queue bound
 //!   and the timeout cover that. Past the budget, a read passes a
 //!   stalled-looking server over for the next group without a second
-//!   request, as the fast-fail below does.
+//!   request, as the fast-fail below does. All this for a key's first try,
+//!   and for a fallback after some group answered the key with a miss (a
+//!   stalled last candidate is then passed over too: the miss stands);
+//!   another fallback waits, so the last candidate still answers.
 //!   Hedges come out of a budget — a share of reads (10 % by default) with a
 //!   small burst — since cross-zone traffic costs money and a fixed delay
 //!   would hedge a fixed share under load. Reads with a CAS unique, leases
@@ -126,14 +129,30 @@ impl Hedging {
             });
     }
 
-    /// The key's next group for a hedge just taken from the budget (`next`
-    /// gives it); when there is none, the hedge goes back to the budget.
-    fn spend_on(&self, next: Option<impl FnOnce() -> Option<Target>>) -> Option<Target> {
-        let second = next.and_then(|next| next());
-        if second.is_none() {
-            self.tokens.fetch_add(1000, Ordering::Relaxed);
+    /// What a `get` does about its stalled server: `Ok` hedges to the
+    /// key's next group (`next` gives it) with a hedge from the budget;
+    /// `Err(true)` passes the server over (no request there, or none
+    /// awaited) for the next group: past the budget (the hedges sent go on
+    /// timing out there, so the server is marked down), as the read
+    /// queue's fast-fail does, or with no next group when some group
+    /// already answered the key (`answered`: its answer, a miss, stands);
+    /// `Err(false)` waits for the server, the last to ask.
+    fn on_stall(
+        &self,
+        next: Option<impl FnOnce() -> Option<Target>>,
+        answered: bool,
+    ) -> Result<Target, bool> {
+        if !self.take() {
+            return Err(true);
         }
-        second
+        match next.and_then(|next| next()) {
+            Some(second) => Ok(second),
+            None => {
+                // Nowhere else to ask: the hedge goes back to the budget.
+                self.tokens.fetch_add(1000, Ordering::Relaxed);
+                Err(answered)
+            }
+        }
     }
 
     /// Takes one hedge from the budget, if there is one.
@@ -211,7 +230,7 @@ impl Client {
         (key, long): (Key<'_>, Option<&LongKey>),
         wire: &WireKey<'_>,
         first: Target,
-        attempt: Attempt,
+        (attempt, answered): (Attempt, bool),
         next: impl FnOnce() -> Option<Target>,
     ) -> (Answer, Option<Answer>) {
         let hedging = &self.inner.hedging;
@@ -227,15 +246,10 @@ impl Client {
         let hedge =
             |second| Box::pin(self.hedge(snap, (key, long), wire, (first, second), attempt));
         if let Some(stalled) = hedging.stalled(snap, first) {
-            if !hedging.take() {
-                // No hedge in the budget: the read passes the stalled server
-                // over for the next group (no second request), as the read
-                // queue's fast-fail does. The hedges it did send go on timing
-                // out there, so the server is marked down.
-                return ((first, Err(stalled)), None);
-            }
-            if let Some(second) = hedging.spend_on(next.take()) {
-                return hedge(second).await;
+            match hedging.on_stall(next.take(), answered) {
+                Ok(second) => return hedge(second).await,
+                Err(true) => return ((first, Err(stalled)), None),
+                Err(false) => {}
             }
         }
         // Sent while the server seemed well: if it stalls with this request
@@ -259,17 +273,14 @@ impl Client {
         if let Some(reply) = stalled {
             return ((first, reply), None);
         }
-        // (The server answered meanwhile: no longer stalled.)
+        // (The server answered meanwhile: no longer stalled.) The request
+        // waiting is left to its connection (timed out there, uncounted);
+        // a hedge's own request to the stalled server counts.
         if let Some(stalled) = hedging.stalled(snap, first) {
-            // The request waiting is left to its connection (timed out
-            // there, uncounted).
-            if !hedging.take() {
-                // Past the budget, passed over as at its send.
-                return ((first, Err(stalled)), None);
-            }
-            if let Some(second) = hedging.spend_on(next.take()) {
-                // The hedge's own request to the stalled server counts.
-                return hedge(second).await;
+            match hedging.on_stall(next.take(), answered) {
+                Ok(second) => return hedge(second).await,
+                Err(true) => return ((first, Err(stalled)), None),
+                Err(false) => {}
             }
         }
         ((first, exec.await), None)

@@ -227,10 +227,13 @@ impl Client {
                 let (key, attempt) = (read.key_at(target.group), read.attempt);
                 let keys = [key];
                 let blocked = [blocked_at(snap, &self.inner.repairs, target, key)];
-                // Only a key's first try hedges or passes a server over: a
-                // fallback waits, so the last candidate still answers.
+                // A key's first try hedges or passes a stalled server over,
+                // and so does a try after some group answered the key (with
+                // a miss, which stands); another fallback waits, so the last
+                // candidate still answers.
+                let answered = read.answered;
                 let answers = if op.hedges()
-                    && attempt == Attempt::First
+                    && (attempt == Attempt::First || answered)
                     && self.inner.hedging.overloaded(snap, target).is_none()
                 {
                     let pool = &self.inner.pool;
@@ -239,7 +242,7 @@ impl Client {
                         let dead = pool.dead_view();
                         read.next(&dead, dead.now())
                     };
-                    self.hedged_get(snap, (key, long), wire, target, attempt, next)
+                    self.hedged_get(snap, (key, long), wire, target, (attempt, answered), next)
                         .await
                 } else {
                     let reply = self
