@@ -96,6 +96,20 @@ async fn get_stepping_the_clock(client: &Client, key: &str) -> Option<memgroup::
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_miss_from_the_hedge_waits_for_no_stalled_server() {
+    let _clock = HeldClock::hold();
+    let (sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg1.stop();
+    // The get waits on the stalled sg1 until the stall watch says so; its
+    // hedge to sg2 answers that it has no such key: the miss stands, the
+    // stalled server passed over.
+    let started = tokio::time::Instant::now();
+    assert!(get_stepping_the_clock(&client, "absent").await.is_none());
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+    assert_eq!(client.health().hedged_reads, 1);
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_miss_waits_for_no_stalled_fallback() {
     let _clock = HeldClock::hold();
     let (_sg1, sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
