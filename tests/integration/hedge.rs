@@ -110,6 +110,50 @@ async fn a_miss_from_the_hedge_waits_for_no_stalled_server() {
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_fallback_to_a_stalled_server_is_hedged_to_the_next_group() {
+    let _clock = HeldClock::hold();
+    let (mut sg1, sg2, sg3) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
+    let groups = format!(
+        "sg1={};sg2={};sg3={}",
+        sg1.addr_string(),
+        sg2.addr_string(),
+        sg3.addr_string()
+    );
+    let client = Client::builder()
+        .evcache_groups(&groups)
+        .zone("sg1")
+        .read_fallback(memgroup::client::ReadFallback::AllCopies)
+        .timeout(TIMEOUT)
+        .write_wait(memgroup::client::WriteWait::AllGroups)
+        .hedge(Hedge::new(DELAY, 0.10))
+        .build()
+        .unwrap();
+    for i in 0..5 {
+        client
+            .set(format!("k{i}"), format!("v{i}"), 0)
+            .await
+            .unwrap();
+    }
+    crate::support::background_done(&client).await;
+    // The local group's server is gone (no answer: a failure, not a miss)
+    // and sg2's stalled: a read falling back there is hedged to sg3 once
+    // the stall watch says so (or at once, sg2 looking stalled), and waits
+    // out no timeout.
+    sg1.kill();
+    sg2.stop();
+    for i in 0..5 {
+        let started = tokio::time::Instant::now();
+        let item = get_stepping_the_clock(&client, &format!("k{i}")).await;
+        assert_eq!(item.unwrap().value, format!("v{i}").as_bytes());
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "read {i}: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_miss_waits_for_no_stalled_fallback() {
     let _clock = HeldClock::hold();
     let (_sg1, sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;

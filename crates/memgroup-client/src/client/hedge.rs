@@ -21,10 +21,11 @@
 //!   reply from a server that keeps answering others: the read queue bound
 //!   and the timeout cover that. Past the budget, a read passes a
 //!   stalled-looking server over for the next group without a second
-//!   request, as the fast-fail below does. All this for a key's first try,
-//!   and for a fallback after some group answered the key with a miss (a
-//!   stalled last candidate is then passed over too: the miss stands);
-//!   another fallback waits, so the last candidate still answers.
+//!   request, as the fast-fail below does. Any try of a `get` hedges; a
+//!   key's first try and a fallback after some group answered the key
+//!   with a miss also pass a stalled server over (a stalled last candidate
+//!   too, then: the miss stands); another fallback never does, so the
+//!   last candidate still answers.
 //!   Hedges come out of a budget — a share of reads (10 % by default) with a
 //!   small burst — since cross-zone traffic costs money and a fixed delay
 //!   would hedge a fixed share under load. Reads with a CAS unique, leases
@@ -133,18 +134,19 @@ impl Hedging {
     /// What a `get` does about its stalled server: `Ok` hedges to the
     /// key's next group (`next` gives it) with a hedge from the budget;
     /// `Err(true)` passes the server over (no request there, or none
-    /// awaited) for the next group: past the budget (the hedges sent go on
-    /// timing out there, so the server is marked down), as the read
-    /// queue's fast-fail does, or with no next group when some group
-    /// already answered the key (`answered`: its answer, a miss, stands);
-    /// `Err(false)` waits for the server, the last to ask.
+    /// awaited) for the next group; `Err(false)` waits for it. Past the
+    /// budget a `passable` try passes it over (the hedges sent go on timing
+    /// out there, so the server is marked down), as the read queue's
+    /// fast-fail does; with no next group, only when some group already
+    /// answered the key (`answered`: its answer, a miss, stands), else the
+    /// server is the last to ask.
     fn on_stall(
         &self,
         next: Option<impl FnOnce() -> Option<Target>>,
-        answered: bool,
+        (passable, answered): (bool, bool),
     ) -> Result<Target, bool> {
         if !self.take() {
-            return Err(true);
+            return Err(passable);
         }
         match next.and_then(|next| next()) {
             Some(second) => Ok(second),
@@ -242,12 +244,17 @@ impl Client {
             return ((first, reply), None);
         }
         hedging.earn();
+        // A key's first try may pass a stalled server over, and so may a
+        // try after some group answered the key (with a miss, which
+        // stands); another fallback hedges at most, so the last candidate
+        // still answers.
+        let passable = attempt == Attempt::First || answered;
         let mut next = Some(next);
         // Boxed: the two requests' futures stay out of every `get`'s.
         let hedge =
             |second| Box::pin(self.hedge(snap, (key, long), wire, (first, second), attempt));
         if let Some(stalled) = hedging.stalled(snap, first) {
-            match hedging.on_stall(next.take(), answered) {
+            match hedging.on_stall(next.take(), (passable, answered)) {
                 Ok(second) => return hedge(second).await,
                 Err(true) => return ((first, Err(stalled)), None),
                 Err(false) => {}
@@ -278,7 +285,7 @@ impl Client {
         // waiting is left to its connection (timed out there, uncounted);
         // a hedge's own request to the stalled server counts.
         if let Some(stalled) = hedging.stalled(snap, first) {
-            match hedging.on_stall(next.take(), answered) {
+            match hedging.on_stall(next.take(), (passable, answered)) {
                 Ok(second) => return hedge(second).await,
                 Err(true) => return ((first, Err(stalled)), None),
                 Err(false) => {}

@@ -227,29 +227,26 @@ impl Client {
                 let (key, attempt) = (read.key_at(target.group), read.attempt);
                 let keys = [key];
                 let blocked = [blocked_at(snap, &self.inner.repairs, target, key)];
-                // A key's first try hedges or passes a stalled server over,
-                // and so does a try after some group answered the key (with
-                // a miss, which stands); another fallback waits, so the last
-                // candidate still answers.
+                // Each try of a plain get may hedge (see `hedged_get` for
+                // which may pass a stalled server over); a server over the
+                // read queue bound is passed over by a first try only.
                 let answered = read.answered;
-                let answers = if op.hedges()
-                    && (attempt == Attempt::First || answered)
-                    && self.inner.hedging.overloaded(snap, target).is_none()
-                {
-                    let pool = &self.inner.pool;
-                    let (long, wire) = (read.long_at(target.group), read.wire);
-                    let next = || {
-                        let dead = pool.dead_view();
-                        read.next(&dead, dead.now())
+                let answers =
+                    if op.hedges() && self.inner.hedging.overloaded(snap, target).is_none() {
+                        let pool = &self.inner.pool;
+                        let (long, wire) = (read.long_at(target.group), read.wire);
+                        let next = || {
+                            let dead = pool.dead_view();
+                            read.next(&dead, dead.now())
+                        };
+                        self.hedged_get(snap, (key, long), wire, target, (attempt, answered), next)
+                            .await
+                    } else {
+                        let reply = self
+                            .read_exec(snap, target, &op.request(&keys), attempt, false)
+                            .await;
+                        ((target, reply), None)
                     };
-                    self.hedged_get(snap, (key, long), wire, target, (attempt, answered), next)
-                        .await
-                } else {
-                    let reply = self
-                        .read_exec(snap, target, &op.request(&keys), attempt, false)
-                        .await;
-                    ((target, reply), None)
-                };
                 let (first, second) = answers;
                 let sent_to = target;
                 for (target, reply) in std::iter::once(first).chain(second) {
