@@ -326,8 +326,9 @@ async fn get_or_fill_gives_back_leases_it_cannot_use() {
 
 /// A hedged `get` whose hedge answers first with another key's value under
 /// the digest takes that for no hit: it waits for the first group's answer,
-/// which holds this key's. A real memcached stalled by SIGSTOP; tokio's
-/// clock held by the test.
+/// which holds this key's (the first server answers before the stall watch
+/// looks again). A real memcached stalled by SIGSTOP; tokio's clock held by
+/// the test.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_hedge_answering_with_a_collision_is_no_hit() {
     let _clock = HeldClock::hold();

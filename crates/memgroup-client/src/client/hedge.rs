@@ -4,7 +4,8 @@
 //!   request has waited on it for the hedge delay with nothing answered
 //!   since —
 //!   the key's next group is asked at once too and the first hit wins (a
-//!   miss from the hedge, the server still stalled, passes it over). (A
+//!   miss from the hedge, the server still stalled at the stall watch's
+//!   next look, passes it over). (A
 //!   per-request timer would cost every `get` a timer and an allocation,
 //!   about a tenth of the throughput at 32 in flight; this check is two
 //!   atomic loads.) A `get` already waiting when its server stalls is told
@@ -354,16 +355,32 @@ impl Client {
                     tokio::spawn(primary);
                     return ((second, reply), None);
                 }
-                // An answer without the key, while the first server still
-                // looks stalled: it is passed over as past the budget (the
+                if reply.is_err() {
+                    return ((second, reply), Some((first, primary.await)));
+                }
+                // An answer without the key: the first server's is awaited
+                // until the stall watch finds it stalled still (one look
+                // more, so a server that was only slow for a moment still
+                // answers); then it is passed over as past the budget (the
                 // key's walk goes on, or ends with this miss), its request
                 // running on.
-                let stalled = reply.is_ok().then(|| self.inner.hedging.stalled(snap, first));
-                if let Some(Some(stalled)) = stalled {
-                    tokio::spawn(primary);
-                    return ((second, reply), Some((first, Err(stalled))));
-                }
-                ((second, reply), Some((first, primary.await)))
+                let mut stall = pin!(snap.counters(first.server).stall_seen());
+                let waited = poll_fn(|cx| match primary.as_mut().poll(cx) {
+                    Poll::Ready(answer) => Poll::Ready(Some(answer)),
+                    Poll::Pending => stall.as_mut().poll(cx).map(|()| None),
+                })
+                .await;
+                let answer = match waited {
+                    Some(answer) => answer,
+                    None => match self.inner.hedging.stalled(snap, first) {
+                        Some(stalled) => {
+                            tokio::spawn(primary);
+                            Err(stalled)
+                        }
+                        None => primary.await,
+                    },
+                };
+                ((second, reply), Some((first, answer)))
             }
         }
     }
