@@ -218,6 +218,34 @@ async fn gets_waiting_past_the_budget_are_passed_over_when_their_server_stalls()
     assert_eq!(asked, 12);
 }
 
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_server_stalled_for_one_look_is_not_passed_over() {
+    let _clock = HeldClock::hold();
+    let (sg1, sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg1.stop();
+    let sg2_gets = crate::support::raw::stat(sg2.addr(), "cmd_get");
+    let gets = tokio::spawn({
+        let client = client.clone();
+        async move { spawned_gets(&client, 12).await }
+    });
+    // Two hedge delays: the stall watch finds sg1 stalled, ten gets hedge
+    // and two, past the budget, wait for one look more...
+    for _ in 0..2 {
+        let_io_happen().await;
+        tokio::time::advance(DELAY).await;
+    }
+    let_io_happen().await;
+    // ...which never comes: sg1 answers them first.
+    sg1.resume();
+    let items = gets.await.unwrap();
+    for (i, item) in items.into_iter().enumerate() {
+        assert_eq!(item.unwrap().unwrap().value, format!("v{i}").as_bytes());
+    }
+    assert_eq!(client.health().hedged_reads, 10);
+    let asked = crate::support::raw::stat(sg2.addr(), "cmd_get") - sg2_gets;
+    assert_eq!(asked, 10, "only the hedges went to sg2");
+}
+
 /// Gets of `k0`..`k{n-1}`, each on a task of its own, in order.
 async fn spawned_gets(
     client: &Client,

@@ -40,7 +40,7 @@
 //!   a server that is not answering.
 
 use std::future::{Future, poll_fn};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::Poll;
@@ -52,6 +52,7 @@ use memgroup_topology::Target;
 use super::trace::Attempt;
 use super::{Client, WireKey};
 use crate::clock::now;
+use crate::counters::ServerCounters;
 use crate::error::{Error, ErrorKind};
 use crate::join::BoxFuture;
 use crate::longkey::LongKey;
@@ -265,30 +266,29 @@ impl Client {
         // waiting, the stall watch says so after the hedge delay, and the
         // hedge goes out then.
         let mut exec = pin!(self.exec(snap, first, &request, attempt));
-        let mut stall = pin!(snap.counters(first.server).stall_seen());
-        let mut watching = false;
-        let stalled = poll_fn(|cx| {
-            if let Poll::Ready(reply) = exec.as_mut().poll(cx) {
-                return Poll::Ready(Some(reply));
-            }
-            if !std::mem::replace(&mut watching, true) {
-                // After the first poll: the request counts as outstanding,
-                // which keeps the watch running.
-                self.watch_stalls();
-            }
-            stall.as_mut().poll(cx).map(|()| None)
-        })
-        .await;
-        if let Some(reply) = stalled {
+        // (Its first look comes a hedge delay on: the request is sent and
+        // counted as outstanding by then.)
+        self.watch_stalls();
+        let counters = snap.counters(first.server);
+        if let Some(reply) = unless_stalled(exec.as_mut(), counters).await {
             return ((first, reply), None);
         }
         // (The server answered meanwhile: no longer stalled.) The request
         // waiting is left to its connection (timed out there, uncounted);
         // a hedge's own request to the stalled server counts.
-        if let Some(stalled) = hedging.stalled(snap, first) {
+        if hedging.stalled(snap, first).is_some() {
             match hedging.on_stall(next.take(), (passable, answered)) {
                 Ok(second) => return hedge(second).await,
-                Err(true) => return ((first, Err(stalled)), None),
+                // Passed over once the watch finds it stalled still (one
+                // look more: a server only slow for a moment still answers).
+                Err(true) => match unless_stalled(exec.as_mut(), counters).await {
+                    Some(reply) => return ((first, reply), None),
+                    None => {
+                        if let Some(stalled) = hedging.stalled(snap, first) {
+                            return ((first, Err(stalled)), None);
+                        }
+                    }
+                },
                 Err(false) => {}
             }
         }
@@ -364,12 +364,7 @@ impl Client {
                 // answers); then it is passed over as past the budget (the
                 // key's walk goes on, or ends with this miss), its request
                 // running on.
-                let mut stall = pin!(snap.counters(first.server).stall_seen());
-                let waited = poll_fn(|cx| match primary.as_mut().poll(cx) {
-                    Poll::Ready(answer) => Poll::Ready(Some(answer)),
-                    Poll::Pending => stall.as_mut().poll(cx).map(|()| None),
-                })
-                .await;
+                let waited = unless_stalled(primary.as_mut(), snap.counters(first.server)).await;
                 let answer = match waited {
                     Some(answer) => answer,
                     None => match self.inner.hedging.stalled(snap, first) {
@@ -401,6 +396,20 @@ impl Client {
                 .await
         })
     }
+}
+
+/// `reply`'s output, or `None` when the stall watch finds `counters`'
+/// server stalled first.
+async fn unless_stalled<F: Future + ?Sized>(
+    mut reply: Pin<&mut F>,
+    counters: &ServerCounters,
+) -> Option<F::Output> {
+    let mut stall = pin!(counters.stall_seen());
+    poll_fn(|cx| match reply.as_mut().poll(cx) {
+        Poll::Ready(answer) => Poll::Ready(Some(answer)),
+        Poll::Pending => stall.as_mut().poll(cx).map(|()| None),
+    })
+    .await
 }
 
 /// The stall watch: every hedge delay while requests wait, it wakes the
