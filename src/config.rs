@@ -293,7 +293,7 @@ struct RawFile {
     zone: Option<String>,
     arbiter: Option<String>,
     arbiter_failover: Option<bool>,
-    pool_size: Option<usize>,
+    pool_size: Option<i64>,
     timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
     read_fallback: Option<String>,
@@ -344,6 +344,19 @@ where
     .transpose()
 }
 
+/// A `pool_size` as written: connections per server, 1 to the limit.
+fn checked_pool_size(size: Option<i64>) -> Result<Option<usize>, ConfigError> {
+    use memgroup_topology::MAX_POOL_SIZE;
+    match size.map(usize::try_from) {
+        None => Ok(None),
+        Some(Ok(n)) if (1..=MAX_POOL_SIZE).contains(&n) => Ok(Some(n)),
+        _ => Err(ConfigError::new(format!(
+            "pool_size = {}: give 1 to {MAX_POOL_SIZE} connections per server",
+            size.unwrap_or_default()
+        ))),
+    }
+}
+
 fn checked_tls(tls: Option<TlsFiles>) -> Result<Option<TlsFiles>, ConfigError> {
     if let Some(t) = &tls {
         t.check()?;
@@ -388,6 +401,18 @@ impl ClusterFile {
         if raw.discover_every_s == Some(0) {
             return Err(ConfigError::new("discover_every_s: give at least 1 second"));
         }
+        let pool_size = checked_pool_size(raw.pool_size)?;
+        if let Some(twice) = raw
+            .groups
+            .iter()
+            .enumerate()
+            .find(|(i, g)| raw.groups[..*i].iter().any(|h| h.name == g.name))
+        {
+            return Err(ConfigError::new(format!(
+                "group {:?} is defined twice",
+                twice.1.name
+            )));
+        }
         let long_keys = keys::long_keys(&raw)?;
         let evcache_keys = keys::evcache_keys(&raw)?;
         let groups = std::mem::take(&mut raw.groups)
@@ -429,7 +454,7 @@ impl ClusterFile {
                 hash: named("hash", raw.hash)?,
                 node_naming: named("node_naming", raw.node_naming)?,
                 sanitize_keys: raw.sanitize,
-                pool_size: raw.pool_size,
+                pool_size,
                 key_prefix: raw.key_prefix,
             },
             zone: raw.zone,

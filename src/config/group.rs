@@ -6,7 +6,7 @@ use memgroup_hash::{HashStrategy, NodeNaming};
 use memgroup_topology::{ClusterSpec, ServerSpec};
 use serde::Deserialize;
 
-use super::{ConfigError, RawFile, TlsFiles, checked_tls, keys, named};
+use super::{ConfigError, RawFile, TlsFiles, checked_pool_size, checked_tls, keys, named};
 
 /// One `[[groups]]` entry: a server group and its own settings, which win
 /// over the file-wide ones.
@@ -46,7 +46,7 @@ pub struct FileGroup {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawGroup {
-    name: String,
+    pub(super) name: String,
     zone: Option<String>,
     #[serde(default)]
     write_only: bool,
@@ -55,7 +55,7 @@ pub(super) struct RawGroup {
     discover: Option<String>,
     hash: Option<String>,
     node_naming: Option<String>,
-    pool_size: Option<usize>,
+    pool_size: Option<i64>,
     username: Option<String>,
     password_file: Option<PathBuf>,
     tls: Option<TlsFiles>,
@@ -90,7 +90,7 @@ impl FileGroup {
             write_only: g.write_only,
             hash: named("hash", g.hash).map_err(in_group)?,
             node_naming: named("node_naming", g.node_naming).map_err(in_group)?,
-            pool_size: g.pool_size,
+            pool_size: checked_pool_size(g.pool_size).map_err(in_group)?,
             username: g.username,
             password_file: g.password_file,
             tls: checked_tls(g.tls).map_err(in_group)?,

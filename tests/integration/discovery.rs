@@ -114,6 +114,20 @@ async fn the_legacy_item_of_a_real_memcached_lists_the_cluster() {
     assert_eq!(down.kind(), ErrorKind::Connection, "{}", down.chain());
     let out = crate::support::memgroup(&["--discover", "127.0.0.1:1", "get", "x"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // The endpoint is read as a --servers entry when the flag is parsed:
+    // a bad port or two endpoints are usage errors naming the flag.
+    for (bad, says) in [
+        ("127.0.0.1:99999", "port"),
+        ("127.0.0.1:1,127.0.0.1:2", "expected one endpoint"),
+    ] {
+        let out = crate::support::memgroup(&["--discover", bad, "get", "x"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains("--discover") && stderr.contains(says),
+            "{bad}: {stderr}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -97,6 +97,7 @@ pub const DEFAULT_GROUP_NAME: &str = "default";
 
 pub use dead::DeadHosts;
 pub use error::TopologyError;
+pub use parse::URL_PARAMS;
 pub use select::{GroupKeys, Keys, ReadCursor, ReadTargets, TargetedWrites, WriteTargets};
 pub use spec::{
     ClusterSpec, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, GroupSpec, MAX_KEY_PREFIX,

@@ -136,9 +136,9 @@ fn server_list(list: &str, default_port: Option<u16>) -> Result<Vec<ServerSpec>,
     Ok(servers)
 }
 
-/// The parameters a `memcache://` URL takes, as its unknown-parameter error
-/// lists them.
-pub(crate) const URL_PARAMS: [&str; 13] = [
+/// The parameters of a `memcache://` URL [`ClusterSpec::parse_url`] takes,
+/// as its unknown-parameter error lists them.
+pub const URL_PARAMS: [&str; 13] = [
     "hash",
     "naming",
     "node_naming",

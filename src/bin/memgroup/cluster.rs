@@ -107,7 +107,7 @@ impl Cluster {
         let mut warnings = Vec::new();
         let cluster = Cluster::resolve(flags, &sources::process_env, &mut warnings)?;
         for warning in warnings {
-            eprintln!("memgroup: warning: {}", crate::output::clean(&warning));
+            crate::output::warning(None, &warning);
         }
         Ok(cluster)
     }

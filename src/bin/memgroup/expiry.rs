@@ -33,11 +33,6 @@ impl ExpiryArgs {
     pub(crate) fn expiry(&self) -> Expiry {
         self.exptime.or(self.exptime_at).unwrap_or(Expiry::Never)
     }
-
-    /// Whether either flag was given.
-    pub(crate) fn given(&self) -> bool {
-        self.exptime.is_some() || self.exptime_at.is_some()
-    }
 }
 
 /// A TTL: `300`, `90s`, `10m`, `2h`, `40d`.

@@ -25,7 +25,7 @@ pub(crate) struct ClusterFlags {
     /// One group found at a configuration endpoint (ElastiCache, Memorystore):
     /// `host:port`, asked `config get cluster` (or the legacy item
     /// `AmazonElastiCache:cluster`). Ranks as --servers.
-    #[arg(long, global = true, hide_short_help = true, value_name = "HOST:PORT")]
+    #[arg(long, global = true, hide_short_help = true, value_name = "HOST:PORT", value_parser = endpoint)]
     pub(crate) discover: Option<String>,
     /// A TOML file describing groups, zones, weights, hashing and timeouts.
     /// (Or MEMGROUP_CONFIG.) For the server list it ranks as a flag: with
@@ -56,13 +56,13 @@ pub(crate) struct ClusterFlags {
     #[arg(long, global = true, hide_short_help = true)]
     pub(crate) arbiter: Option<String>,
     /// Connections per server (default 1).
-    #[arg(long, global = true, hide_short_help = true, value_parser = at_least_one)]
+    #[arg(long, global = true, hide_short_help = true, value_parser = pool_size)]
     pub(crate) pool_size: Option<usize>,
     /// Per-operation timeout in milliseconds (default 500).
-    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, global = true, value_parser = millis)]
     pub(crate) timeout_ms: Option<u64>,
     /// Connect timeout in milliseconds (default 1000).
-    #[arg(long, global = true, hide_short_help = true, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, global = true, hide_short_help = true, value_parser = millis)]
     pub(crate) connect_timeout_ms: Option<u64>,
     /// Turn Whalin-style failover within a group off (default: on for one
     /// group, off for several).
@@ -203,13 +203,45 @@ pub(crate) struct ClusterFlags {
     pub(crate) drain: f64,
 }
 
+/// A configuration endpoint, `host[:port]` as a `--servers` entry (the
+/// port 11211 when left out): one server, no weight.
+fn endpoint(text: &str) -> Result<String, String> {
+    let spec =
+        memgroup::topology::ClusterSpec::parse_server_list(text).map_err(|e| e.to_string())?;
+    match &spec.groups[..] {
+        [group] if group.servers.len() == 1 && group.servers[0].weight == 1 => {
+            let addr = &group.servers[0].addr;
+            Ok(if addr.host.contains(':') {
+                format!("[{}]:{}", addr.host, addr.port)
+            } else {
+                addr.to_string()
+            })
+        }
+        _ => Err("expected one endpoint, host[:port]".to_string()),
+    }
+}
+
 /// A count that must be at least 1 (0 would let nothing through).
 fn at_least_one(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_string()),
         Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
+        Err(_) => Err("expected a whole number".to_string()),
     }
+}
+
+/// Connections per server: 1 to the topology's limit.
+fn pool_size(text: &str) -> Result<usize, String> {
+    use memgroup::topology::MAX_POOL_SIZE;
+    match at_least_one(text)? {
+        n if n > MAX_POOL_SIZE => Err(format!("must be at most {MAX_POOL_SIZE}")),
+        n => Ok(n),
+    }
+}
+
+/// Milliseconds of a timeout: at least 1 (0 would time everything out).
+fn millis(text: &str) -> Result<u64, String> {
+    at_least_one(text).map(|n| n as u64)
 }
 
 /// Parses a hashing strategy by name; `--help` lists every one

@@ -4,7 +4,8 @@
 //! servers unreachable, verification found missing keys); 2 usage or
 //! configuration error; 3 partly done (a write applied by its policy while
 //! some group missed it, a multi-key read some of whose keys went
-//! unanswered).
+//! unanswered); 4 outcome unknown (a conditional write its arbiter did not
+//! answer). The table is in [`exit`].
 //!
 //! [`Cli`] is the command line as clap parses it, [`flags`] its cluster
 //! flags; [`cluster`] resolves
@@ -37,8 +38,12 @@ Exit codes:
      cas, replace of a missing one); a write that missed its policy; keys
      missing after `warm --verify`; a value that cannot be decoded
   2  usage or configuration error, reported on one line naming the bad token
-  3  partly done: a write applied by its policy while some group missed it; a
-     multi-key read where some keys got no answer (named on stderr)
+  3  partly done: a write applied by its policy while some group missed it or
+     did not answer, or whose repairs were not done when it ended (incr, decr,
+     ma); a multi-key read where some keys got no answer (named on stderr)
+  4  outcome unknown: a conditional write (add, cas, incr, ...) sent to the
+     arbiter group and not answered, so it may have been applied; the other
+     groups' copies were cleared
 
 Examples:
   memgroup --servers 10.0.0.1:11211,10.0.0.2:11211 --hash new-compat route user:42

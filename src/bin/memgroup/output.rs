@@ -48,16 +48,30 @@ pub(crate) fn key_failed(
 /// KEY: MESSAGE`, or with `--json` `{"key": KEY, "error": MESSAGE}` (no
 /// `key` when the problem is not about one key).
 pub(crate) fn warn(key: Option<&str>, message: &str) {
+    stderr_line(("error", ""), key, message);
+}
+
+/// A notice that is no failure (a setting overridden, repairs left to the
+/// journal at exit), on one stderr line: `memgroup: warning: [KEY: ]MESSAGE`,
+/// or with `--json` `{"warning": MESSAGE}` (and `"key"` when it is about
+/// one key).
+pub(crate) fn warning(key: Option<&str>, message: &str) {
+    stderr_line(("warning", "warning: "), key, message);
+}
+
+/// One stderr line about `key` (or none): with `--json` an object with
+/// `message` under `field`, else `memgroup: ` and `label` before it.
+fn stderr_line((field, label): (&str, &str), key: Option<&str>, message: &str) {
     if json() {
-        let mut line = json!({"error": message});
+        let mut line = json!({ field: message });
         if let Some(key) = key {
             line["key"] = json!(key);
         }
         eprintln!("{line}");
     } else {
         match key {
-            Some(key) => eprintln!("memgroup: {}: {}", clean(key), clean(message)),
-            None => eprintln!("memgroup: {}", clean(message)),
+            Some(key) => eprintln!("memgroup: {label}{}: {}", clean(key), clean(message)),
+            None => eprintln!("memgroup: {label}{}", clean(message)),
         }
     }
 }

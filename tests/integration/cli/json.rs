@@ -281,3 +281,29 @@ fn json_errors_are_objects_on_stderr() {
     assert!(records[0].get("exists").is_none(), "{records:?}");
     assert!(records[0]["error"].as_str().unwrap().contains(&dead_addr));
 }
+
+/// A notice that is no failure (here: a repair journal that cannot be
+/// used) is a `{"warning"}` object on stderr under `--json`, as every line
+/// there is; the run still succeeds.
+#[test]
+fn a_warning_is_a_json_object_on_stderr() {
+    let s = Memcached::spawn();
+    let addr = s.addr_string();
+    let args = [
+        "--servers",
+        &addr,
+        "--json",
+        "--repair-journal",
+        "/dev/null/journal",
+    ];
+    let o = memgroup(&[&args[..], &["set", "k", "v"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = stderr(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", stderr(&o));
+    let warning = lines[0]["warning"].as_str().unwrap_or_default();
+    assert!(warning.contains("repair journal"), "{}", stderr(&o));
+    assert!(lines[0].get("error").is_none(), "{}", stderr(&o));
+}

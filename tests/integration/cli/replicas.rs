@@ -105,7 +105,7 @@ fn value_formats_in_the_tool() {
     let o = evcache(&["append", "m", "1", "--type", "long"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("--type does not apply"),
+        stderr(&o).contains("unexpected argument '--type'"),
         "{}",
         stderr(&o)
     );

@@ -47,7 +47,7 @@ fn absurd_stats_counters_saturate_in_the_totals() {
     assert!(stdout(&o).contains(&u64::MAX.to_string()), "{}", stdout(&o));
 }
 
-/// `stats` with a server down: its row shows no figures (`-`) and stderr
+/// `stats` (and `version`) with a server down: its row shows no figures (`-`) and stderr
 /// says why; the group's totals count every server and those that answered
 /// (SERVERS, UP); a server that never served a get has no hit ratio (`-`,
 /// `null` in JSON), not 0 %.
@@ -94,6 +94,21 @@ fn stats_shows_a_down_server_apart_and_no_ratio_without_gets() {
         .find(|r| r["server"] == a.addr_string().as_str())
         .unwrap();
     assert!(live["get_hit_ratio"].is_null(), "{live}");
+
+    // `version` shows the down server the same way.
+    let o = run(&["version"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let down = stdout(&o)
+        .lines()
+        .find(|l| l.contains("127.0.0.1:1"))
+        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>());
+    assert_eq!(
+        down.as_deref().and_then(|r| r.get(2)).map(String::as_str),
+        Some("-"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("127.0.0.1:1"), "{}", stderr(&o));
 }
 
 /// `stats --json` carries the group totals of the table; `stats --server`

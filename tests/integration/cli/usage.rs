@@ -4,6 +4,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use memgroup::client::Client;
+
 use crate::support::{Memcached, memgroup};
 
 use super::{stderr, stdout};
@@ -223,6 +225,27 @@ fn urls_and_environment_route_like_the_flags() {
 fn help_completions_and_quiet() {
     let o = memgroup(&["--help"]);
     assert!(stdout(&o).contains("Exit codes:") && stdout(&o).contains("Examples:"));
+    // Every exit code the README's table lists, `--help` lists too.
+    let readme = include_str!("../../../README.md");
+    let table = readme
+        .split("Exit codes, the same for every command:")
+        .nth(1);
+    let codes: Vec<&str> = table
+        .expect("the README's exit codes")
+        .lines()
+        .skip_while(|l| !l.starts_with("|---"))
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('|').nth(1).map(str::trim))
+        .collect();
+    assert!(codes.len() >= 5, "{codes:?}");
+    for code in codes {
+        let listed = format!("\n  {code}  ");
+        assert!(
+            stdout(&o).contains(&listed),
+            "--help lacks exit code {code}"
+        );
+    }
     for shell in ["bash", "zsh", "fish"] {
         let o = memgroup(&["completions", shell]);
         assert!(o.status.success(), "{shell}: {}", stderr(&o));
@@ -257,4 +280,131 @@ fn a_mistyped_choice_names_the_valid_ones_on_one_line() {
             && stderr.contains("did you mean \"ketama\"?"),
         "{stderr}"
     );
+}
+
+/// Nonsense is refused with exit 2 and one line naming it, and an error
+/// says why, not only that something was invalid.
+#[test]
+fn nonsense_is_refused_with_one_line_naming_it() {
+    let server = Memcached::spawn();
+    let addr = server.addr_string();
+    let dir = crate::support::tempdir::Dir::new("nonsense");
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let duplicate = file(
+        "dup.toml",
+        &format!(
+            "[[groups]]\nname = \"a\"\nservers = [\"{addr}\"]\n[[groups]]\nname = \"a\"\nservers = [\"{addr}\"]\n"
+        ),
+    );
+    let pool0 = file(
+        "pool0.toml",
+        &format!("pool_size = 0\n[[groups]]\nname = \"a\"\nservers = [\"{addr}\"]\n"),
+    );
+    let pool_negative = file(
+        "pool-1.toml",
+        &format!("[[groups]]\nname = \"a\"\npool_size = -1\nservers = [\"{addr}\"]\n"),
+    );
+    let zone = file(
+        "zone.toml",
+        &format!(
+            "zone = \"nowhere\"\n[[groups]]\nname = \"a\"\nzone = \"z1\"\nservers = [\"{addr}\"]\n"
+        ),
+    );
+    let password = file("password", "secret\n");
+    let spaced = file("a b", "value");
+    let groups = format!("sg1={addr};sg2=127.0.0.1:1");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--groups", &format!("a={addr};b={addr}"), "set", "k", "v"],
+            "is in two groups (\"a\" and \"b\")",
+        ),
+        (
+            &["--groups", &groups, "--zone", "sg3", "get", "k"],
+            "\"sg3\"",
+        ),
+        (&["--config", &zone, "get", "k"], "\"nowhere\""),
+        (
+            &["--servers", &format!("sg1={addr}"), "get", "k"],
+            "--groups",
+        ),
+        (
+            &["--servers", &addr, "--password-file", &password, "get", "k"],
+            "--username",
+        ),
+        (
+            &["--servers", &addr, "--timeout-ms", "0", "get", "k"],
+            "--timeout-ms",
+        ),
+        (
+            &["--servers", &addr, "--max-in-flight", "0", "get", "k"],
+            "--max-in-flight",
+        ),
+        (
+            &["--servers", &addr, "--pool-size", "0", "get", "k"],
+            "--pool-size",
+        ),
+        (
+            &["--servers", &addr, "--pool-size", "100000", "get", "k"],
+            "must be at most 1024",
+        ),
+        (
+            &["--servers", &addr, "--connect-timeout-ms", "0", "get", "k"],
+            "must be at least 1",
+        ),
+        (
+            &["--servers", &addr, "append", "k", "v", "--exptime", "5"],
+            "--exptime",
+        ),
+        (&["--servers", &addr, "route", "a b"], "invalid key \"a b\""),
+        (
+            &["--groups", &groups, "--zone", "sg3", "route", "k"],
+            "\"sg3\"",
+        ),
+        (&["--servers", &addr, "cp", &spaced], &spaced),
+        (
+            &["--config", &duplicate, "get", "k"],
+            "dup.toml: group \"a\" is defined twice",
+        ),
+        (
+            &["--config", &pool0, "get", "k"],
+            "pool0.toml: pool_size = 0: give 1 to 1024",
+        ),
+        (
+            &["--config", &pool_negative, "get", "k"],
+            "pool-1.toml: group \"a\": pool_size = -1: give 1 to 1024",
+        ),
+    ];
+    for (args, names) in cases {
+        let out = memgroup(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(names),
+            "{args:?} should name {names}: {stderr}"
+        );
+        // clap adds a usage hint after a blank line; our own errors are one line.
+        let first = stderr.split("\n\n").next().unwrap();
+        assert_eq!(first.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+    // The same checks in the library's builder.
+    let error = Client::builder()
+        .evcache_groups(&groups)
+        .zone("sg3")
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("\"sg3\""), "{error}");
+    assert!(
+        error.to_string().contains("sg1, sg2"),
+        "the zones listed: {error}"
+    );
+    let error = Client::builder()
+        .servers(&addr)
+        .pool_size(0)
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("pool_size 0"), "{error}");
 }

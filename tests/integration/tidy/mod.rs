@@ -82,7 +82,6 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("tests/integration/proxy.rs", 678),
     ("tests/integration/repairs.rs", 764),
     ("tests/integration/support/mod.rs", 630),
-    ("tests/integration/trust.rs", 537),
 ];
 
 /// Where the line cap applies: every crate's sources, tests, benches and

@@ -117,18 +117,22 @@ impl ClientUrl {
         #[cfg_attr(not(feature = "tls"), allow(unused_variables))]
         let tls = url_tls(&params)?;
         let spec = ClusterSpec::parse_url(&format!("memcache://{rest}")).map_err(|e| {
-            // The topology names the cluster's parameters; the client's own
-            // are named here, so the message lists every one a URL takes.
-            if matches!(e, memgroup_topology::TopologyError::UnknownParam { .. }) {
+            // The topology knows the cluster's parameters; the message lists
+            // every one a URL takes, the client's own too.
+            if let memgroup_topology::TopologyError::UnknownParam { token } = &e {
+                let known: Vec<&str> = memgroup_topology::URL_PARAMS
+                    .iter()
+                    .chain(&CLIENT_PARAMS)
+                    .copied()
+                    .collect();
                 Error::new(
                     ErrorKind::Config,
                     format!(
-                        "{} (the client's own URL parameters: {})",
+                        "{}: unknown URL parameter {token:?} (known: {})",
                         crate::error::INVALID_CLUSTER,
-                        CLIENT_PARAMS.join(", ")
+                        known.join(", ")
                     ),
                 )
-                .with_source(e)
             } else {
                 Error::from(e)
             }
@@ -261,10 +265,13 @@ mod tests {
         let error = ClientUrl::parse("memcache://h:11211?bogus=1").unwrap_err();
         let text = error.to_string();
         assert!(text.contains("\"bogus=1\""), "{text}");
-        // The cluster's parameters (from the topology) and the client's.
+        // The cluster's parameters (from the topology) and the client's, in
+        // one list after the cause.
+        let known = text.split("(known: ").nth(1).unwrap_or_default();
         for name in ["hash", "value_format", "tls", "tls_ca", "tls_server_name"] {
-            assert!(text.contains(name), "{name} missing from {text}");
+            assert!(known.contains(name), "{name} missing from {text}");
         }
+        assert_eq!(text.matches('(').count(), 1, "{text}");
     }
 
     #[test]

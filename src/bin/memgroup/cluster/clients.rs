@@ -40,7 +40,7 @@ impl ClientSettings {
                 // A watched file's change that cannot be applied: the
                 // command goes on with the cluster as it was.
                 match event {
-                    Event::TopologyRejected { error } => crate::output::warn(
+                    Event::TopologyRejected { error } => crate::output::warning(
                         None,
                         &format!("{}; going on with the cluster as it was", error.chain()),
                     ),
@@ -118,7 +118,7 @@ impl ClientSettings {
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""));
             WARNED.call_once(|| {
-                crate::output::warn(
+                crate::output::warning(
                     None,
                     &format!(
                         "cannot use the repair journal {}: running without (repairs left at exit are lost)",
@@ -154,7 +154,7 @@ pub(crate) async fn close_clients(deadline: Duration) -> (usize, usize) {
         if lost {
             dropped += left.len();
         }
-        crate::output::warn(
+        crate::output::warning(
             None,
             &if lost {
                 format!(
@@ -166,7 +166,7 @@ pub(crate) async fn close_clients(deadline: Duration) -> (usize, usize) {
         );
         const NAMED: usize = 10;
         for repair in left.iter().take(NAMED) {
-            crate::output::warn(
+            crate::output::warning(
                 Some(&String::from_utf8_lossy(&repair.key)),
                 &format!(
                     "not yet repaired in group {} ({}): its copy there may be stale",
@@ -175,7 +175,7 @@ pub(crate) async fn close_clients(deadline: Duration) -> (usize, usize) {
             );
         }
         if left.len() > NAMED {
-            crate::output::warn(
+            crate::output::warning(
                 None,
                 &format!("… and {} more keys not yet repaired", left.len() - NAMED),
             );

@@ -51,10 +51,10 @@ pub(crate) enum Command {
     Add(write::StoreArgs),
     /// Store only where the key is present.
     Replace(write::StoreArgs),
-    /// Append to the existing value.
-    Append(write::StoreArgs),
-    /// Prepend to the existing value.
-    Prepend(write::StoreArgs),
+    /// Append to the existing value (its flags and expiry stay).
+    Append(write::AppendArgs),
+    /// Prepend to the existing value (its flags and expiry stay).
+    Prepend(write::AppendArgs),
     /// Store only if the item still has the CAS unique from `gets`.
     Cas(write::CasArgs),
     /// A meta get with memcached's own flags, printing the typed reply
@@ -202,8 +202,8 @@ impl Command {
             Command::Exist(args) => read::exist(&args, flags).await,
             Command::Add(args) => write::store(&args, Conditional::Add, flags).await,
             Command::Replace(args) => write::store(&args, Conditional::Replace, flags).await,
-            Command::Append(args) => write::store(&args, Conditional::Append, flags).await,
-            Command::Prepend(args) => write::store(&args, Conditional::Prepend, flags).await,
+            Command::Append(args) => write::append(&args, false, flags).await,
+            Command::Prepend(args) => write::append(&args, true, flags).await,
             Command::Cas(args) => write::cas(&args, flags).await,
             Command::Mg(args) => meta::get(&args, flags).await,
             Command::Ms(args) => meta::set(&args, flags).await,

@@ -75,9 +75,15 @@ pub(crate) async fn version(args: &VersionArgs, flags: &ClusterFlags) -> Result<
                 report.row(vec![group, server, v]);
             }
             Err(e) => {
+                // No version, as `stats` shows such a server: why, on stderr.
                 failed += 1;
-                report.record(json!({"group": group, "server": server, "error": e.chain()}));
-                report.row(vec![group, server, format!("error: {}", e.chain())]);
+                let why = e.chain();
+                match e.server() {
+                    Some(_) => output::warn(None, &why),
+                    None => output::warn(None, &format!("{server}: {why}")),
+                }
+                report.record(json!({"group": group, "server": server, "error": why}));
+                report.row(vec![group, server, "-".into()]);
             }
         }
     }

@@ -41,17 +41,26 @@ pub(crate) struct StoreArgs {
     key: String,
     #[command(flatten)]
     value: ValueArg,
-    /// When it expires (not for append/prepend: the item keeps its own).
+    /// When it expires.
     #[command(flatten)]
     expiry: ExpiryArgs,
-    /// Client flags stored with the value (not for append/prepend: the item
-    /// keeps its own).
+    /// Client flags stored with the value.
     #[arg(long, conflicts_with = "kind")]
     flags: Option<u32>,
     /// Store the value as this type, with the flags and encoding of
-    /// `--value-format`, as `set --type` does (not for append/prepend).
+    /// `--value-format`, as `set --type` does.
     #[arg(long = "type", value_enum)]
     kind: Option<ValueType>,
+}
+
+/// KEY and the bytes `append`/`prepend` add: the item keeps its own flags
+/// and expiry, so neither is given.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AppendArgs {
+    /// The key.
+    key: String,
+    #[command(flatten)]
+    value: ValueArg,
 }
 
 /// `cas`: a conditional store with the CAS unique and the flags to store.
@@ -135,58 +144,46 @@ fn typed(
     Ok((bytes.to_vec(), flags))
 }
 
-/// The conditional stores: `add`, `replace`, `append`, `prepend`, `cas`.
+/// The conditional stores with a whole value: `add`, `replace`, `cas`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Conditional {
     Add,
     Replace,
-    Append,
-    Prepend,
     Cas(u64),
 }
 
-/// `add`, `replace`, `append`, `prepend` (`command`): a conditional store,
-/// without client flags.
-pub(crate) async fn store(
-    args: &StoreArgs,
-    command: Conditional,
+/// `append`, or with `prepend` `prepend`: bytes added to the item as it is
+/// (refused where it is missing).
+pub(crate) async fn append(
+    args: &AppendArgs,
+    prepend: bool,
     flags: &ClusterFlags,
 ) -> Result<ExitCode, Failure> {
-    store_with_flags(args, command, flags).await
+    let client = Cluster::from_flags(flags)?.client()?;
+    let data = args.value.read()?;
+    let key = &args.key;
+    let outcome = if prepend {
+        client.prepend(key, &data).await?
+    } else {
+        client.append(key, &data).await?
+    };
+    Ok(write_report(key, &outcome, Refused::Missing))
 }
 
 /// `cas`: store only if the item still has the CAS unique.
 pub(crate) async fn cas(args: &CasArgs, flags: &ClusterFlags) -> Result<ExitCode, Failure> {
-    store_with_flags(&args.store, Conditional::Cas(args.cas), flags).await
+    store(&args.store, Conditional::Cas(args.cas), flags).await
 }
 
-/// A conditional store, with the item's flags and expiry where it takes
-/// them (not append/prepend: the item keeps its own).
-async fn store_with_flags(
+/// `add`, `replace`, `cas` (`command`): a conditional store, with the
+/// item's flags and expiry.
+pub(crate) async fn store(
     args: &StoreArgs,
     command: Conditional,
     flags: &ClusterFlags,
 ) -> Result<ExitCode, Failure> {
     let client = Cluster::from_flags(flags)?.client()?;
     let data = args.value.read()?;
-    if matches!(command, Conditional::Append | Conditional::Prepend) {
-        if args.expiry.given() {
-            return Err(Failure::Usage(
-                "--exptime does not apply to append/prepend: the item keeps its own expiry".into(),
-            ));
-        }
-        if args.flags.is_some() {
-            return Err(Failure::Usage(
-                "--flags does not apply to append/prepend: the item keeps its own flags".into(),
-            ));
-        }
-        if args.kind.is_some() {
-            return Err(Failure::Usage(
-                "--type does not apply to append/prepend: bytes are added to the item as it is"
-                    .into(),
-            ));
-        }
-    }
     let (data, item_flags) = typed(&client, args.kind, data, args.flags.unwrap_or(0))?;
     let key = &args.key;
     let options = WriteOptions::new()
@@ -195,8 +192,6 @@ async fn store_with_flags(
     let (outcome, refused) = match command {
         Conditional::Add => (client.add(key, &data, options).await?, Refused::Exists),
         Conditional::Replace => (client.replace(key, &data, options).await?, Refused::Missing),
-        Conditional::Append => (client.append(key, &data).await?, Refused::Missing),
-        Conditional::Prepend => (client.prepend(key, &data).await?, Refused::Missing),
         Conditional::Cas(cas) => (
             client.cas(key, &data, cas, options).await?,
             Refused::Changed,
