@@ -109,25 +109,29 @@ async fn a_miss_from_the_hedge_waits_for_no_stalled_server() {
     assert_eq!(client.health().hedged_reads, 1);
 }
 
-#[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn a_fallback_to_a_stalled_server_is_hedged_to_the_next_group() {
-    let _clock = HeldClock::hold();
-    let (mut sg1, sg2, sg3) = (Memcached::spawn(), Memcached::spawn(), Memcached::spawn());
+/// Groups `sg1` (the client's zone), `sg2` and `sg3` of one server each,
+/// read with every copy as a fallback, keys `k0`..`k4` written to each.
+async fn three_groups(
+    configure: impl FnOnce(memgroup::client::ClientBuilder) -> memgroup::client::ClientBuilder,
+) -> ([Memcached; 3], Client) {
+    let servers = [Memcached::spawn(), Memcached::spawn(), Memcached::spawn()];
     let groups = format!(
         "sg1={};sg2={};sg3={}",
-        sg1.addr_string(),
-        sg2.addr_string(),
-        sg3.addr_string()
+        servers[0].addr_string(),
+        servers[1].addr_string(),
+        servers[2].addr_string()
     );
-    let client = Client::builder()
-        .evcache_groups(&groups)
-        .zone("sg1")
-        .read_fallback(memgroup::client::ReadFallback::AllCopies)
-        .timeout(TIMEOUT)
-        .write_wait(memgroup::client::WriteWait::AllGroups)
-        .hedge(Hedge::new(DELAY, 0.10))
-        .build()
-        .unwrap();
+    let client = configure(
+        Client::builder()
+            .evcache_groups(&groups)
+            .zone("sg1")
+            .read_fallback(memgroup::client::ReadFallback::AllCopies)
+            .timeout(TIMEOUT)
+            .write_wait(memgroup::client::WriteWait::AllGroups)
+            .hedge(Hedge::new(DELAY, 0.10)),
+    )
+    .build()
+    .unwrap();
     for i in 0..5 {
         client
             .set(format!("k{i}"), format!("v{i}"), 0)
@@ -135,6 +139,13 @@ async fn a_fallback_to_a_stalled_server_is_hedged_to_the_next_group() {
             .unwrap();
     }
     crate::support::background_done(&client).await;
+    (servers, client)
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_fallback_to_a_stalled_server_is_hedged_to_the_next_group() {
+    let _clock = HeldClock::hold();
+    let ([mut sg1, sg2, _sg3], client) = three_groups(|b| b).await;
     // The local group's server is gone (no answer: a failure, not a miss)
     // and sg2's stalled: a read falling back there is hedged to sg3 once
     // the stall watch says so (or at once, sg2 looking stalled), and waits
@@ -151,6 +162,52 @@ async fn a_fallback_to_a_stalled_server_is_hedged_to_the_next_group() {
             started.elapsed()
         );
     }
+}
+
+/// A hedge that fails (its group's server killed) leaves the stalled first
+/// server passed over at the stall watch's next look when the key's walk
+/// has a group left: the read goes on there, and waits out no timeout.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_failed_hedge_passes_a_stalled_server_over_when_a_group_is_left() {
+    let _clock = HeldClock::hold();
+    // sg2, the arbiter, is the first fallback: the hedge goes there.
+    let ([sg1, mut sg2, _sg3], client) = three_groups(|b| b.arbiter("sg2")).await;
+    sg1.stop();
+    sg2.kill();
+    let started = tokio::time::Instant::now();
+    let item = get_stepping_the_clock(&client, "k0").await;
+    assert_eq!(item.unwrap().value, &b"v0"[..]);
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+    assert_eq!(client.health().hedged_reads, 1);
+}
+
+/// With no group left after a failed hedge, the stalled first server is
+/// the last to ask: the read waits for it, and it answers once resumed.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_failed_hedge_leaves_the_last_candidate_waited_for() {
+    let _clock = HeldClock::hold();
+    let (sg1, mut sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg1.stop();
+    sg2.kill();
+    let mut get = std::pin::pin!(client.get("k0"));
+    // Ten hedge delays, a fifth of the timeout: long past the watch's
+    // second look.
+    for _ in 0..10 {
+        tokio::select! {
+            biased;
+            item = &mut get => panic!("answered while sg1 is stopped: {item:?}"),
+            () = let_io_happen() => tokio::time::advance(DELAY).await,
+        }
+    }
+    sg1.resume();
+    let item = loop {
+        tokio::select! {
+            biased;
+            item = &mut get => break item,
+            () = let_io_happen() => tokio::time::advance(DELAY).await,
+        }
+    };
+    assert_eq!(item.unwrap().unwrap().value, &b"v0"[..]);
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

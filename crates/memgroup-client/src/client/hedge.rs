@@ -5,7 +5,8 @@
 //!   since —
 //!   the key's next group is asked at once too and the first hit wins (a
 //!   miss from the hedge, the server still stalled at the stall watch's
-//!   next look, passes it over). (A
+//!   next look, passes it over; so does a failed hedge, when the key's
+//!   walk has a group left and the try may pass a server over). (A
 //!   per-request timer would cost every `get` a timer and an allocation,
 //!   about a tenth of the throughput at 32 in flight; this check is two
 //!   atomic loads.) A `get` already waiting when its server stalls is told
@@ -96,6 +97,15 @@ impl Default for Hedge {
     }
 }
 
+/// The rest of a key's walk through its read targets, as a hedged `get`
+/// sees it.
+pub(crate) trait Walk {
+    /// Takes the key's next target (the group a hedge goes to).
+    fn next(&mut self) -> Option<Target>;
+    /// Whether the walk has a target left, without taking it.
+    fn more(&self) -> bool;
+}
+
 /// The client's hedging state: its settings and budget.
 #[derive(Debug)]
 pub(crate) struct Hedging {
@@ -144,13 +154,13 @@ impl Hedging {
     /// server is the last to ask.
     fn on_stall(
         &self,
-        next: Option<impl FnOnce() -> Option<Target>>,
+        walk: Option<&mut impl Walk>,
         (passable, answered): (bool, bool),
     ) -> Result<Target, bool> {
         if !self.take() {
             return Err(passable);
         }
-        match next.and_then(|next| next()) {
+        match walk.and_then(Walk::next) {
             Some(second) => Ok(second),
             None => {
                 // Nowhere else to ask: the hedge goes back to the budget.
@@ -236,7 +246,7 @@ impl Client {
         wire: &WireKey<'_>,
         first: Target,
         (attempt, answered): (Attempt, bool),
-        next: impl FnOnce() -> Option<Target>,
+        mut walk: impl Walk,
     ) -> (Answer, Option<Answer>) {
         let hedging = &self.inner.hedging;
         let keys = [key];
@@ -251,13 +261,14 @@ impl Client {
         // stands); another fallback hedges at most, so the last candidate
         // still answers.
         let passable = attempt == Attempt::First || answered;
-        let mut next = Some(next);
         // Boxed: the two requests' futures stay out of every `get`'s.
-        let hedge =
-            |second| Box::pin(self.hedge(snap, (key, long), wire, (first, second), attempt));
+        let hedge = |second, walk| {
+            let tries = (first, second, attempt, passable);
+            Box::pin(self.hedge(snap, (key, long), wire, tries, walk))
+        };
         if let Some(stalled) = hedging.stalled(snap, first) {
-            match hedging.on_stall(next.take(), (passable, answered)) {
-                Ok(second) => return hedge(second).await,
+            match hedging.on_stall(Some(&mut walk), (passable, answered)) {
+                Ok(second) => return hedge(second, &walk).await,
                 Err(true) => return ((first, Err(stalled)), None),
                 Err(false) => {}
             }
@@ -277,8 +288,8 @@ impl Client {
         // waiting is left to its connection (timed out there, uncounted);
         // a hedge's own request to the stalled server counts.
         if hedging.stalled(snap, first).is_some() {
-            match hedging.on_stall(next.take(), (passable, answered)) {
-                Ok(second) => return hedge(second).await,
+            match hedging.on_stall(Some(&mut walk), (passable, answered)) {
+                Ok(second) => return hedge(second, &walk).await,
                 // Passed over once the watch finds it stalled still (one
                 // look more: a server only slow for a moment still answers).
                 Err(true) => match unless_stalled(exec.as_mut(), counters).await {
@@ -308,14 +319,16 @@ impl Client {
 
     /// Sends the `get` of the key to `first` and its hedge to `second`
     /// (the key and its envelope in each, from `wire` there); the first
-    /// hit wins.
+    /// hit wins. A hedge that answers without the key, or (a `passable`
+    /// try with a group left in `walk`) fails, leaves the first server
+    /// passed over once the stall watch finds it stalled still.
     async fn hedge(
         &self,
         snap: &Arc<Snapshot>,
         (key, long): (Key<'_>, Option<&LongKey>),
         wire: &WireKey<'_>,
-        (first, second): (Target, Target),
-        attempt: Attempt,
+        (first, second, attempt, passable): (Target, Target, Attempt, bool),
+        walk: &impl Walk,
     ) -> (Answer, Option<Answer>) {
         let at = [
             (key, long),
@@ -355,15 +368,18 @@ impl Client {
                     tokio::spawn(primary);
                     return ((second, reply), None);
                 }
-                if reply.is_err() {
+                // A failure answers nothing: the first server is the one
+                // to wait for, unless the try may pass it over and the walk
+                // has another group to ask.
+                if reply.is_err() && !(passable && walk.more()) {
                     return ((second, reply), Some((first, primary.await)));
                 }
-                // An answer without the key: the first server's is awaited
-                // until the stall watch finds it stalled still (one look
-                // more, so a server that was only slow for a moment still
-                // answers); then it is passed over as past the budget (the
-                // key's walk goes on, or ends with this miss), its request
-                // running on.
+                // An answer without the key (or that failure): the first
+                // server's is awaited until the stall watch finds it stalled
+                // still (one look more, so a server that was only slow for a
+                // moment still answers); then it is passed over as past the
+                // budget (the key's walk goes on, or ends with this miss),
+                // its request running on.
                 let waited = unless_stalled(primary.as_mut(), snap.counters(first.server)).await;
                 let answer = match waited {
                     Some(answer) => answer,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::{DeadHosts, GroupId, ReadCursor, Target};
 
+use crate::client::hedge::Walk;
 use crate::client::repair::Repairs;
 use crate::client::trace::Attempt;
 use crate::client::{Client, WireKey, unexpected};
@@ -174,6 +175,24 @@ impl<'a, T> KeyRead<'a, T> {
     }
 }
 
+/// A key's walk as a hedged `get` takes it on (its next group).
+struct KeyWalk<'r, 'a, T> {
+    read: &'r mut KeyRead<'a, T>,
+    pool: &'r Pool,
+}
+
+impl<T> Walk for KeyWalk<'_, '_, T> {
+    fn next(&mut self) -> Option<Target> {
+        let dead = self.pool.dead_view();
+        self.read.next(&dead, dead.now())
+    }
+
+    fn more(&self) -> bool {
+        let dead = self.pool.dead_view();
+        self.read.cursor.clone().next(&dead, dead.now()).is_some()
+    }
+}
+
 /// Whether two planned reads go to the same connection slot.
 fn same_slot(a: &(Target, usize), b: &(Target, usize)) -> bool {
     a.0.server == b.0.server && a.0.slot == b.0.slot
@@ -235,11 +254,8 @@ impl Client {
                     if op.hedges() && self.inner.hedging.overloaded(snap, target).is_none() {
                         let pool = &self.inner.pool;
                         let (long, wire) = (read.long_at(target.group), read.wire);
-                        let next = || {
-                            let dead = pool.dead_view();
-                            read.next(&dead, dead.now())
-                        };
-                        self.hedged_get(snap, (key, long), wire, target, (attempt, answered), next)
+                        let walk = KeyWalk { read, pool };
+                        self.hedged_get(snap, (key, long), wire, target, (attempt, answered), walk)
                             .await
                     } else {
                         let reply = self
