@@ -85,11 +85,16 @@ async fn gets_from_a_stalled_server_are_hedged_to_the_next_group_within_their_bu
 
 /// `client.get(key)` while the clock moves a hedge delay at a time.
 async fn get_stepping_the_clock(client: &Client, key: &str) -> Option<memgroup::client::Item> {
-    let mut get = std::pin::pin!(client.get(key));
+    stepping_the_clock(client.get(key)).await.unwrap()
+}
+
+/// `read`'s output, the clock moving a hedge delay at a time meanwhile.
+async fn stepping_the_clock<T>(read: impl std::future::Future<Output = T>) -> T {
+    let mut read = std::pin::pin!(read);
     loop {
         tokio::select! {
             biased;
-            item = &mut get => break item.unwrap(),
+            out = &mut read => break out,
             () = let_io_happen() => tokio::time::advance(DELAY).await,
         }
     }
@@ -208,6 +213,31 @@ async fn a_failed_hedge_leaves_the_last_candidate_waited_for() {
         }
     };
     assert_eq!(item.unwrap().unwrap().value, &b"v0"[..]);
+}
+
+/// A meta get that only reads (a proxy's `mg key v t`, say) is hedged as a
+/// `get` is; one that touches the item (`T`) is not: it waits out the
+/// timeout, then falls back.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_meta_get_that_only_reads_is_hedged() {
+    use memgroup::client::MetaFlag;
+    let _clock = HeldClock::hold();
+    let (sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg1.stop();
+    let started = tokio::time::Instant::now();
+    let flags = [MetaFlag::ReturnValue, MetaFlag::ReturnTtl];
+    let reply = stepping_the_clock(client.meta_get("k0", &flags)).await;
+    let reply = reply.unwrap().expect("a hit");
+    assert_eq!(&reply.value.unwrap()[..], b"v0");
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+    assert_eq!(client.health().hedged_reads, 1);
+
+    let started = tokio::time::Instant::now();
+    let touch = [MetaFlag::ReturnValue, MetaFlag::Ttl(60)];
+    let reply = stepping_the_clock(client.meta_get("k1", &touch)).await;
+    assert!(reply.unwrap().is_some());
+    assert!(started.elapsed() >= TIMEOUT, "{:?}", started.elapsed());
+    assert_eq!(client.health().hedged_reads, 1, "the touch is not hedged");
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -30,8 +30,16 @@
 //!   last candidate still answers.
 //!   Hedges come out of a budget — a share of reads (10 % by default) with a
 //!   small burst — since cross-zone traffic costs money and a fixed delay
-//!   would hedge a fixed share under load. Reads with a CAS unique, leases
-//!   or other meta flags are never hedged; a multi-key `get`'s batch for a
+//!   would hedge a fixed share under load. A meta get that only reads (its
+//!   flags ask for the value, client flags, TTL, CAS, size, key, hit or
+//!   last access: a proxy's `mg`, the client's own freshness reads) hedges
+//!   as a `get` does; `gets`, `gat`, a meta get with a lease (`N`, `R`) or
+//!   a touch (`T`) never do (with several groups a CAS unique asked by
+//!   `gets` or `meta_get` is read at the arbiter, unhedged). A stalled
+//!   server's answer to a hedged meta get that is dropped may carry the
+//!   right to refill a stale value (`W`): lost with it, as any client's
+//!   `mg` takes it, until the value is set again (in every group, by
+//!   whoever refills). A multi-key `get`'s batch for a
 //!   stalled-looking server is not sent twice but goes to the keys' next
 //!   group at once.
 //! - **The read queue's fast-fail** (EVCache's `max.read.queue.length`): a
@@ -47,9 +55,10 @@ use std::sync::{Arc, Weak};
 use std::task::Poll;
 use std::time::Duration;
 
-use memgroup_proto::{Key, Request, Response};
+use memgroup_proto::{Key, MetaFlag, Request, Response};
 use memgroup_topology::Target;
 
+use super::read::ReadOp;
 use super::trace::Attempt;
 use super::{Client, WireKey};
 use crate::clock::now;
@@ -104,6 +113,27 @@ pub(crate) trait Walk {
     fn next(&mut self) -> Option<Target>;
     /// Whether the walk has a target left, without taking it.
     fn more(&self) -> bool;
+}
+
+/// A hedged read's op, owned: what its first request, sent again on a task
+/// of its own, asks.
+pub(crate) enum Resend {
+    /// A plain `get`.
+    Get,
+    /// A meta get with these flags.
+    Meta(Box<[MetaFlag]>),
+}
+
+impl Resend {
+    fn request<'a>(&'a self, keys: &'a [Key<'a>]) -> Request<'a> {
+        match self {
+            Resend::Get => Request::Get { keys },
+            Resend::Meta(flags) => Request::MetaGet {
+                key: keys[0],
+                flags,
+            },
+        }
+    }
 }
 
 /// The client's hedging state: its settings and budget.
@@ -239,18 +269,18 @@ impl Client {
     /// `long`: the key is stored in an envelope, and a hit is one that
     /// holds this key's (another key's, a collision, is no hit); `wire`
     /// gives both in the next group.
-    pub(crate) async fn hedged_get(
+    pub(crate) async fn hedged_get<R: ReadOp>(
         &self,
         snap: &Arc<Snapshot>,
+        op: &R,
         (key, long): (Key<'_>, Option<&LongKey>),
         wire: &WireKey<'_>,
-        first: Target,
-        (attempt, answered): (Attempt, bool),
+        (first, attempt, answered): (Target, Attempt, bool),
         mut walk: impl Walk,
     ) -> (Answer, Option<Answer>) {
         let hedging = &self.inner.hedging;
         let keys = [key];
-        let request = Request::Get { keys: &keys };
+        let request = op.request(&keys);
         if !(hedging.hedge.is_on() && snap.topology.groups().len() > 1) {
             let reply = self.exec(snap, first, &request, attempt).await;
             return ((first, reply), None);
@@ -264,7 +294,7 @@ impl Client {
         // Boxed: the two requests' futures stay out of every `get`'s.
         let hedge = |second, walk| {
             let tries = (first, second, attempt, passable);
-            Box::pin(self.hedge(snap, (key, long), wire, tries, walk))
+            Box::pin(self.hedge(snap, op, (key, long), wire, tries, walk))
         };
         if let Some(stalled) = hedging.stalled(snap, first) {
             match hedging.on_stall(Some(&mut walk), (passable, answered)) {
@@ -322,9 +352,10 @@ impl Client {
     /// hit wins. A hedge that answers without the key, or (a `passable`
     /// try with a group left in `walk`) fails, leaves the first server
     /// passed over once the stall watch finds it stalled still.
-    async fn hedge(
+    async fn hedge<R: ReadOp>(
         &self,
         snap: &Arc<Snapshot>,
+        op: &R,
         (key, long): (Key<'_>, Option<&LongKey>),
         wire: &WireKey<'_>,
         (first, second, attempt, passable): (Target, Target, Attempt, bool),
@@ -335,12 +366,12 @@ impl Client {
             (wire.key_of(second.group), wire.long_of(second.group)),
         ];
         let keys = [at[1].0];
-        let request = Request::Get { keys: &keys };
+        let request = op.request(&keys);
         self.inner.hedging.hedged.fetch_add(1, Ordering::Relaxed);
         crate::metrics::hedge();
         // The first request still goes out (its timeout counts towards
         // marking the server down), owning what it uses so it can run on.
-        let mut primary = self.owned_get(snap, at[0].0, first, attempt);
+        let mut primary = self.owned_read(snap, op.resend(), at[0].0, first, attempt);
         let hedge = self.exec(snap, second, &request, Attempt::Hedge);
         tokio::pin!(hedge);
         // A hit the read can use: not from a copy awaiting a repair, and
@@ -348,12 +379,11 @@ impl Client {
         let is_hit = |target: Target,
                       (key, long): (Key<'_>, Option<&LongKey>),
                       reply: &Result<Option<Response>, Error>| {
-            matches!(reply, Ok(Some(Response::Values(v))) if v.iter().next().is_some_and(|v| {
-                long.is_none_or(|long| long.unwrap(&v.data, Some(v.flags)).is_some())
-            })) && !self
-                .inner
-                .repairs
-                .blocks(snap.name(target.server), key.as_bytes())
+            matches!(reply, Ok(Some(reply)) if op.is_hit(reply, long))
+                && !self
+                    .inner
+                    .repairs
+                    .blocks(snap.name(target.server), key.as_bytes())
         };
         tokio::select! {
             reply = &mut primary => {
@@ -396,10 +426,12 @@ impl Client {
         }
     }
 
-    /// A `get` that owns what it uses, so it can finish on its own task.
-    fn owned_get(
+    /// A read (`op`) that owns what it uses, so it can finish on its own
+    /// task.
+    fn owned_read(
         &self,
         snap: &Arc<Snapshot>,
+        op: Resend,
         key: Key<'_>,
         target: Target,
         attempt: Attempt,
@@ -408,7 +440,7 @@ impl Client {
         Box::pin(async move {
             let keys = [Key::new_raw(&key).expect("a valid key")];
             client
-                .exec(&snap, target, &Request::Get { keys: &keys }, attempt)
+                .exec(&snap, target, &op.request(&keys), attempt)
                 .await
         })
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use memgroup_proto::{Key, Request, Response};
 use memgroup_topology::{DeadHosts, GroupId, ReadCursor, Target};
 
-use crate::client::hedge::Walk;
+use crate::client::hedge::{Resend, Walk};
 use crate::client::repair::Repairs;
 use crate::client::trace::Attempt;
 use crate::client::{Client, WireKey, unexpected};
@@ -17,13 +17,23 @@ use crate::pool::{Pool, Snapshot};
 
 /// A kind of read: the request that carries a batch of keys, and how its
 /// reply turns into hits.
-pub(super) trait ReadOp: Sync {
+pub(crate) trait ReadOp: Sync {
     type Hit: Send;
     /// Whether keys bound for the same slot share one request.
     const BATCHES: bool;
     /// Whether a single-key read may be hedged ([`crate::client::hedge`]):
-    /// a plain `get` of one key.
+    /// a plain `get` of one key, a meta get that only reads.
     fn hedges(&self) -> bool {
+        false
+    }
+    /// A hedged read's op, owned, for the request it sends again on a
+    /// task of its own (when `hedges`).
+    fn resend(&self) -> Resend {
+        Resend::Get
+    }
+    /// Whether `reply` is a hit a hedged read can use: for a key stored in
+    /// an envelope (`long`), one holding this key's value.
+    fn is_hit(&self, _reply: &Response, _long: Option<&crate::longkey::LongKey>) -> bool {
         false
     }
     /// Whether read repair may follow a single-key read (when it is on): a
@@ -255,7 +265,8 @@ impl Client {
                         let pool = &self.inner.pool;
                         let (long, wire) = (read.long_at(target.group), read.wire);
                         let walk = KeyWalk { read, pool };
-                        self.hedged_get(snap, (key, long), wire, target, (attempt, answered), walk)
+                        let tries = (target, attempt, answered);
+                        self.hedged_get(snap, op, (key, long), wire, tries, walk)
                             .await
                     } else {
                         let reply = self

@@ -36,7 +36,8 @@ mod consistent;
 mod engine;
 mod fresh;
 
-use engine::{KeyRead, ReadOp};
+use engine::KeyRead;
+pub(crate) use engine::ReadOp;
 
 /// The classic retrieval commands.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +53,12 @@ impl ReadOp for Retrieve {
 
     fn hedges(&self) -> bool {
         matches!(self, Retrieve::Get)
+    }
+
+    fn is_hit(&self, reply: &Response, long: Option<&LongKey>) -> bool {
+        matches!(reply, Response::Values(v) if v.iter().next().is_some_and(|v| {
+            long.is_none_or(|long| long.unwrap(&v.data, Some(v.flags)).is_some())
+        }))
     }
 
     fn unwrap_long(long: &LongKey, item: Item) -> Option<Item> {
@@ -99,6 +106,36 @@ impl ReadOp for MetaGet<'_> {
 
     fn repairs(&self) -> bool {
         self.1
+    }
+
+    /// A meta get that only reads: no lease (`N`, `R`), no touch (`T`),
+    /// nothing but flags that ask for the item's fields.
+    fn hedges(&self) -> bool {
+        self.0.iter().all(|flag| {
+            matches!(
+                flag,
+                MetaFlag::Base64Key
+                    | MetaFlag::ReturnCas
+                    | MetaFlag::ReturnFlags
+                    | MetaFlag::ReturnHit
+                    | MetaFlag::ReturnKey
+                    | MetaFlag::ReturnLastAccess
+                    | MetaFlag::Opaque(_)
+                    | MetaFlag::ReturnSize
+                    | MetaFlag::ReturnTtl
+                    | MetaFlag::NoLruBump
+                    | MetaFlag::ReturnValue
+            )
+        })
+    }
+
+    fn resend(&self) -> crate::client::hedge::Resend {
+        crate::client::hedge::Resend::Meta(self.0.into())
+    }
+
+    fn is_hit(&self, reply: &Response, long: Option<&LongKey>) -> bool {
+        matches!(reply, Response::Meta(m) if m.status != MetaStatus::En
+            && long.is_none_or(|long| long.unwrap_meta(m.clone()).is_some()))
     }
 
     /// Without the value (no `v` flag) the envelope cannot be checked: the
