@@ -240,6 +240,24 @@ async fn a_meta_get_that_only_reads_is_hedged() {
     assert_eq!(client.health().hedged_reads, 1, "the touch is not hedged");
 }
 
+/// A multi-key get's fallback after a miss passes a stalled server over at
+/// once, as a single get's does: the misses stand.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_multi_get_fallback_after_a_miss_passes_a_stalled_server_over() {
+    let _clock = HeldClock::hold();
+    let (_sg1, sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg2.stop();
+    // A get that misses in sg1 waits on sg2 until the watch finds it
+    // stalled; its request runs on, so sg2 looks stalled from then on.
+    assert!(get_stepping_the_clock(&client, "absent").await.is_none());
+    let keys: Vec<String> = (0..10).map(|i| format!("absent{i}")).collect();
+    let started = tokio::time::Instant::now();
+    let got = stepping_the_clock(client.get_multi(&keys)).await.unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(got.hit_count(), 0);
+    assert_eq!(got.errors().count(), 0, "misses, not errors");
+}
+
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_miss_waits_for_no_stalled_fallback() {
     let _clock = HeldClock::hold();

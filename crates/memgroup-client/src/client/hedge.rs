@@ -41,7 +41,8 @@
 //!   `mg` takes it, until the value is set again (in every group, by
 //!   whoever refills). A multi-key `get`'s batch for a
 //!   stalled-looking server is not sent twice but goes to the keys' next
-//!   group at once.
+//!   group at once (a first try, or a fallback after each of its keys
+//!   missed elsewhere: the misses stand, as a single `get`'s does).
 //! - **The read queue's fast-fail** (EVCache's `max.read.queue.length`): a
 //!   server with as many requests outstanding as the bound is passed over by
 //!   a read's first try while it is over it ([`ErrorKind::Overloaded`](crate::ErrorKind::Overloaded)),

@@ -203,6 +203,16 @@ impl<T> Walk for KeyWalk<'_, '_, T> {
     }
 }
 
+/// Whether every key of `batch` may pass a stalled server over, as a
+/// single `get`'s try may: its first try, or a fallback after some group
+/// answered it with a miss (which stands). Another fallback waits, so the
+/// last candidate still answers.
+fn passable<T>(batch: &[(Target, usize)], reads: &[KeyRead<'_, T>]) -> bool {
+    batch
+        .iter()
+        .all(|&(_, i)| reads[i].attempt == Attempt::First || reads[i].answered)
+}
+
 /// Whether two planned reads go to the same connection slot.
 fn same_slot(a: &(Target, usize), b: &(Target, usize)) -> bool {
     a.0.server == b.0.server && a.0.slot == b.0.slot
@@ -210,10 +220,10 @@ fn same_slot(a: &(Target, usize), b: &(Target, usize)) -> bool {
 
 impl Client {
     /// A read's request at `target`, unless it is the key's first try and
-    /// the server is over the read queue bound, or (a batch of plain `get`s,
-    /// `stall_skip`) looks stalled ([`crate::client::hedge`]): then passed
-    /// over at once for the next group (a fallback waits, so the last
-    /// candidate still answers).
+    /// the server is over the read queue bound, or (`stall_skip`: a batch
+    /// of plain `get`s whose keys may pass a stalled server over, see
+    /// [`passable`]) it looks stalled ([`crate::client::hedge`]): then
+    /// passed over at once for the next group.
     async fn read_exec(
         &self,
         snap: &Snapshot,
@@ -224,12 +234,9 @@ impl Client {
     ) -> Result<Option<Response>, Error> {
         let hedging = &self.inner.hedging;
         let overloaded = (attempt == Attempt::First)
-            .then(|| {
-                hedging
-                    .overloaded(snap, target)
-                    .or_else(|| stall_skip.then(|| hedging.stalled(snap, target)).flatten())
-            })
-            .flatten();
+            .then(|| hedging.overloaded(snap, target))
+            .flatten()
+            .or_else(|| stall_skip.then(|| hedging.stalled(snap, target)).flatten());
         match overloaded {
             Some(overloaded) => Err(overloaded),
             None => self.exec(snap, target, request, attempt).await,
@@ -343,8 +350,9 @@ impl Client {
             if let ([batch], [keys]) = (&batches[..], &keys[..]) {
                 // The common case needs no joining.
                 let attempt = reads[batch[0].1].attempt;
+                let skip = op.hedges() && passable(batch, reads);
                 let reply = self
-                    .read_exec(snap, batch[0].0, &op.request(keys), attempt, op.hedges())
+                    .read_exec(snap, batch[0].0, &op.request(keys), attempt, skip)
                     .await;
                 settle(op, snap, repairs, reply, (batch, blocked[0]), keys, reads);
             } else {
@@ -353,15 +361,10 @@ impl Client {
                     .zip(&keys)
                     .map(|(batch, keys)| {
                         let attempt = reads[batch[0].1].attempt;
+                        let skip = op.hedges() && passable(batch, reads);
                         Box::pin(async move {
-                            self.read_exec(
-                                snap,
-                                batch[0].0,
-                                &op.request(keys),
-                                attempt,
-                                op.hedges(),
-                            )
-                            .await
+                            self.read_exec(snap, batch[0].0, &op.request(keys), attempt, skip)
+                                .await
                         }) as BoxFuture<'_, _>
                     })
                     .collect();
