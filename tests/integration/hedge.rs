@@ -323,6 +323,34 @@ async fn gets_waiting_past_the_budget_are_passed_over_when_their_server_stalls()
     assert_eq!(asked, 12);
 }
 
+/// Past the budget a stalled first server is still waited for when the key
+/// has no other target left (the other group's server died meanwhile): it
+/// is the last to ask, and answers once resumed.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn past_the_budget_the_last_candidate_is_still_waited_for() {
+    let _clock = HeldClock::hold();
+    let (sg1, mut sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.001))).await;
+    sg1.stop();
+    // The burst goes on ten hedges to sg2.
+    let items = stepping_the_clock(spawned_gets(&client, 10)).await;
+    assert!(items.iter().all(|i| matches!(i, Ok(Some(_)))), "{items:?}");
+    assert_eq!(client.health().hedged_reads, 10);
+    // sg2 dies, and a read finds out (its batch skips the stalled sg1).
+    sg2.kill();
+    let _ = client.get_multi(&["k10", "k11"]).await;
+    let mut get = std::pin::pin!(client.get("k12"));
+    for _ in 0..10 {
+        tokio::select! {
+            biased;
+            item = &mut get => panic!("answered while sg1 is stopped: {item:?}"),
+            () = let_io_happen() => tokio::time::advance(DELAY).await,
+        }
+    }
+    sg1.resume();
+    let item = stepping_the_clock(get).await;
+    assert_eq!(item.unwrap().unwrap().value, &b"v12"[..]);
+}
+
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_server_stalled_for_one_look_is_not_passed_over() {
     let _clock = HeldClock::hold();

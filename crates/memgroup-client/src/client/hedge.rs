@@ -1,6 +1,7 @@
 //! Reads that do not wait on a slow server.
 //!
-//! - **Hedged `get`s.** When a single-key `get`'s server looks stalled — a
+//! - **Hedged `get`s** (and read-only meta gets, below). When a single-key
+//!   `get`'s server looks stalled — a
 //!   request has waited on it for the hedge delay with nothing answered
 //!   since —
 //!   the key's next group is asked at once too and the first hit wins (a
@@ -35,11 +36,13 @@
 //!   last access: a proxy's `mg`, the client's own freshness reads) hedges
 //!   as a `get` does; `gets`, `gat`, a meta get with a lease (`N`, `R`) or
 //!   a touch (`T`) never do (with several groups a CAS unique asked by
-//!   `gets` or `meta_get` is read at the arbiter, unhedged). A stalled
-//!   server's answer to a hedged meta get that is dropped may carry the
-//!   right to refill a stale value (`W`): lost with it, as any client's
-//!   `mg` takes it, until the value is set again (in every group, by
-//!   whoever refills). A multi-key `get`'s batch for a
+//!   `gets` or `meta_get` is read at the arbiter, unhedged). An answer to
+//!   a hedged meta get that is dropped (the slower of the two, or the
+//!   first request left waiting when it is sent again) may carry the right
+//!   to refill a stale value (`W`): lost with it, as any client's `mg`
+//!   takes it, until the value is set again (in every group, by whoever
+//!   refills); the request sent again also reads the item's hit and last
+//!   access as that first request left them. A multi-key `get`'s batch for a
 //!   stalled-looking server is not sent twice but goes to the keys' next
 //!   group at once (a first try, or a fallback after each of its keys
 //!   missed elsewhere: the misses stand, as a single `get`'s does).
@@ -174,24 +177,24 @@ impl Hedging {
             });
     }
 
-    /// What a `get` does about its stalled server: `Ok` hedges to the
-    /// key's next group (`next` gives it) with a hedge from the budget;
+    /// What a read does about its stalled server: `Ok` hedges to the
+    /// key's next target (`walk` gives it) with a hedge from the budget;
     /// `Err(true)` passes the server over (no request there, or none
     /// awaited) for the next group; `Err(false)` waits for it. Past the
     /// budget a `passable` try passes it over (the hedges sent go on timing
     /// out there, so the server is marked down), as the read queue's
-    /// fast-fail does; with no next group, only when some group already
-    /// answered the key (`answered`: its answer, a miss, stands), else the
-    /// server is the last to ask.
+    /// fast-fail does. Either way, with no target left, only when some
+    /// group already answered the key (`answered`: its answer, a miss,
+    /// stands), else the server is the last to ask.
     fn on_stall(
         &self,
-        walk: Option<&mut impl Walk>,
+        walk: &mut impl Walk,
         (passable, answered): (bool, bool),
     ) -> Result<Target, bool> {
         if !self.take() {
-            return Err(passable);
+            return Err(passable && (answered || walk.more()));
         }
-        match walk.and_then(Walk::next) {
+        match walk.next() {
             Some(second) => Ok(second),
             None => {
                 // Nowhere else to ask: the hedge goes back to the budget.
@@ -262,10 +265,11 @@ fn passed_over(snap: &Snapshot, target: Target, why: String) -> Error {
 pub(crate) type Answer = (Target, Result<Option<Response>, Error>);
 
 impl Client {
-    /// A single-key `get` of the wire key `key` at `first`, hedged to the
-    /// target `next` gives (the key's next group) when `first`'s server looks
-    /// stalled — requests outstanding and no answer for the hedge delay —
-    /// and the budget allows. Returns the answers to settle, in order: the
+    /// A single-key read (`op`: a plain `get`, a meta get that only reads)
+    /// of the wire key `key` at `first`, hedged to the target `walk` gives
+    /// (the key's next group) when `first`'s server looks stalled — requests
+    /// outstanding and no answer for the hedge delay — and the budget
+    /// allows. Returns the answers to settle, in order: the
     /// second only when a hedge was sent and the first answer was no hit.
     /// `long`: the key is stored in an envelope, and a hit is one that
     /// holds this key's (another key's, a collision, is no hit); `wire`
@@ -298,7 +302,7 @@ impl Client {
             Box::pin(self.hedge(snap, op, (key, long), wire, tries, walk))
         };
         if let Some(stalled) = hedging.stalled(snap, first) {
-            match hedging.on_stall(Some(&mut walk), (passable, answered)) {
+            match hedging.on_stall(&mut walk, (passable, answered)) {
                 Ok(second) => return hedge(second, &walk).await,
                 Err(true) => return ((first, Err(stalled)), None),
                 Err(false) => {}
@@ -319,7 +323,7 @@ impl Client {
         // waiting is left to its connection (timed out there, uncounted);
         // a hedge's own request to the stalled server counts.
         if hedging.stalled(snap, first).is_some() {
-            match hedging.on_stall(Some(&mut walk), (passable, answered)) {
+            match hedging.on_stall(&mut walk, (passable, answered)) {
                 Ok(second) => return hedge(second, &walk).await,
                 // Passed over once the watch finds it stalled still (one
                 // look more: a server only slow for a moment still answers).
@@ -377,6 +381,8 @@ impl Client {
         tokio::pin!(hedge);
         // A hit the read can use: not from a copy awaiting a repair, and
         // for a key in an envelope, this key's envelope.
+        // The watch is what ends a wait for the first server below.
+        self.watch_stalls();
         let is_hit = |target: Target,
                       (key, long): (Key<'_>, Option<&LongKey>),
                       reply: &Result<Option<Response>, Error>| {
@@ -401,8 +407,8 @@ impl Client {
                 }
                 // A failure answers nothing: the first server is the one
                 // to wait for, unless the try may pass it over and the walk
-                // has another group to ask.
-                if reply.is_err() && !(passable && walk.more()) {
+                // has another target (looked at when it is passed over).
+                if reply.is_err() && !passable {
                     return ((second, reply), Some((first, primary.await)));
                 }
                 // An answer without the key (or that failure): the first
@@ -412,9 +418,10 @@ impl Client {
                 // budget (the key's walk goes on, or ends with this miss),
                 // its request running on.
                 let waited = unless_stalled(primary.as_mut(), snap.counters(first.server)).await;
+                let pass = reply.is_ok() || walk.more();
                 let answer = match waited {
                     Some(answer) => answer,
-                    None => match self.inner.hedging.stalled(snap, first) {
+                    None => match self.inner.hedging.stalled(snap, first).filter(|_| pass) {
                         Some(stalled) => {
                             tokio::spawn(primary);
                             Err(stalled)

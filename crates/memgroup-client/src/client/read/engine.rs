@@ -263,9 +263,10 @@ impl Client {
                 let (key, attempt) = (read.key_at(target.group), read.attempt);
                 let keys = [key];
                 let blocked = [blocked_at(snap, &self.inner.repairs, target, key)];
-                // Each try of a plain get may hedge (see `hedged_get` for
-                // which may pass a stalled server over); a server over the
-                // read queue bound is passed over by a first try only.
+                // Each try of a read that hedges (a plain get, a meta get
+                // that only reads) may hedge (see `hedged_get` for which
+                // may pass a stalled server over); a server over the read
+                // queue bound is passed over by a first try only.
                 let answered = read.answered;
                 let answers =
                     if op.hedges() && self.inner.hedging.overloaded(snap, target).is_none() {
