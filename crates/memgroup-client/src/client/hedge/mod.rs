@@ -52,11 +52,9 @@
 //!   so they fall back to the next group at once instead of queueing behind
 //!   a server that is not answering.
 
-use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
+use std::pin::pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
-use std::task::Poll;
 use std::time::Duration;
 
 use memgroup_proto::{Key, MetaFlag, Request, Response};
@@ -66,11 +64,14 @@ use super::read::ReadOp;
 use super::trace::Attempt;
 use super::{Client, WireKey};
 use crate::clock::now;
-use crate::counters::ServerCounters;
 use crate::error::{Error, ErrorKind};
 use crate::join::BoxFuture;
 use crate::longkey::LongKey;
 use crate::pool::Snapshot;
+
+mod watch;
+
+use watch::unless_stalled;
 
 /// Hedges in hand at most (the budget's burst), in thousandths.
 const BURST: u64 = 10_000;
@@ -341,17 +342,6 @@ impl Client {
         ((first, exec.await), None)
     }
 
-    /// Starts the stall watch, unless it runs.
-    fn watch_stalls(&self) {
-        let watching = &self.inner.hedging.watching;
-        if !watching.load(Ordering::SeqCst) && !watching.swap(true, Ordering::SeqCst) {
-            tokio::spawn(stall_watch(
-                Arc::downgrade(&self.inner),
-                self.inner.hedging.hedge.delay,
-            ));
-        }
-    }
-
     /// Sends the `get` of the key to `first` and its hedge to `second`
     /// (the key and its envelope in each, from `wire` there); the first
     /// hit wins. A hedge that answers without the key, or (a `passable`
@@ -451,50 +441,5 @@ impl Client {
                 .exec(&snap, target, &op.request(&keys), attempt)
                 .await
         })
-    }
-}
-
-/// `reply`'s output, or `None` when the stall watch finds `counters`'
-/// server stalled first.
-async fn unless_stalled<F: Future + ?Sized>(
-    mut reply: Pin<&mut F>,
-    counters: &ServerCounters,
-) -> Option<F::Output> {
-    let mut stall = pin!(counters.stall_seen());
-    poll_fn(|cx| match reply.as_mut().poll(cx) {
-        Poll::Ready(answer) => Poll::Ready(Some(answer)),
-        Poll::Pending => stall.as_mut().poll(cx).map(|()| None),
-    })
-    .await
-}
-
-/// The stall watch: every hedge delay while requests wait, it wakes the
-/// `get`s waiting on a server that looks stalled (a request has waited the
-/// delay with nothing answered), which then hedge as they would have had
-/// it looked so when they were sent. It ends when nothing waits (the next
-/// waiting `get` starts it again) or the client is gone.
-async fn stall_watch(inner: Weak<super::Inner>, delay: Duration) {
-    let waiting = |snap: &Snapshot| snap.all_counters().iter().any(|c| c.outstanding_now() > 0);
-    loop {
-        tokio::time::sleep(delay).await;
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        let snap = inner.pool.snapshot();
-        let at = crate::clock::nanos(now());
-        for counters in snap.all_counters() {
-            if counters.outstanding_now() > 0 && counters.looks_stalled(at, delay) {
-                counters.tell_stalled();
-            }
-        }
-        if !waiting(&snap) {
-            // A get that starts waiting after this check either finds the
-            // watch stopped (and starts one) or is seen waiting here.
-            let watching = &inner.hedging.watching;
-            watching.store(false, Ordering::SeqCst);
-            if !waiting(&snap) || watching.swap(true, Ordering::SeqCst) {
-                return;
-            }
-        }
     }
 }
