@@ -256,6 +256,14 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     let taken_closed = taker.close(Duration::from_secs(30)).await;
     let (left_where, for_spare) = writers::journal_left(&journal, &spare_server.addr_string());
     let journal_left = left_where.len();
+    // What the main client itself owed as the journal was read (its own
+    // segment is held): an entry left that it owes is a repair queued after
+    // its close returned; one it does not owe, a record the journal kept.
+    let main_owed: Vec<String> = client
+        .owed_repairs()
+        .iter()
+        .map(|r| format!("{} on {}", String::from_utf8_lossy(&r.key), r.server))
+        .collect();
     drop(taker);
     let _ = std::fs::remove_dir_all(&journal);
     // Verification, group by group, past the backoff.
@@ -459,8 +467,9 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     }
     if journal_left > 0 {
         violations.push(format!(
-            "{journal_left} journaled repairs left undone: {}",
-            left_where.join(", ")
+            "{journal_left} journaled repairs left undone: {} (the main client owed then: [{}])",
+            left_where.join(", "),
+            main_owed.join(", ")
         ));
     }
     if misdelivered > 0 {

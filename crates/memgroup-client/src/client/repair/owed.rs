@@ -140,7 +140,11 @@ impl Repairs {
     /// Every repair still owed — queued, and journaled for servers outside
     /// the topology — as the journal records them.
     pub(crate) fn owed(&self) -> Vec<journal::OwedRepair> {
-        let queue = self.queue.read();
+        self.owed_in(&self.queue.read())
+    }
+
+    /// [`Repairs::owed`] with the queue's lock held.
+    fn owed_in(&self, queue: &super::Queue) -> Vec<journal::OwedRepair> {
         let mut owed: Vec<journal::OwedRepair> = queue
             .age
             .values()
@@ -161,7 +165,12 @@ impl Repairs {
     /// Rewrites the journal with only what is still owed; the repairs that
     /// are, when any.
     pub(crate) fn compact_journal(&self) -> std::io::Result<Vec<journal::OwedRepair>> {
-        let owed = self.owed();
+        // The queue's lock is held through the rewrite: a repair done
+        // meanwhile would record its `D` in the segment being replaced, and
+        // the new one would keep its `A` (lock order as a repair's: queue,
+        // then journal).
+        let queue = self.queue.read();
+        let owed = self.owed_in(&queue);
         if let Some(journal) = &self.journal {
             journal.compact(&owed)?;
         }
