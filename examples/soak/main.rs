@@ -467,9 +467,11 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     }
     if journal_left > 0 {
         violations.push(format!(
-            "{journal_left} journaled repairs left undone: {} (the main client owed then: [{}])",
+            "{journal_left} journaled repairs left undone: {} (the main client owed then: [{}]; this process is {}, its segments {}-N)",
             left_where.join(", "),
-            main_owed.join(", ")
+            main_owed.join(", "),
+            std::process::id(),
+            std::process::id()
         ));
     }
     if misdelivered > 0 {
