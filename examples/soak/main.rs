@@ -256,14 +256,8 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     let taken_closed = taker.close(Duration::from_secs(30)).await;
     let (left_where, for_spare) = writers::journal_left(&journal, &spare_server.addr_string());
     let journal_left = left_where.len();
-    // What the main client itself owed as the journal was read (its own
-    // segment is held): an entry left that it owes is a repair queued after
-    // its close returned; one it does not owe, a record the journal kept.
-    let main_owed: Vec<String> = client
-        .owed_repairs()
-        .iter()
-        .map(|r| format!("{} on {}", String::from_utf8_lossy(&r.key), r.server))
-        .collect();
+    // An entry left that the main client owes: queued after its close.
+    let main_owed = writers::owed(&client);
     drop(taker);
     let _ = std::fs::remove_dir_all(&journal);
     // Verification, group by group, past the backoff.

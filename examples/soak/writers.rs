@@ -197,3 +197,14 @@ pub(crate) fn journal_left(dir: &Path, spare: &str) -> (Vec<String>, usize) {
         .collect();
     (named, for_spare.len())
 }
+
+/// What `client` owes as the journal is read, each named (key on server):
+/// an entry left in its own segment that it owes is a repair queued after
+/// its close returned; one it does not owe, a record the journal kept.
+pub(crate) fn owed(client: &Client) -> Vec<String> {
+    client
+        .owed_repairs()
+        .iter()
+        .map(|r| format!("{} on {}", String::from_utf8_lossy(&r.key), r.server))
+        .collect()
+}
