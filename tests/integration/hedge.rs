@@ -258,6 +258,30 @@ async fn a_multi_get_fallback_after_a_miss_passes_a_stalled_server_over() {
     assert_eq!(got.errors().count(), 0, "misses, not errors");
 }
 
+/// A get whose server already looks stalled when it is sent (a write has
+/// waited on it, and no get started the stall watch) hedges at once; its
+/// hedge's miss then waits for the watch's next look, not the timeout:
+/// the hedge starts the watch.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_hedge_sent_at_once_starts_the_stall_watch() {
+    let _clock = HeldClock::hold();
+    let (sg1, _sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
+    sg1.stop();
+    let write = tokio::spawn({
+        let client = client.clone();
+        async move { client.set("k0", "new", 0).await }
+    });
+    for _ in 0..2 {
+        let_io_happen().await;
+        tokio::time::advance(DELAY).await;
+    }
+    let started = tokio::time::Instant::now();
+    assert!(get_stepping_the_clock(&client, "absent").await.is_none());
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+    assert_eq!(client.health().hedged_reads, 1);
+    let _ = stepping_the_clock(write).await;
+}
+
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_miss_waits_for_no_stalled_fallback() {
     let _clock = HeldClock::hold();

@@ -371,6 +371,9 @@ impl Client {
         tokio::pin!(hedge);
         // A hit the read can use: not from a copy awaiting a repair, and
         // for a key in an envelope, this key's envelope.
+        // The watch is what ends a wait for the first server below (a
+        // server already looking stalled may have no watch running).
+        self.watch_stalls();
         let is_hit = |target: Target,
                       (key, long): (Key<'_>, Option<&LongKey>),
                       reply: &Result<Option<Response>, Error>| {
