@@ -88,6 +88,26 @@ async fn get_stepping_the_clock(client: &Client, key: &str) -> Option<memgroup::
     stepping_the_clock(client.get(key)).await.unwrap()
 }
 
+/// `client.get(key)` while `server` is stopped: it waits ten hedge delays
+/// unanswered (a fifth of the timeout, long past the watch's second look),
+/// then `server` resumes; its answer.
+async fn get_answered_once_resumed(
+    client: &Client,
+    server: &Memcached,
+    key: &str,
+) -> Result<Option<memgroup::client::Item>, memgroup::client::Error> {
+    let mut get = std::pin::pin!(client.get(key));
+    for _ in 0..10 {
+        tokio::select! {
+            biased;
+            item = &mut get => panic!("answered while the server is stopped: {item:?}"),
+            () = let_io_happen() => tokio::time::advance(DELAY).await,
+        }
+    }
+    server.resume();
+    stepping_the_clock(get).await
+}
+
 /// `read`'s output, the clock moving a hedge delay at a time meanwhile.
 async fn stepping_the_clock<T>(read: impl std::future::Future<Output = T>) -> T {
     let mut read = std::pin::pin!(read);
@@ -194,24 +214,7 @@ async fn a_failed_hedge_leaves_the_last_candidate_waited_for() {
     let (sg1, mut sg2, client) = cluster(|b| b.hedge(Hedge::new(DELAY, 0.10))).await;
     sg1.stop();
     sg2.kill();
-    let mut get = std::pin::pin!(client.get("k0"));
-    // Ten hedge delays, a fifth of the timeout: long past the watch's
-    // second look.
-    for _ in 0..10 {
-        tokio::select! {
-            biased;
-            item = &mut get => panic!("answered while sg1 is stopped: {item:?}"),
-            () = let_io_happen() => tokio::time::advance(DELAY).await,
-        }
-    }
-    sg1.resume();
-    let item = loop {
-        tokio::select! {
-            biased;
-            item = &mut get => break item,
-            () = let_io_happen() => tokio::time::advance(DELAY).await,
-        }
-    };
+    let item = get_answered_once_resumed(&client, &sg1, "k0").await;
     assert_eq!(item.unwrap().unwrap().value, &b"v0"[..]);
 }
 
@@ -362,16 +365,7 @@ async fn past_the_budget_the_last_candidate_is_still_waited_for() {
     // sg2 dies, and a read finds out (its batch skips the stalled sg1).
     sg2.kill();
     let _ = client.get_multi(&["k10", "k11"]).await;
-    let mut get = std::pin::pin!(client.get("k12"));
-    for _ in 0..10 {
-        tokio::select! {
-            biased;
-            item = &mut get => panic!("answered while sg1 is stopped: {item:?}"),
-            () = let_io_happen() => tokio::time::advance(DELAY).await,
-        }
-    }
-    sg1.resume();
-    let item = stepping_the_clock(get).await;
+    let item = get_answered_once_resumed(&client, &sg1, "k12").await;
     assert_eq!(item.unwrap().unwrap().value, &b"v12"[..]);
 }
 

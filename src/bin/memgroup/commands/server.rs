@@ -77,11 +77,7 @@ pub(crate) async fn version(args: &VersionArgs, flags: &ClusterFlags) -> Result<
             Err(e) => {
                 // No version, as `stats` shows such a server: why, on stderr.
                 failed += 1;
-                let why = e.chain();
-                match e.server() {
-                    Some(_) => output::warn(None, &why),
-                    None => output::warn(None, &format!("{server}: {why}")),
-                }
+                let why = unanswered(&server, &e);
                 report.record(json!({"group": group, "server": server, "error": why}));
                 report.row(vec![group, server, "-".into()]);
             }
@@ -89,6 +85,17 @@ pub(crate) async fn version(args: &VersionArgs, flags: &ClusterFlags) -> Result<
     }
     report.print();
     Ok(exit::code(failed == 0))
+}
+
+/// Why `server` gave no figures, on stderr (naming it unless the error
+/// does already); the reason.
+fn unanswered(server: &str, e: &memgroup::client::Error) -> String {
+    let why = e.chain();
+    match e.server() {
+        Some(_) => output::warn(None, &why),
+        None => output::warn(None, &format!("{server}: {why}")),
+    }
+    why
 }
 
 /// `stats [SECTION] [--group G]`: the summary with group totals, or one raw
@@ -239,14 +246,9 @@ async fn summary(client: &Client, group: Option<&str>) -> Result<ExitCode, Failu
                 let mut row = vec![s.group.clone(), s.server.clone()];
                 row.resize(SUMMARY.len(), "-".to_string());
                 report.row(row);
-                let why = e.chain();
-                match e.server() {
-                    // The error names its server already.
-                    Some(_) => output::warn(None, &why),
-                    None => output::warn(None, &format!("{}: {why}", s.server)),
-                }
+                let why = unanswered(&s.server, e);
                 report.record(
-                    json!({"kind": "server", "group": s.group, "server": s.server, "error": e.chain()}),
+                    json!({"kind": "server", "group": s.group, "server": s.server, "error": why}),
                 );
             }
         }

@@ -369,11 +369,11 @@ impl Client {
         let mut primary = self.owned_read(snap, op.resend(), at[0].0, first, attempt);
         let hedge = self.exec(snap, second, &request, Attempt::Hedge);
         tokio::pin!(hedge);
-        // A hit the read can use: not from a copy awaiting a repair, and
-        // for a key in an envelope, this key's envelope.
         // The watch is what ends a wait for the first server below (a
         // server already looking stalled may have no watch running).
         self.watch_stalls();
+        // A hit the read can use: not from a copy awaiting a repair, and
+        // for a key in an envelope, this key's envelope.
         let is_hit = |target: Target,
                       (key, long): (Key<'_>, Option<&LongKey>),
                       reply: &Result<Option<Response>, Error>| {
