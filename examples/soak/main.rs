@@ -256,8 +256,10 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     let taken_closed = taker.close(Duration::from_secs(30)).await;
     let (left_where, for_spare) = writers::journal_left(&journal, &spare_server.addr_string());
     let journal_left = left_where.len();
-    // An entry left that the main client owes: queued after its close.
+    // An entry left that the main client owes: queued after its close; one
+    // the taker owes: kept by it (a server it does not know?).
     let main_owed = writers::owed(&client);
+    let taker_owed = writers::owed(&taker);
     drop(taker);
     let _ = std::fs::remove_dir_all(&journal);
     // Verification, group by group, past the backoff.
@@ -461,9 +463,10 @@ async fn soak(duration: Duration, through_proxy: bool) -> ExitCode {
     }
     if journal_left > 0 {
         violations.push(format!(
-            "{journal_left} journaled repairs left undone: {} (the main client owed then: [{}]; this process is {}, its segments {}-N)",
+            "{journal_left} journaled repairs left undone: {} (the main client owed then: [{}], the next process's client: [{}]; this process is {}, its segments {}-N)",
             left_where.join(", "),
             main_owed.join(", "),
+            taker_owed.join(", "),
             std::process::id(),
             std::process::id()
         ));
